@@ -1,0 +1,120 @@
+"""A persistent embedding cache keyed by (model id, hash of the exact text embedded).
+
+One ``.npz`` file per model in the cache directory. Writes go to a temporary file that replaces
+the old one atomically (a crash never leaves a half-written cache), under an exclusive lock file so
+two processes sharing the directory merge rather than overwrite each other. A corrupt or foreign
+file is reported once and rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+
+
+def default_cache_dir() -> Path:
+    """``$SK_TOOLFILTER_CACHE``, else ``$XDG_CACHE_HOME/sk-toolfilter``, else ``~/.cache/sk-toolfilter``."""
+    if os.environ.get("SK_TOOLFILTER_CACHE"):
+        return Path(os.environ["SK_TOOLFILTER_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "sk-toolfilter"
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """Embeddings on disk, shared by restarts and processes."""
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self._memory: dict[str, dict[str, np.ndarray]] = {}
+        self._lock = threading.Lock()
+        self._reported: set[Path] = set()
+
+    def _path(self, model_id: str) -> Path:
+        slug = re.sub(r"[^0-9A-Za-z_.-]", "_", model_id)[:80]
+        digest = hashlib.sha256(model_id.encode()).hexdigest()[:8]
+        return self.directory / f"embeddings-v{FORMAT_VERSION}-{slug}-{digest}.npz"
+
+    def _read(self, path: Path) -> dict[str, np.ndarray]:
+        if not path.exists():
+            return {}
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                if int(data["version"]) != FORMAT_VERSION:
+                    raise ValueError(f"format version {int(data['version'])}")
+                keys, vectors = data["keys"], data["vectors"]
+                if vectors.ndim != 2 or len(keys) != len(vectors) or not np.isfinite(vectors).all():
+                    raise ValueError("inconsistent arrays")
+                return {str(k): v for k, v in zip(keys, vectors)}
+        except Exception as exc:
+            if path not in self._reported:
+                self._reported.add(path)
+                logger.warning("sk-toolfilter: embedding cache %s is unreadable (%s); rebuilding it", path, exc)
+            return {}
+
+    @contextlib.contextmanager
+    def _exclusive(self, path: Path) -> Iterator[None]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(path.with_suffix(".lock"), "a+b") as lock_file:
+            try:
+                import fcntl
+
+                fcntl.flock(lock_file, fcntl.LOCK_EX)
+            except ImportError:  # pragma: no cover - Windows: atomic replace still prevents corruption
+                pass
+            yield
+
+    def get(self, model_id: str, texts: list[str]) -> list[np.ndarray | None]:
+        """The cached vector of each text, or None where it is not cached."""
+        with self._lock:
+            entries = self._memory.get(model_id)
+            if entries is None:
+                entries = self._read(self._path(model_id))
+                self._memory[model_id] = entries
+            return [entries.get(text_key(t)) for t in texts]
+
+    def put(self, model_id: str, texts: list[str], vectors: np.ndarray) -> None:
+        """Store vectors (merged with what other processes wrote meanwhile), atomically."""
+        if not texts:
+            return
+        path = self._path(model_id)
+        new = {text_key(t): np.asarray(v, dtype=np.float32) for t, v in zip(texts, vectors)}
+        with self._lock:
+            try:
+                with self._exclusive(path):
+                    entries = self._read(path)
+                    dims = {v.shape[0] for v in new.values()}
+                    entries = {k: v for k, v in entries.items() if v.shape[0] in dims}  # model resized
+                    entries.update(new)
+                    keys = np.array(list(entries), dtype="U64")
+                    matrix = np.stack(list(entries.values())).astype(np.float32)
+                    fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+                    try:
+                        with os.fdopen(fd, "wb") as f:
+                            np.savez(f, version=np.array(FORMAT_VERSION), keys=keys, vectors=matrix)
+                            f.flush()
+                            os.fsync(f.fileno())
+                        os.replace(tmp, path)
+                    finally:
+                        if os.path.exists(tmp):
+                            os.unlink(tmp)
+                    self._memory[model_id] = entries
+            except OSError as exc:
+                logger.warning("sk-toolfilter: cannot write embedding cache %s (%s); continuing without it", path, exc)
+                self._memory.setdefault(model_id, {}).update(new)

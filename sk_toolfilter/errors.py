@@ -1,0 +1,72 @@
+"""Exceptions raised by sk-toolfilter. Every one carries a message a user can act on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from difflib import get_close_matches
+from typing import Any
+
+from pydantic import ValidationError
+
+
+class ToolFilterError(Exception):
+    """Base class of every sk-toolfilter error."""
+
+
+class ConfigError(ToolFilterError, ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+class UnknownToolError(ConfigError):
+    """A configured tool name is not a function of the kernel."""
+
+    def __init__(self, key: str, name: str, known: Iterable[str]) -> None:
+        self.name = name
+        suggestions = closest_names(name, known)
+        hint = f"; closest real names: {', '.join(suggestions)}" if suggestions else ""
+        super().__init__(
+            f"{key}: {name!r} is not a kernel function (use the full name 'Plugin-function'){hint}"
+        )
+
+
+class EmbeddingServiceError(ToolFilterError):
+    """The embedding service failed, or returned vectors of the wrong shape or with NaNs."""
+
+
+def closest_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """The `n` known names most similar to `name`, compared case-insensitively."""
+    by_lower = {k.lower(): k for k in known}
+    candidates = get_close_matches(name.lower().replace(".", "-"), list(by_lower), n=n, cutoff=0.4)
+    return [by_lower[c] for c in candidates]
+
+
+def _format_location(prefix: str, loc: Sequence[Any]) -> str:
+    parts = [prefix] if prefix else []
+    for item in loc:
+        parts.append(f"[{item}]" if isinstance(item, int) else str(item))
+    return ".".join(parts).replace(".[", "[") or "(root)"
+
+
+def describe_validation_error(error: ValidationError, prefix: str = "", secret_keys: Iterable[str] = ()) -> str:
+    """One line per problem, each naming the key path and the bad value.
+
+    Values under keys listed in `secret_keys` (e.g. ``api_key``) are never echoed.
+    """
+    secrets = {s.lower() for s in secret_keys}
+    lines = []
+    for err in error.errors(include_url=False):
+        loc = err.get("loc", ())
+        where = _format_location(prefix, loc)
+        message = err.get("msg", "invalid value")
+        if err.get("type") == "extra_forbidden":
+            lines.append(f"{where}: unknown key")
+            continue
+        if err.get("type") == "missing":
+            lines.append(f"{where}: required key is missing")
+            continue
+        is_secret = any(str(part).lower() in secrets for part in loc)
+        shown = "***" if is_secret else repr(err.get("input"))
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        lines.append(f"{where}: {message} (got {shown})")
+    return "\n".join(lines)

@@ -1,0 +1,117 @@
+"""Measuring retrieval quality on a labelled query set (recall@k, complete@k, nDCG@10, MRR, latency)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sk_toolfilter.config import SearchMethod, ToolFilterConfig
+from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.index import ToolIndex
+from sk_toolfilter.metrics import complete_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
+from sk_toolfilter.search import rank_tools
+
+
+@dataclass(frozen=True)
+class LabelledQuery:
+    id: str
+    query: str
+    gold: tuple[str, ...]
+    category: str = ""
+
+
+@dataclass
+class MethodResult:
+    """Aggregated metrics of one method over a query set."""
+
+    method: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    by_category: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def load_queries(path: str | Path) -> list[LabelledQuery]:
+    """Queries in the benchmarks' ``dev.jsonl`` format (``id``, ``query``, ``gold``, ``category``)."""
+    path = Path(path)
+    queries = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read queries ({exc.strerror})") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            queries.append(
+                LabelledQuery(
+                    id=str(raw.get("id", number)),
+                    query=str(raw["query"]),
+                    gold=tuple(raw["gold"]),
+                    category=str(raw.get("category", "")),
+                )
+            )
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{path}:{number}: not a labelled query ({exc})") from None
+    return queries
+
+
+def _aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {key: float(np.mean([r[key] for r in rows])) for key in rows[0]} if rows else {}
+
+
+async def evaluate_method(
+    index: ToolIndex,
+    queries: Sequence[LabelledQuery],
+    method: SearchMethod,
+    config: ToolFilterConfig,
+    ks: Sequence[int] = (1, 3, 5, 10),
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> MethodResult:
+    """Rank every query with `method`; strict metrics (only gold names count)."""
+    method_config = config.model_copy(update={"search_method": method})
+    depth = max(max(ks), 10, config.top_k)
+    rows: list[dict[str, float]] = []
+    categories: dict[str, list[dict[str, float]]] = {}
+    latencies = []
+    for done, item in enumerate(queries, 1):
+        started = time.perf_counter()
+        ranking = await rank_tools(index, item.query, method_config, limit=depth)
+        latencies.append((time.perf_counter() - started) * 1000)
+        ranked = [t.full_name for t in ranking.tools]
+        sent = [
+            t.full_name for t in ranking.tools if t.name_match or t.score >= config.similarity_threshold
+        ][: config.top_k]
+        row = {f"recall@{k}": recall_at_k(ranked, item.gold, k) for k in ks}
+        row.update({f"complete@{k}": complete_at_k(ranked, item.gold, k) for k in ks})
+        row["ndcg@10"] = ndcg_at_k(ranked, item.gold, 10)
+        row["mrr"] = reciprocal_rank(ranked, item.gold)
+        row["recall_sent"] = recall_at_k(sent, item.gold, len(sent)) if sent else 0.0
+        row["mean_tools_sent"] = float(len(sent))
+        rows.append(row)
+        categories.setdefault(item.category, []).append(row)
+        if progress is not None:
+            progress(done, len(queries))
+    metrics = _aggregate(rows)
+    if latencies:
+        metrics["p50_ms"] = float(np.percentile(latencies, 50))
+        metrics["p95_ms"] = float(np.percentile(latencies, 95))
+    return MethodResult(method, metrics, {c: _aggregate(r) for c, r in sorted(categories.items())})
+
+
+def results_to_json(
+    results: Sequence[MethodResult], n_queries: int, n_tools: int, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "n_queries": n_queries,
+        "n_tools": n_tools,
+        **(extra or {}),
+        "methods": {r.method: r.metrics for r in results},
+        "by_category": {r.method: r.by_category for r in results},
+    }

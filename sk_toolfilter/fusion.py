@@ -1,0 +1,48 @@
+"""Turning raw per-method scores into comparable [0, 1] scores, and fusing methods.
+
+Every method's score is relative to the best tool for the same query (1.0 = best match), so one
+``similarity_threshold`` means the same for every method:
+
+- BM25: ``raw / max(raw)``; a tool sharing no term with the query scores 0.
+- semantic: ``(cos - floor) / (max(cos) - floor)``, clipped at 0; ``floor`` is the cosine of
+  an unrelated text (below it a tool is noise, not a weak match).
+- hybrid: Reciprocal Rank Fusion of the methods' rankings (tools scoring 0 are not ranked),
+  ``Σ w_m / (k + rank_m)``, divided by its maximum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+
+def normalize_by_max(scores: np.ndarray) -> np.ndarray:
+    """Scale so the best score is 1.0; all zeros stay zeros (no division by zero)."""
+    scores = np.clip(np.nan_to_num(np.asarray(scores, dtype=np.float64)), 0.0, None)
+    top = float(scores.max(initial=0.0))
+    return scores / top if top > 0 else np.zeros_like(scores)
+
+
+def normalize_cosine(cosines: np.ndarray, floor: float) -> np.ndarray:
+    """Semantic scores relative to the best match, with cosines at or below `floor` scoring 0."""
+    return normalize_by_max(np.asarray(cosines, dtype=np.float64) - floor)
+
+
+def rank_order(scores: np.ndarray) -> np.ndarray:
+    """Indices of the tools with a positive score, best first; ties keep catalog order."""
+    positive = np.flatnonzero(scores > 0)
+    return positive[np.lexsort((positive, -scores[positive]))]
+
+
+def reciprocal_rank_fusion(
+    scores_by_method: Mapping[str, np.ndarray], k: int = 60, weights: Mapping[str, float] | None = None
+) -> np.ndarray:
+    """Weighted RRF of the methods' rankings, normalized so the best fused score is 1.0."""
+    weights = weights or {}
+    size = len(next(iter(scores_by_method.values()))) if scores_by_method else 0
+    fused = np.zeros(size, dtype=np.float64)
+    for method, scores in scores_by_method.items():
+        order = rank_order(scores)
+        fused[order] += weights.get(method, 1.0) / (k + np.arange(1, len(order) + 1))
+    return normalize_by_max(fused)

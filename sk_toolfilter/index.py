@@ -1,0 +1,183 @@
+"""ToolIndex: the catalog of kernel functions with BM25 statistics and embeddings."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sk_toolfilter.bm25 import BM25Index
+from sk_toolfilter.cache import EmbeddingCache
+from sk_toolfilter.config import BM25Config
+from sk_toolfilter.embeddings import embed_texts, embedding_model_id
+from sk_toolfilter.errors import EmbeddingServiceError
+from sk_toolfilter.metadata import ToolMetadata, crawl_kernel
+from sk_toolfilter.names import NameMatcher
+
+if TYPE_CHECKING:
+    from semantic_kernel import Kernel
+    from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
+
+logger = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while tool texts are embedded."""
+
+# Texts longer than this are cut before embedding (models truncate anyway; APIs reject huge inputs).
+MAX_EMBED_CHARS = 4000
+
+
+class ToolIndex:
+    """Tool metadata, BM25 statistics and (optionally) one embedding per tool.
+
+    Build it with :meth:`build_from_kernel` (or :meth:`build` from records). Immutable once built:
+    a changed kernel gets a new index.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[ToolMetadata],
+        *,
+        embeddings: np.ndarray | None = None,
+        embedding_service: EmbeddingGeneratorBase | None = None,
+        bm25_config: BM25Config | None = None,
+    ) -> None:
+        full_names = [t.full_name for t in tools]
+        if len(set(full_names)) != len(full_names):
+            dupes = sorted({n for n in full_names if full_names.count(n) > 1})
+            raise ValueError(f"duplicate tool names in the catalog: {', '.join(dupes[:5])}")
+        if embeddings is not None and embeddings.shape[0] != len(tools):
+            raise EmbeddingServiceError(
+                f"{embeddings.shape[0]} embeddings for {len(tools)} tools: sizes must match"
+            )
+        self.tools: tuple[ToolMetadata, ...] = tuple(tools)
+        self.embeddings = embeddings
+        self.embedding_service = embedding_service
+        self.bm25_config = bm25_config or BM25Config()
+        self.bm25 = BM25Index.from_tools(self.tools, self.bm25_config)
+        self.name_matcher = NameMatcher(self.tools)
+        self._position = {name: i for i, name in enumerate(full_names)}
+
+    @classmethod
+    async def build(
+        cls,
+        tools: Sequence[ToolMetadata],
+        embedding_service: EmbeddingGeneratorBase | None = None,
+        *,
+        bm25_config: BM25Config | None = None,
+        batch_size: int = 64,
+        progress: ProgressCallback | None = None,
+        cache: EmbeddingCache | None = None,
+    ) -> ToolIndex:
+        """Index `tools`; with a service, embed every tool once, in batches (cached ones are reused).
+
+        Raises EmbeddingServiceError (with the cause) when the service fails or misbehaves.
+        """
+        embeddings = None
+        if embedding_service is not None and tools:
+            texts = [t.embedding_text()[:MAX_EMBED_CHARS] for t in tools]
+            embeddings = await _embed_catalog(embedding_service, texts, cache, batch_size, progress)
+        return cls(tools, embeddings=embeddings, embedding_service=embedding_service, bm25_config=bm25_config)
+
+    @classmethod
+    async def build_from_kernel(
+        cls,
+        kernel: Kernel,
+        embedding_service: EmbeddingGeneratorBase | None = None,
+        *,
+        bm25_config: BM25Config | None = None,
+        batch_size: int = 64,
+        progress: ProgressCallback | None = None,
+        cache: EmbeddingCache | None = None,
+    ) -> ToolIndex:
+        """Index every function of every plugin of `kernel` (``None`` service: BM25 only)."""
+        return await cls.build(
+            crawl_kernel(kernel),
+            embedding_service,
+            bm25_config=bm25_config,
+            batch_size=batch_size,
+            progress=progress,
+            cache=cache,
+        )
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def __contains__(self, full_name: object) -> bool:
+        return full_name in self._position
+
+    @property
+    def names(self) -> list[str]:
+        """Full names in kernel order."""
+        return [t.full_name for t in self.tools]
+
+    @property
+    def has_embeddings(self) -> bool:
+        return self.embeddings is not None and self.embedding_service is not None
+
+    def position(self, full_name: str) -> int:
+        return self._position[full_name]
+
+    def get(self, full_name: str) -> ToolMetadata | None:
+        position = self._position.get(full_name)
+        return None if position is None else self.tools[position]
+
+    def bm25_raw_scores(self, query: str) -> np.ndarray:
+        return self.bm25.raw_scores(query)
+
+    async def embed_query(self, query: str) -> np.ndarray:
+        """The query's unit vector. Raises EmbeddingServiceError on any failure or size mismatch."""
+        if not self.has_embeddings:
+            raise EmbeddingServiceError("this index has no embeddings")
+        assert self.embedding_service is not None and self.embeddings is not None
+        vector = (await embed_texts(self.embedding_service, [query[:MAX_EMBED_CHARS]]))[0]
+        if vector.shape[0] != self.embeddings.shape[1]:
+            raise EmbeddingServiceError(
+                f"query embedding has {vector.shape[0]} dimensions, tool embeddings have "
+                f"{self.embeddings.shape[1]}: the embedding model changed since the index was built"
+            )
+        return vector
+
+    def cosine_scores(self, query_vector: np.ndarray) -> np.ndarray:
+        assert self.embeddings is not None
+        return self.embeddings @ query_vector
+
+
+async def _embed_catalog(
+    service: EmbeddingGeneratorBase,
+    texts: list[str],
+    cache: EmbeddingCache | None,
+    batch_size: int,
+    progress: ProgressCallback | None,
+) -> np.ndarray:
+    """Embed tool texts in batches, reusing and filling the cache; report progress per batch."""
+    model_id = embedding_model_id(service)
+    cached = cache.get(model_id, texts) if cache is not None else [None] * len(texts)
+    missing = [i for i, vector in enumerate(cached) if vector is None]
+    started = time.perf_counter()
+    fresh: list[np.ndarray] = []
+    for start in range(0, len(missing), batch_size):
+        batch = [texts[i] for i in missing[start : start + batch_size]]
+        fresh.append(await embed_texts(service, batch, batch_size))
+        if progress is not None:
+            progress(min(start + batch_size, len(missing)), len(missing))
+    dims = {v.shape[0] for v in cached if v is not None} | {f.shape[1] for f in fresh}
+    if len(dims) > 1:
+        raise EmbeddingServiceError(f"embedding service returned vectors of different sizes: {sorted(dims)}")
+    if fresh:
+        new_vectors = np.concatenate(fresh)
+        if cache is not None:
+            cache.put(model_id, [texts[i] for i in missing], new_vectors)
+        for row, i in enumerate(missing):
+            cached[i] = new_vectors[row]
+        logger.info(
+            "embedded %d of %d tools with %s in %.1fs",
+            len(missing),
+            len(texts),
+            model_id,
+            time.perf_counter() - started,
+        )
+    return np.stack(cached).astype(np.float32)  # type: ignore[arg-type]

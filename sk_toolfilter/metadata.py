@@ -1,0 +1,101 @@
+"""Tool metadata: one record per kernel function, crawled from ``kernel.plugins``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sk_toolfilter.text import humanize_identifier
+
+if TYPE_CHECKING:
+    from semantic_kernel import Kernel
+    from semantic_kernel.functions import KernelFunction
+
+
+@dataclass(frozen=True)
+class ParameterMetadata:
+    """One parameter of a tool, as the model sees it."""
+
+    name: str
+    type: str = "str"
+    description: str = ""
+    required: bool = False
+    schema: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ToolMetadata:
+    """What the index knows of one kernel function.
+
+    ``full_name`` is spelled exactly as Semantic Kernel spells it (``Plugin-function``), the only
+    form ``FunctionChoiceBehavior`` filters accept.
+    """
+
+    plugin: str
+    name: str
+    full_name: str
+    description: str = ""
+    parameters: tuple[ParameterMetadata, ...] = ()
+    defer_loading: bool = False
+    keywords: tuple[str, ...] = field(default=())
+
+    @property
+    def summary(self) -> str:
+        """The first line of the description."""
+        return self.description.strip().split("\n", 1)[0]
+
+    def lexical_fields(self) -> dict[str, str]:
+        """Text per indexed field: name, plugin, description, parameters, keywords."""
+        params = " ".join(f"{p.name} {p.description}" for p in self.parameters)
+        return {
+            "name": self.name,
+            "plugin": self.plugin,
+            "description": self.description,
+            "parameters": params,
+            "keywords": " ".join(self.keywords),
+        }
+
+    def embedding_text(self) -> str:
+        """The text embedded for semantic search: readable name, description, parameters."""
+        text = f"{humanize_identifier(self.name)}: {self.description.strip()}"
+        params = [
+            f"{humanize_identifier(p.name)} ({p.description.strip()})" if p.description else humanize_identifier(p.name)
+            for p in self.parameters
+        ]
+        if params:
+            text += " Parameters: " + "; ".join(params)
+        if self.keywords:
+            text += " Keywords: " + ", ".join(self.keywords)
+        return text
+
+
+def tool_from_function(function: KernelFunction) -> ToolMetadata:
+    """The metadata record of one kernel function."""
+    meta = function.metadata
+    params = tuple(
+        ParameterMetadata(
+            name=p.name or "",
+            type=p.type_ or "str",
+            description=p.description or "",
+            required=bool(p.is_required),
+            schema=p.schema_data,
+        )
+        for p in meta.parameters
+        if p.include_in_function_choices
+    )
+    return ToolMetadata(
+        plugin=meta.plugin_name or "",
+        name=meta.name,
+        full_name=meta.fully_qualified_name,
+        description=meta.description or "",
+        parameters=params,
+    )
+
+
+def crawl_kernel(kernel: Kernel) -> list[ToolMetadata]:
+    """One record per function of every plugin, in kernel order (the order SK sends tools)."""
+    return [
+        tool_from_function(function)
+        for plugin in kernel.plugins.values()
+        for function in plugin.functions.values()
+    ]

@@ -1,0 +1,95 @@
+"""Tokenizing tool metadata and queries for lexical search.
+
+Identifiers are split into words (``send_email``, ``send-email``, ``sendEmail``, ``HTTPServer2``
+→ ``send email`` …), text is lowercased and accent-folded, CJK runs become characters and
+character bigrams, English stopwords are dropped, and ASCII words are Snowball-stemmed.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import Stemmer
+
+# Runs of letters or digits in any script; "_" and "-" separate words.
+_WORD_RUN = re.compile(r"[^\W_]+")
+# Zero-width boundaries inside a run: fooBar, HTTPServer, abc123, 123abc.
+_INNER_BOUNDARY = re.compile(
+    r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])"
+)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just let lets me might more most must my myself no nor not now of off on once only or other our
+    ours ourselves out over own please same shall she should so some such than that the their theirs
+    them themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    hi hello hey thanks thank ok okay yes also using use want need like help tell give show s t
+    """.split()
+)
+
+_stemmer = Stemmer.Stemmer("english")
+
+
+def split_identifier(text: str) -> list[str]:
+    """Split text into words at separators, camelCase humps and letter/digit boundaries.
+
+    Case is preserved: ``split_identifier("getHTTPStatus_v2")`` → ``["get", "HTTP", "Status", "v", "2"]``.
+    """
+    words: list[str] = []
+    for run in _WORD_RUN.findall(text):
+        words.extend(part for part in _INNER_BOUNDARY.split(run) if part)
+    return words
+
+
+def humanize_identifier(name: str) -> str:
+    """``send_email`` → ``send email``; used for embedding text."""
+    return " ".join(split_identifier(name)).lower()
+
+
+@lru_cache(maxsize=65536)
+def _normalize_word(word: str) -> tuple[str, ...]:
+    word = word.lower()
+    if _CJK.search(word):
+        return _cjk_tokens(word)
+    folded = "".join(
+        ch for ch in unicodedata.normalize("NFKD", word) if not unicodedata.combining(ch)
+    )
+    return (folded or word,)
+
+
+def _cjk_tokens(word: str) -> tuple[str, ...]:
+    tokens: list[str] = []
+    pos = 0
+    for match in _CJK.finditer(word):
+        if match.start() > pos:
+            tokens.append(word[pos : match.start()])
+        run = match.group()
+        tokens.extend(run)
+        tokens.extend(run[i : i + 2] for i in range(len(run) - 1))
+        pos = match.end()
+    if pos < len(word):
+        tokens.append(word[pos:])
+    return tuple(tokens)
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return _stemmer.stemWord(word) if word.isascii() and word.isalpha() else word
+
+
+def tokenize(text: str, *, stem: bool = True, drop_stopwords: bool = True) -> list[str]:
+    """Lexical tokens of `text`, in order, duplicates kept."""
+    tokens: list[str] = []
+    for word in split_identifier(text):
+        for token in _normalize_word(word):
+            if drop_stopwords and token in STOPWORDS:
+                continue
+            tokens.append(_stem(token) if stem else token)
+    return tokens
