@@ -22,8 +22,9 @@ async def main(names):
         for method in ("bm25", "semantic", "hybrid"):
             r = await evaluate_method(index, queries, method, config)
             m = r.metrics
-            print(f"{name:12s} {method:9s} r@1 {m['recall@1']:.3f} r@5 {m['recall@5']:.3f} r@10 {m['recall@10']:.3f} "
-                  f"mrr {m['mrr']:.3f} sent {m['mean_tools_sent']:.1f} rsent {m['recall_sent']:.3f} p50 {m['p50_ms']:.2f}ms", flush=True)
+            keys = ("recall@1", "recall@5", "recall@10", "mrr", "mean_tools_sent", "recall_sent", "p50_ms")
+            figures = " ".join(f"{k} {m[k]:.3f}" for k in keys)
+            print(f"{name:12s} {method:9s} {figures}", flush=True)
 
 
 asyncio.run(main(sys.argv[1:] or ["metatool", "bfcl", "seal_tools", "livemcpbench"]))

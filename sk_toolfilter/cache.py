@@ -61,11 +61,13 @@ class EmbeddingCache:
                 keys, vectors = data["keys"], data["vectors"]
                 if vectors.ndim != 2 or len(keys) != len(vectors) or not np.isfinite(vectors).all():
                     raise ValueError("inconsistent arrays")
-                return {str(k): v for k, v in zip(keys, vectors)}
+                return {str(k): v for k, v in zip(keys, vectors, strict=True)}
         except Exception as exc:
             if path not in self._reported:
                 self._reported.add(path)
-                logger.warning("sk-toolfilter: embedding cache %s is unreadable (%s); rebuilding it", path, exc)
+                logger.warning(
+                    "sk-toolfilter: embedding cache %s is unreadable (%s); rebuilding it", path, exc
+                )
             return {}
 
     @contextlib.contextmanager
@@ -94,7 +96,7 @@ class EmbeddingCache:
         if not texts:
             return
         path = self._path(model_id)
-        new = {text_key(t): np.asarray(v, dtype=np.float32) for t, v in zip(texts, vectors)}
+        new = {text_key(t): np.asarray(v, dtype=np.float32) for t, v in zip(texts, vectors, strict=True)}
         with self._lock:
             try:
                 with self._exclusive(path):
@@ -116,5 +118,7 @@ class EmbeddingCache:
                             os.unlink(tmp)
                     self._memory[model_id] = entries
             except OSError as exc:
-                logger.warning("sk-toolfilter: cannot write embedding cache %s (%s); continuing without it", path, exc)
+                logger.warning(
+                    "sk-toolfilter: cannot write embedding cache %s (%s); continuing without it", path, exc
+                )
                 self._memory.setdefault(model_id, {}).update(new)

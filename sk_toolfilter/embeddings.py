@@ -53,7 +53,6 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
         super().model_post_init(__context)
         self._lock = asyncio.Lock()
 
-
     def _load(self) -> None:
         if self._session is not None:
             return
@@ -128,10 +127,14 @@ def create_embedding_service(config: EmbeddingConfig) -> EmbeddingGeneratorBase 
 
         if not config.endpoint or not config.model:
             raise ConfigError(
-                "tool_filtering.embedding: provider 'azure_openai' needs 'endpoint' and 'model' (deployment name)"
+                "tool_filtering.embedding: provider 'azure_openai' needs 'endpoint' and 'model' "
+                "(the deployment name)"
             )
         return AzureTextEmbedding(
-            deployment_name=config.model, endpoint=config.endpoint, api_key=api_key, api_version=config.api_version
+            deployment_name=config.model,
+            endpoint=config.endpoint,
+            api_key=api_key,
+            api_version=config.api_version,
         )
     raise ConfigError(f"tool_filtering.embedding.provider: unknown provider {provider!r}")
 

@@ -47,7 +47,9 @@ def _format_location(prefix: str, loc: Sequence[Any]) -> str:
     return ".".join(parts).replace(".[", "[") or "(root)"
 
 
-def describe_validation_error(error: ValidationError, prefix: str = "", secret_keys: Iterable[str] = ()) -> str:
+def describe_validation_error(
+    error: ValidationError, prefix: str = "", secret_keys: Iterable[str] = ()
+) -> str:
     """One line per problem, each naming the key path and the bad value.
 
     Values under keys listed in `secret_keys` (e.g. ``api_key``) are never echoed.

@@ -85,9 +85,9 @@ async def evaluate_method(
         ranking = await rank_tools(index, item.query, method_config, limit=depth)
         latencies.append((time.perf_counter() - started) * 1000)
         ranked = [t.full_name for t in ranking.tools]
-        sent = [
-            t.full_name for t in ranking.tools if t.name_match or t.score >= config.similarity_threshold
-        ][: config.top_k]
+        sent = [t.full_name for t in ranking.tools if t.name_match or t.score >= config.similarity_threshold][
+            : config.top_k
+        ]
         row = {f"recall@{k}": recall_at_k(ranked, item.gold, k) for k in ks}
         row.update({f"complete@{k}": complete_at_k(ranked, item.gold, k) for k in ks})
         row["ndcg@10"] = ndcg_at_k(ranked, item.gold, 10)

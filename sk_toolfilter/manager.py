@@ -89,14 +89,13 @@ class ToolFilterManager:
     async def select(self, query: str, *, allowed: set[str] | None = None) -> Selection:
         """Rank, cut by threshold and ``top_k``, then add pinned tools. Never raises for a query."""
         config = self.config
-        limit = None if allowed is not None else max(config.top_k * 4, 20)
-        ranking = await rank_tools(self.index, query, config, limit=limit)
+        ranking = await rank_tools(
+            self.index, query, config, limit=max(config.top_k * 4, 20), allowed=allowed
+        )
         decisions: list[ToolDecision] = []
         names: list[str] = []
         for scored in ranking.tools:
             name = scored.full_name
-            if allowed is not None and name not in allowed:
-                continue
             if len(names) >= config.top_k:
                 reason, kept = f"cut: beyond top_k={config.top_k}", False
             elif scored.name_match:

@@ -59,7 +59,9 @@ class ToolMetadata:
         """The text embedded for semantic search: readable name, description, parameters."""
         text = f"{humanize_identifier(self.name)}: {self.description.strip()}"
         params = [
-            f"{humanize_identifier(p.name)} ({p.description.strip()})" if p.description else humanize_identifier(p.name)
+            f"{humanize_identifier(p.name)} ({p.description.strip()})"
+            if p.description
+            else humanize_identifier(p.name)
             for p in self.parameters
         ]
         if params:

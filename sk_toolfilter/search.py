@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,9 +46,17 @@ class Ranking:
 
 
 async def rank_tools(
-    index: ToolIndex, query: str, config: ToolFilterConfig, *, limit: int | None = None
+    index: ToolIndex,
+    query: str,
+    config: ToolFilterConfig,
+    *,
+    limit: int | None = None,
+    allowed: Collection[str] | None = None,
 ) -> Ranking:
     """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools.
+
+    With `allowed`, every other tool is removed before scores are normalized, so the best allowed
+    tool scores 1.0.
 
     Without embeddings, or when embedding the query fails, semantic and hybrid fall back to BM25
     (``Ranking.fallback_reason`` says why; the failure is logged as a warning).
@@ -57,22 +66,29 @@ async def rank_tools(
     if not query.strip() or len(index) == 0:
         return Ranking(query, requested, requested)
 
+    mask = None if allowed is None else np.isin(index.names, list(allowed))
+
+    def masked(raw: np.ndarray) -> np.ndarray:
+        return raw if mask is None else np.where(mask, raw, 0.0)
+
     scores: dict[str, np.ndarray] = {}
     fallback_reason = None
     if requested in ("bm25", "hybrid"):
-        scores["bm25"] = normalize_by_max(index.bm25_raw_scores(query))
+        scores["bm25"] = normalize_by_max(masked(index.bm25_raw_scores(query)))
     if requested in ("semantic", "hybrid"):
         if not index.has_embeddings:
             fallback_reason = "the index has no embedding service"
         else:
             try:
                 vector = await index.embed_query(query)
-                scores["semantic"] = normalize_cosine(index.cosine_scores(vector), config.semantic_floor)
+                scores["semantic"] = normalize_cosine(
+                    masked(index.cosine_scores(vector)), config.semantic_floor
+                )
             except EmbeddingServiceError as exc:
                 fallback_reason = f"query embedding failed ({exc})"
                 logger.warning("sk-toolfilter: %s; using BM25 for this request", fallback_reason)
         if fallback_reason is not None and "bm25" not in scores:
-            scores["bm25"] = normalize_by_max(index.bm25_raw_scores(query))
+            scores["bm25"] = normalize_by_max(masked(index.bm25_raw_scores(query)))
 
     if len(scores) == 2:
         method = "hybrid"
@@ -80,7 +96,7 @@ async def rank_tools(
     else:
         method, final = next(iter(scores.items()))
 
-    named = index.name_matcher.named_in(query)
+    named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     order = list(dict.fromkeys([*named, *rank_order(final).tolist()]))[:limit]
     named_set = set(named)
     ranked = [

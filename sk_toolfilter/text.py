@@ -23,15 +23,15 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-
 
 STOPWORDS = frozenset(
     """
-    a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its itself
-    just let lets me might more most must my myself no nor not now of off on once only or other our
-    ours ourselves out over own please same shall she should so some such than that the their theirs
-    them themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with would you your yours yourself yourselves
-    hi hello hey thanks thank ok okay yes also using use want need like help tell give show s t
-    """.split()
+    a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just let
+    lets me might more most must my myself no nor not now of off on once only or other our ours
+    ourselves out over own please same shall she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were what
+    when where which while who whom why will with would you your yours yourself yourselves hi hello
+    hey thanks thank ok okay yes also using use want need like help tell give show s t
+    """.split()  # noqa: SIM905
 )
 
 _stemmer = Stemmer.Stemmer("english")
@@ -58,9 +58,7 @@ def _normalize_word(word: str) -> tuple[str, ...]:
     word = word.lower()
     if _CJK.search(word):
         return _cjk_tokens(word)
-    folded = "".join(
-        ch for ch in unicodedata.normalize("NFKD", word) if not unicodedata.combining(ch)
-    )
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", word) if not unicodedata.combining(ch))
     return (folded or word,)
 
 

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import hashlib
+import inspect
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import PrivateAttr
+from semantic_kernel import Kernel
+from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
+
+from sk_toolfilter.demo import ALL_PLUGINS
+from sk_toolfilter.text import tokenize
+
+
+class HashEmbedder(EmbeddingGeneratorBase):
+    """Small deterministic embedder for unit tests: hashed bag of stemmed words, 64 dimensions.
+
+    Counts its calls and texts; can be told to fail or to return wrong shapes.
+    """
+
+    ai_model_id: str = "hash-64"
+    dims: int = 64
+    _calls: int = PrivateAttr(default=0)
+    _texts: int = PrivateAttr(default=0)
+    _mode: str = PrivateAttr(default="ok")
+
+    @property
+    def calls(self) -> int:
+        return self._calls
+
+    @property
+    def texts_embedded(self) -> int:
+        return self._texts
+
+    def set_mode(self, mode: str) -> None:
+        self._mode = mode
+
+    def vector(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dims, dtype=np.float32)
+        for token in tokenize(text):
+            v[int(hashlib.md5(token.encode()).hexdigest(), 16) % self.dims] += 1.0
+        return v
+
+    async def generate_embeddings(self, texts: list[str], settings: Any = None, **kwargs: Any) -> np.ndarray:
+        self._calls += 1
+        self._texts += len(texts)
+        if self._mode == "raise":
+            raise RuntimeError("service unavailable")
+        if self._mode == "nan":
+            return np.full((len(texts), self.dims), np.nan)
+        if self._mode == "wrong_dims":
+            return np.ones((len(texts), self.dims + 3))
+        if self._mode == "wrong_count":
+            return np.ones((len(texts) + 1, self.dims))
+        return np.stack([self.vector(t) for t in texts]) if texts else np.zeros((0, self.dims))
+
+
+def build_demo_kernel(root: str) -> Kernel:
+    kernel = Kernel()
+    for name, cls in ALL_PLUGINS.items():
+        instance = cls(root) if "root" in inspect.signature(cls).parameters else cls()
+        kernel.add_plugin(instance, name)
+    return kernel
+
+
+@pytest.fixture
+def demo_kernel(tmp_path) -> Kernel:
+    """The bundled demo plugins: 46 real @kernel_function tools in 6 plugins, sandboxed in tmp_path."""
+    return build_demo_kernel(str(tmp_path / "sandbox"))
+
+
+@pytest.fixture
+def hash_embedder() -> HashEmbedder:
+    return HashEmbedder()

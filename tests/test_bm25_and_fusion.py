@@ -1,0 +1,76 @@
+import math
+
+import numpy as np
+import pytest
+
+from sk_toolfilter.bm25 import BM25Index
+from sk_toolfilter.config import BM25Config
+from sk_toolfilter.fusion import normalize_by_max, normalize_cosine, rank_order, reciprocal_rank_fusion
+
+CONFIG = BM25Config(k1=2.0, b=0.5, stemming=False)
+
+
+def hand_bm25(tf, doc_len, avg_len, df, n_docs, k1=2.0, b=0.5):
+    idf = math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    return idf * tf / (tf + k1 * (1 - b + b * doc_len / avg_len))
+
+
+def test_bm25_scores_match_hand_computed_values():
+    docs = [["send", "email"], ["read", "email", "email"], ["weather"]]
+    scores = BM25Index(docs, CONFIG).raw_scores("email")
+    avg = (2 + 3 + 1) / 3
+    assert scores[0] == pytest.approx(hand_bm25(1, 2, avg, 2, 3), rel=1e-5)
+    assert scores[1] == pytest.approx(hand_bm25(2, 3, avg, 2, 3), rel=1e-5)
+    assert scores[2] == 0
+
+
+def test_bm25_sums_distinct_query_terms_once_each():
+    docs = [["send", "email"], ["weather", "forecast"]]
+    index = BM25Index(docs, CONFIG)
+    assert index.raw_scores("email email email")[0] == pytest.approx(index.raw_scores("email")[0])
+    both = index.raw_scores("send email")[0]
+    assert both == pytest.approx(index.raw_scores("send")[0] + index.raw_scores("email")[0])
+
+
+def test_bm25_with_no_overlap_or_empty_query_is_all_zero():
+    index = BM25Index([["send", "email"]], CONFIG)
+    assert index.raw_scores("zebra").tolist() == [0]
+    assert index.raw_scores("").tolist() == [0]
+
+
+def test_bm25_on_empty_catalog_returns_empty_scores():
+    assert BM25Index([], CONFIG).raw_scores("anything").shape == (0,)
+
+
+def test_normalize_by_max_puts_the_best_at_one():
+    assert normalize_by_max(np.array([2.0, 1.0, 0.0])).tolist() == [1.0, 0.5, 0.0]
+
+
+def test_normalize_by_max_of_all_zero_does_not_divide_by_zero():
+    out = normalize_by_max(np.zeros(3))
+    assert out.tolist() == [0, 0, 0]
+
+
+def test_cosines_below_the_floor_score_zero():
+    out = normalize_cosine(np.array([0.6, 0.4, 0.1]), floor=0.2)
+    assert out.tolist() == pytest.approx([1.0, 0.5, 0.0])
+
+
+def test_rank_order_breaks_ties_by_catalog_position_and_skips_zeros():
+    assert rank_order(np.array([0.5, 0.0, 0.9, 0.5])).tolist() == [2, 0, 3]
+
+
+def test_rrf_matches_hand_computed_fusion_and_is_normalized():
+    bm25 = np.array([1.0, 0.5, 0.0])  # ranks: 0 → 1, 1 → 2
+    semantic = np.array([0.0, 1.0, 0.8])  # ranks: 1 → 1, 2 → 2
+    fused = reciprocal_rank_fusion({"bm25": bm25, "semantic": semantic}, k=60)
+    raw = np.array([1 / 61, 1 / 62 + 1 / 61, 1 / 62])
+    assert fused.tolist() == pytest.approx((raw / raw.max()).tolist())
+    assert fused.max() == 1.0
+
+
+def test_rrf_weights_favour_a_method():
+    bm25 = np.array([1.0, 0.0])
+    semantic = np.array([0.0, 1.0])
+    fused = reciprocal_rank_fusion({"bm25": bm25, "semantic": semantic}, weights={"semantic": 2.0})
+    assert fused[1] == 1.0 and fused[0] == pytest.approx(0.5)

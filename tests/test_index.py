@@ -1,0 +1,173 @@
+import numpy as np
+import pytest
+from semantic_kernel import Kernel
+from semantic_kernel.functions import kernel_function
+
+from sk_toolfilter import EmbeddingServiceError, ToolFilterConfig, ToolIndex
+from sk_toolfilter.search import rank_tools
+
+
+async def test_index_records_every_function_with_sk_full_names(demo_kernel):
+    index = await ToolIndex.build_from_kernel(demo_kernel)
+    expected = [f.fully_qualified_name for p in demo_kernel.plugins.values() for f in p.functions.values()]
+    assert index.names == expected
+    assert len(index) == 46
+    tool = index.get("Messaging-send_email")
+    assert tool is not None
+    assert (tool.plugin, tool.name) == ("Messaging", "send_email")
+    assert tool.description.startswith("Send an email")
+    params = {p.name: p for p in tool.parameters}
+    assert set(params) == {"to", "subject", "body"}
+    assert params["to"].required and params["to"].type == "str"
+    assert params["to"].description == "Recipient email address"
+
+
+async def test_index_without_service_has_no_embeddings(demo_kernel):
+    index = await ToolIndex.build_from_kernel(demo_kernel, embedding_service=None)
+    assert not index.has_embeddings
+
+
+async def test_index_embeds_every_tool_once_in_batches(demo_kernel, hash_embedder):
+    index = await ToolIndex.build_from_kernel(demo_kernel, hash_embedder, batch_size=10)
+    assert index.embeddings.shape == (46, 64)
+    assert hash_embedder.texts_embedded == 46
+    assert hash_embedder.calls == 5
+
+
+async def test_progress_is_reported_while_embedding(demo_kernel, hash_embedder):
+    seen = []
+    await ToolIndex.build_from_kernel(
+        demo_kernel, hash_embedder, batch_size=20, progress=lambda d, t: seen.append((d, t))
+    )
+    assert seen == [(20, 46), (40, 46), (46, 46)]
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [("raise", "failed: RuntimeError"), ("nan", "NaN"), ("wrong_count", "shape"), ("wrong_dims", None)],
+)
+async def test_failing_embedding_service_is_a_clear_error_at_build_time(
+    demo_kernel, hash_embedder, mode, message
+):
+    hash_embedder.set_mode(mode)
+    if mode == "wrong_dims":  # consistent but unusual size is fine at build time
+        index = await ToolIndex.build_from_kernel(demo_kernel, hash_embedder)
+        assert index.embeddings.shape[1] == 67
+        return
+    with pytest.raises(EmbeddingServiceError, match=message):
+        await ToolIndex.build_from_kernel(demo_kernel, hash_embedder)
+
+
+async def test_query_embedding_of_another_size_falls_back_to_bm25(demo_kernel, hash_embedder, caplog):
+    index = await ToolIndex.build_from_kernel(demo_kernel, hash_embedder)
+    hash_embedder.set_mode("wrong_dims")
+    ranking = await rank_tools(index, "send an email", ToolFilterConfig(search_method="hybrid"))
+    assert ranking.method == "bm25"
+    assert "dimensions" in ranking.fallback_reason
+    assert ranking.tools[0].full_name == "Messaging-send_email"
+    assert "using BM25" in caplog.text
+
+
+@pytest.mark.parametrize("mode", ["raise", "nan"])
+async def test_query_time_embedding_failure_falls_back_to_bm25(demo_kernel, hash_embedder, mode):
+    index = await ToolIndex.build_from_kernel(demo_kernel, hash_embedder)
+    hash_embedder.set_mode(mode)
+    ranking = await rank_tools(index, "add two numbers", ToolFilterConfig(search_method="semantic"))
+    assert ranking.method == "bm25" and ranking.fallback_reason
+    assert ranking.tools[0].full_name == "Math-add"
+
+
+async def test_semantic_without_embeddings_uses_bm25_and_says_why(demo_kernel):
+    index = await ToolIndex.build_from_kernel(demo_kernel)
+    ranking = await rank_tools(index, "add two numbers", ToolFilterConfig(search_method="semantic"))
+    assert ranking.method == "bm25"
+    assert ranking.fallback_reason == "the index has no embedding service"
+
+
+@pytest.mark.parametrize("method", ["bm25", "semantic", "hybrid"])
+async def test_every_method_ranks_the_obvious_tool_first(demo_kernel, hash_embedder, method):
+    index = await ToolIndex.build_from_kernel(demo_kernel, hash_embedder)
+    ranking = await rank_tools(index, "send an email to Bob", ToolFilterConfig(search_method=method))
+    assert ranking.method == method
+    assert ranking.tools[0].full_name == "Messaging-send_email"
+    assert ranking.tools[0].score == 1.0
+    assert all(0.0 <= t.score <= 1.0 for t in ranking.tools)
+    assert [t.score for t in ranking.tools] == sorted((t.score for t in ranking.tools), reverse=True)
+
+
+@pytest.mark.parametrize(
+    "query", ["please run Text-reverse_text", "use Text.reverse_text", "call reverse_text now"]
+)
+async def test_a_query_naming_a_tool_ranks_it_first(demo_kernel, query):
+    index = await ToolIndex.build_from_kernel(demo_kernel)
+    ranking = await rank_tools(index, query, ToolFilterConfig(search_method="bm25"))
+    assert ranking.tools[0].full_name == "Text-reverse_text"
+    assert ranking.tools[0].name_match
+
+
+async def test_an_ordinary_word_is_not_taken_for_a_one_word_tool_name(demo_kernel):
+    index = await ToolIndex.build_from_kernel(demo_kernel)
+    ranking = await rank_tools(index, "what is today", ToolFilterConfig(search_method="bm25"))
+    assert not any(t.name_match for t in ranking.tools)
+
+
+async def test_ranking_is_deterministic(demo_kernel):
+    index = await ToolIndex.build_from_kernel(demo_kernel)
+    config = ToolFilterConfig(search_method="bm25")
+    first = [t.full_name for t in (await rank_tools(index, "file text", config)).tools]
+    for _ in range(3):
+        assert [t.full_name for t in (await rank_tools(index, "file text", config)).tools] == first
+
+
+@pytest.mark.parametrize("query", ["", "   \n\t", "?!?", "x" * 100_000, "🙂" * 5000, "a\x00b"])
+async def test_odd_queries_never_raise(demo_kernel, hash_embedder, query):
+    index = await ToolIndex.build_from_kernel(demo_kernel, hash_embedder)
+    ranking = await rank_tools(index, query, ToolFilterConfig())
+    assert isinstance(ranking.tools, list)
+
+
+async def test_huge_query_still_finds_its_tool(demo_kernel, hash_embedder):
+    index = await ToolIndex.build_from_kernel(demo_kernel, hash_embedder)
+    query = "convert the temperature to fahrenheit " + "lorem ipsum " * 10_000
+    ranking = await rank_tools(index, query, ToolFilterConfig(search_method="bm25"))
+    assert ranking.tools[0].full_name == "Math-convert_temperature"
+
+
+async def test_unicode_query_matches_unicode_description():
+    class WeatherPlugin:
+        @kernel_function(description="天气预报：查询城市的天气")
+        def forecast(self, city: str) -> str:
+            return city
+
+        @kernel_function(description="Réserver une chambre d'hôtel")
+        def book_hotel(self, city: str) -> str:
+            return city
+
+    kernel = Kernel()
+    kernel.add_plugin(WeatherPlugin(), "Travel")
+    index = await ToolIndex.build_from_kernel(kernel)
+    config = ToolFilterConfig(search_method="bm25")
+    assert (await rank_tools(index, "北京天气怎么样", config)).tools[0].full_name == "Travel-forecast"
+    assert (await rank_tools(index, "réserver hotel", config)).tools[0].full_name == "Travel-book_hotel"
+
+
+async def test_empty_and_single_tool_catalogs():
+    empty = await ToolIndex.build_from_kernel(Kernel())
+    assert (await rank_tools(empty, "anything", ToolFilterConfig())).tools == []
+
+    class One:
+        @kernel_function(description="Ping the server")
+        def ping(self) -> str:
+            return "pong"
+
+    kernel = Kernel()
+    kernel.add_plugin(One(), "Net")
+    index = await ToolIndex.build_from_kernel(kernel)
+    assert [t.full_name for t in (await rank_tools(index, "ping", ToolFilterConfig())).tools] == ["Net-ping"]
+    assert (await rank_tools(index, "unrelated words", ToolFilterConfig())).tools == []
+
+
+async def test_embeddings_must_match_the_catalog_size(demo_kernel):
+    index = await ToolIndex.build_from_kernel(demo_kernel)
+    with pytest.raises(EmbeddingServiceError, match="sizes must match"):
+        ToolIndex(index.tools, embeddings=np.zeros((3, 8), dtype=np.float32))

@@ -1,0 +1,125 @@
+import pytest
+from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
+
+from sk_toolfilter import ToolFilterConfig, ToolFilterManager, ToolIndex, UnknownToolError
+
+
+@pytest.fixture
+async def bm25_index(demo_kernel):
+    return await ToolIndex.build_from_kernel(demo_kernel)
+
+
+def manager_for(index, **config):
+    return ToolFilterManager(index, ToolFilterConfig(search_method="bm25", **config))
+
+
+async def test_filter_tools_returns_real_full_names_best_first(bm25_index):
+    names = await manager_for(bm25_index).filter_tools("send an email to Bob")
+    assert names[0] == "Messaging-send_email"
+    assert all(name in bm25_index for name in names)
+
+
+async def test_top_k_caps_the_selection(bm25_index):
+    names = await manager_for(bm25_index, top_k=2, similarity_threshold=0.0).filter_tools("file")
+    assert len(names) == 2
+
+
+async def test_threshold_cuts_weak_matches(bm25_index):
+    manager = manager_for(bm25_index, top_k=20, similarity_threshold=0.0)
+    loose = await manager.filter_tools("convert the temperature to fahrenheit")
+    strict = await manager_for(bm25_index, top_k=20, similarity_threshold=0.9).filter_tools(
+        "convert the temperature to fahrenheit"
+    )
+    assert len(strict) < len(loose)
+    assert strict[0] == "Math-convert_temperature"
+
+
+async def test_always_include_is_added_whatever_the_query(bm25_index):
+    manager = manager_for(bm25_index, always_include=["Time-today"])
+    assert "Time-today" in await manager.filter_tools("send an email")
+    assert await manager.filter_tools("") == ["Time-today"]
+
+
+async def test_unknown_always_include_name_lists_closest_real_names(bm25_index):
+    with pytest.raises(UnknownToolError) as info:
+        manager_for(bm25_index, always_include=["Messaging.send_emails"])
+    message = str(info.value)
+    assert "tool_filtering.always_include[0]" in message and "Messaging-send_email" in message
+
+
+async def test_empty_or_vague_query_selects_nothing_but_pins(bm25_index):
+    manager = manager_for(bm25_index)
+    assert await manager.filter_tools("") == []
+    assert await manager.filter_tools("hi there!") == []
+
+
+async def test_usage_pins_the_most_called_tools_only_after_use(bm25_index):
+    manager = manager_for(bm25_index, always_include_top_n_used=2)
+    assert await manager.filter_tools("hello") == []
+    for name in ["Math-add", "Math-add", "Time-today", "Text-slugify"]:
+        manager.usage.record(name)
+    assert await manager.filter_tools("hello") == ["Math-add", "Text-slugify"]
+
+
+async def test_explain_gives_method_scores_and_reasons(bm25_index):
+    manager = manager_for(bm25_index, top_k=1, always_include=["Time-today"])
+    decisions = await manager.explain("send an email")
+    kept = [d for d in decisions if d.kept]
+    assert [d.full_name for d in kept] == ["Messaging-send_email", "Time-today"]
+    assert kept[0].method_scores == {"bm25": 1.0} and "threshold" in kept[0].reason
+    assert kept[1].reason == "pinned: always_include"
+    assert any(d.reason.startswith("cut: beyond top_k=1") for d in decisions)
+
+
+async def test_prepare_execution_settings_returns_a_clone_and_never_mutates_the_base(bm25_index):
+    base = OpenAIChatPromptExecutionSettings(
+        service_id="svc",
+        temperature=0.3,
+        max_tokens=99,
+        extension_data={"seed": 7},
+        function_choice_behavior=FunctionChoiceBehavior.Auto(maximum_auto_invoke_attempts=3),
+    )
+    before = base.model_dump()
+    clone = await manager_for(bm25_index).prepare_execution_settings("send an email", base)
+    assert clone is not base
+    assert base.model_dump() == before
+    assert base.function_choice_behavior.filters is None
+    assert clone.function_choice_behavior.filters["included_functions"][0] == "Messaging-send_email"
+    assert clone.function_choice_behavior.maximum_auto_invoke_attempts == 3
+    assert (clone.service_id, clone.temperature, clone.max_tokens) == ("svc", 0.3, 99)
+    assert clone.extension_data["seed"] == 7
+
+
+async def test_empty_selection_clone_offers_no_tools_rather_than_all(bm25_index):
+    base = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
+    clone = await manager_for(bm25_index).prepare_execution_settings("hi", base)
+    assert clone.function_choice_behavior is None
+
+
+async def test_disabled_filtering_returns_the_base_unchanged(bm25_index):
+    base = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
+    assert await manager_for(bm25_index, enabled=False).prepare_execution_settings("send", base) is base
+
+
+async def test_callers_own_filters_are_respected(bm25_index):
+    base = OpenAIChatPromptExecutionSettings(
+        function_choice_behavior=FunctionChoiceBehavior.Auto(filters={"excluded_plugins": ["Messaging"]})
+    )
+    clone = await manager_for(bm25_index).prepare_execution_settings("send an email or a message", base)
+    names = clone.function_choice_behavior.filters["included_functions"]
+    assert names and not any(n.startswith("Messaging-") for n in names)
+    assert "excluded_plugins" not in clone.function_choice_behavior.filters
+
+
+async def test_from_kernel_builds_the_configured_index(demo_kernel, hash_embedder):
+    manager = await ToolFilterManager.from_kernel(
+        demo_kernel, ToolFilterConfig(top_k=3), embedding_service=hash_embedder
+    )
+    assert manager.index.has_embeddings
+    assert (await manager.filter_tools("multiply two numbers"))[0] == "Math-multiply"
+
+
+async def test_from_kernel_with_bm25_needs_no_embedding_service(demo_kernel):
+    manager = await ToolFilterManager.from_kernel(demo_kernel, ToolFilterConfig(search_method="bm25"))
+    assert not manager.index.has_embeddings
