@@ -65,9 +65,7 @@ class EmbeddingCache:
         except Exception as exc:
             if path not in self._reported:
                 self._reported.add(path)
-                logger.warning(
-                    "sk-toolfilter: embedding cache %s is unreadable (%s); rebuilding it", path, exc
-                )
+                logger.warning("sk-toolfilter: embedding cache %s is unreadable (%s); rebuilding it", path, exc)
             return {}
 
     @contextlib.contextmanager
@@ -118,7 +116,5 @@ class EmbeddingCache:
                             os.unlink(tmp)
                     self._memory[model_id] = entries
             except OSError as exc:
-                logger.warning(
-                    "sk-toolfilter: cannot write embedding cache %s (%s); continuing without it", path, exc
-                )
+                logger.warning("sk-toolfilter: cannot write embedding cache %s (%s); continuing without it", path, exc)
                 self._memory.setdefault(model_id, {}).update(new)

@@ -53,9 +53,7 @@ def _record(raw: dict[str, Any], default_plugin: str, where: str) -> tuple[ToolM
     return tool, schema
 
 
-def load_catalog(
-    path: str | Path, default_plugin: str = "catalog"
-) -> list[tuple[ToolMetadata, dict[str, Any]]]:
+def load_catalog(path: str | Path, default_plugin: str = "catalog") -> list[tuple[ToolMetadata, dict[str, Any]]]:
     """Tools and their JSON schemas from a ``.jsonl`` file (one tool per line) or a ``.json`` list.
 
     Accepts the benchmarks' ``{"plugin", "name", "description", "parameters"}`` records and OpenAI
@@ -69,11 +67,7 @@ def load_catalog(
     entries: list[tuple[str, Any]] = []
     try:
         if path.suffix == ".jsonl":
-            entries = [
-                (f"{path}:{n}", json.loads(line))
-                for n, line in enumerate(text.splitlines(), 1)
-                if line.strip()
-            ]
+            entries = [(f"{path}:{n}", json.loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
         else:
             data = json.loads(text)
             data = data.get("tools", data) if isinstance(data, dict) else data

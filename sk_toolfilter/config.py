@@ -64,6 +64,9 @@ class ToolFilterConfig(_Strict):
     always_include: list[str] = Field(default_factory=list)
     always_include_top_n_used: int = Field(default=0, ge=0, le=128)
     search_method: SearchMethod = "hybrid"
+    query_strategy: Literal["last_message", "conversation"] = Field(
+        default="conversation", description="What the query is built from in chat (see sk_toolfilter.query)."
+    )
     rrf_k: int = Field(default=60, gt=0, description="Reciprocal Rank Fusion constant.")
     method_weights: dict[Literal["semantic", "bm25"], float] = Field(
         default_factory=lambda: {"semantic": 1.0, "bm25": 1.0},

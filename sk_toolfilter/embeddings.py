@@ -73,9 +73,7 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
         tokenizer.enable_truncation(max_length=self.max_length)
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        self._session = ort.InferenceSession(
-            str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        self._session = ort.InferenceSession(str(model_file), sess_options=options, providers=["CPUExecutionProvider"])
         self._tokenizer = tokenizer
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
@@ -127,8 +125,7 @@ def create_embedding_service(config: EmbeddingConfig) -> EmbeddingGeneratorBase 
 
         if not config.endpoint or not config.model:
             raise ConfigError(
-                "tool_filtering.embedding: provider 'azure_openai' needs 'endpoint' and 'model' "
-                "(the deployment name)"
+                "tool_filtering.embedding: provider 'azure_openai' needs 'endpoint' and 'model' (the deployment name)"
             )
         return AzureTextEmbedding(
             deployment_name=config.model,

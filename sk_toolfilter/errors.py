@@ -24,9 +24,7 @@ class UnknownToolError(ConfigError):
         self.name = name
         suggestions = closest_names(name, known)
         hint = f"; closest real names: {', '.join(suggestions)}" if suggestions else ""
-        super().__init__(
-            f"{key}: {name!r} is not a kernel function (use the full name 'Plugin-function'){hint}"
-        )
+        super().__init__(f"{key}: {name!r} is not a kernel function (use the full name 'Plugin-function'){hint}")
 
 
 class EmbeddingServiceError(ToolFilterError):
@@ -40,15 +38,18 @@ def closest_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
     return [by_lower[c] for c in candidates]
 
 
-def _format_location(prefix: str, loc: Sequence[Any]) -> str:
+def _format_location(prefix: str, loc: Sequence[Any], union_tags: Iterable[str] = ()) -> str:
     parts = [prefix] if prefix else []
-    for item in loc:
+    tags = set(union_tags)
+    for position, item in enumerate(loc):
+        if item in tags and position and isinstance(loc[position - 1], int):
+            continue  # pydantic puts the tagged-union member's tag in the path; users never wrote it
         parts.append(f"[{item}]" if isinstance(item, int) else str(item))
     return ".".join(parts).replace(".[", "[") or "(root)"
 
 
 def describe_validation_error(
-    error: ValidationError, prefix: str = "", secret_keys: Iterable[str] = ()
+    error: ValidationError, prefix: str = "", secret_keys: Iterable[str] = (), union_tags: Iterable[str] = ()
 ) -> str:
     """One line per problem, each naming the key path and the bad value.
 
@@ -58,7 +59,7 @@ def describe_validation_error(
     lines = []
     for err in error.errors(include_url=False):
         loc = err.get("loc", ())
-        where = _format_location(prefix, loc)
+        where = _format_location(prefix, loc, union_tags)
         message = err.get("msg", "invalid value")
         if err.get("type") == "extra_forbidden":
             lines.append(f"{where}: unknown key")

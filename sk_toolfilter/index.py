@@ -50,9 +50,7 @@ class ToolIndex:
             dupes = sorted({n for n in full_names if full_names.count(n) > 1})
             raise ValueError(f"duplicate tool names in the catalog: {', '.join(dupes[:5])}")
         if embeddings is not None and embeddings.shape[0] != len(tools):
-            raise EmbeddingServiceError(
-                f"{embeddings.shape[0]} embeddings for {len(tools)} tools: sizes must match"
-            )
+            raise EmbeddingServiceError(f"{embeddings.shape[0]} embeddings for {len(tools)} tools: sizes must match")
         self.tools: tuple[ToolMetadata, ...] = tuple(tools)
         self.embeddings = embeddings
         self.embedding_service = embedding_service

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.embeddings import create_embedding_service
 from sk_toolfilter.errors import UnknownToolError
 from sk_toolfilter.index import ProgressCallback, ToolIndex
+from sk_toolfilter.query import QueryStrategy
 from sk_toolfilter.search import Ranking, rank_tools
 from sk_toolfilter.settings import allowed_by_behavior, clone_with_functions
 from sk_toolfilter.usage import UsageTracker
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
+    from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
     from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
 
@@ -89,9 +91,7 @@ class ToolFilterManager:
     async def select(self, query: str, *, allowed: set[str] | None = None) -> Selection:
         """Rank, cut by threshold and ``top_k``, then add pinned tools. Never raises for a query."""
         config = self.config
-        ranking = await rank_tools(
-            self.index, query, config, limit=max(config.top_k * 4, 20), allowed=allowed
-        )
+        ranking = await rank_tools(self.index, query, config, limit=max(config.top_k * 4, 20), allowed=allowed)
         decisions: list[ToolDecision] = []
         names: list[str] = []
         for scored in ranking.tools:
@@ -128,6 +128,15 @@ class ToolFilterManager:
     async def explain(self, query: str) -> list[ToolDecision]:
         """Per ranked tool: the score of each method, and why it was kept or cut."""
         return (await self.select(query)).decisions
+
+    def wrap(self, service: ChatCompletionClientBase, query_strategy: QueryStrategy | None = None) -> Any:
+        """`service` wrapped so that every request it sends carries only the selected tools.
+
+        The query is built from the chat history (``query_strategy``, default from the config).
+        """
+        from sk_toolfilter.service import wrap_chat_service
+
+        return wrap_chat_service(service, self, query_strategy or self.config.query_strategy)
 
     async def prepare_execution_settings(self, query: str, base_settings: SettingsT) -> SettingsT:
         """A clone of `base_settings` offering only the selected functions; the base is never mutated.

@@ -59,9 +59,7 @@ class ToolMetadata:
         """The text embedded for semantic search: readable name, description, parameters."""
         text = f"{humanize_identifier(self.name)}: {self.description.strip()}"
         params = [
-            f"{humanize_identifier(p.name)} ({p.description.strip()})"
-            if p.description
-            else humanize_identifier(p.name)
+            f"{humanize_identifier(p.name)} ({p.description.strip()})" if p.description else humanize_identifier(p.name)
             for p in self.parameters
         ]
         if params:
@@ -97,7 +95,25 @@ def tool_from_function(function: KernelFunction) -> ToolMetadata:
 def crawl_kernel(kernel: Kernel) -> list[ToolMetadata]:
     """One record per function of every plugin, in kernel order (the order SK sends tools)."""
     return [
-        tool_from_function(function)
-        for plugin in kernel.plugins.values()
-        for function in plugin.functions.values()
+        tool_from_function(function) for plugin in kernel.plugins.values() for function in plugin.functions.values()
     ]
+
+
+def openai_tool_definition(tool: ToolMetadata) -> dict[str, Any]:
+    """The tool as an OpenAI ``tools`` entry (the shape SK's OpenAI connector sends)."""
+    properties = {p.name: dict(p.schema) if p.schema else {"type": "string"} for p in tool.parameters}
+    for p in tool.parameters:
+        if p.description and "description" not in properties[p.name]:
+            properties[p.name]["description"] = p.description
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.full_name,
+            "description": tool.description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": [p.name for p in tool.parameters if p.required],
+            },
+        },
+    }

@@ -81,9 +81,7 @@ async def rank_tools(
         else:
             try:
                 vector = await index.embed_query(query)
-                scores["semantic"] = normalize_cosine(
-                    masked(index.cosine_scores(vector)), config.semantic_floor
-                )
+                scores["semantic"] = normalize_cosine(masked(index.cosine_scores(vector)), config.semantic_floor)
             except EmbeddingServiceError as exc:
                 fallback_reason = f"query embedding failed ({exc})"
                 logger.warning("sk-toolfilter: %s; using BM25 for this request", fallback_reason)

@@ -13,9 +13,7 @@ if TYPE_CHECKING:
 SettingsT = TypeVar("SettingsT", bound="PromptExecutionSettings")
 
 
-def allowed_by_behavior(
-    behavior: FunctionChoiceBehavior | None, full_names: Iterable[str]
-) -> set[str] | None:
+def allowed_by_behavior(behavior: FunctionChoiceBehavior | None, full_names: Iterable[str]) -> set[str] | None:
     """The names the caller's own behaviour filters allow, or None when it sets no filter.
 
     Same semantics as Semantic Kernel: included plugins/functions narrow, excluded ones remove.

@@ -16,9 +16,7 @@ import Stemmer
 # Runs of letters or digits in any script; "_" and "-" separate words.
 _WORD_RUN = re.compile(r"[^\W_]+")
 # Zero-width boundaries inside a run: fooBar, HTTPServer, abc123, 123abc.
-_INNER_BOUNDARY = re.compile(
-    r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])"
-)
+_INNER_BOUNDARY = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 
 STOPWORDS = frozenset(

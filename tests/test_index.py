@@ -46,9 +46,7 @@ async def test_progress_is_reported_while_embedding(demo_kernel, hash_embedder):
     ("mode", "message"),
     [("raise", "failed: RuntimeError"), ("nan", "NaN"), ("wrong_count", "shape"), ("wrong_dims", None)],
 )
-async def test_failing_embedding_service_is_a_clear_error_at_build_time(
-    demo_kernel, hash_embedder, mode, message
-):
+async def test_failing_embedding_service_is_a_clear_error_at_build_time(demo_kernel, hash_embedder, mode, message):
     hash_embedder.set_mode(mode)
     if mode == "wrong_dims":  # consistent but unusual size is fine at build time
         index = await ToolIndex.build_from_kernel(demo_kernel, hash_embedder)
@@ -95,9 +93,7 @@ async def test_every_method_ranks_the_obvious_tool_first(demo_kernel, hash_embed
     assert [t.score for t in ranking.tools] == sorted((t.score for t in ranking.tools), reverse=True)
 
 
-@pytest.mark.parametrize(
-    "query", ["please run Text-reverse_text", "use Text.reverse_text", "call reverse_text now"]
-)
+@pytest.mark.parametrize("query", ["please run Text-reverse_text", "use Text.reverse_text", "call reverse_text now"])
 async def test_a_query_naming_a_tool_ranks_it_first(demo_kernel, query):
     index = await ToolIndex.build_from_kernel(demo_kernel)
     ranking = await rank_tools(index, query, ToolFilterConfig(search_method="bm25"))

@@ -19,9 +19,7 @@ async def test_local_model_returns_unit_vectors_of_384_dimensions(model):
 
 async def test_padding_does_not_change_a_vector(model):
     alone = model.embed_sync(["short text"])[0]
-    batched = model.embed_sync(
-        ["short text", "a much longer text that forces padding of the short one " * 5]
-    )[0]
+    batched = model.embed_sync(["short text", "a much longer text that forces padding of the short one " * 5])[0]
     assert float(alone @ batched) > 0.9999
 
 

@@ -22,9 +22,7 @@ async def send(kernel, transport, settings, query):
 
 @pytest.fixture
 async def manager(demo_kernel, hash_embedder):
-    return await ToolFilterManager.from_kernel(
-        demo_kernel, ToolFilterConfig(top_k=3), embedding_service=hash_embedder
-    )
+    return await ToolFilterManager.from_kernel(demo_kernel, ToolFilterConfig(top_k=3), embedding_service=hash_embedder)
 
 
 async def test_filtering_on_sends_exactly_the_selected_functions(demo_kernel, manager):
@@ -41,9 +39,7 @@ async def test_filtering_on_sends_exactly_the_selected_functions(demo_kernel, ma
 
 async def test_filtering_off_sends_every_function(demo_kernel):
     transport = RecordingTransport()
-    manager = await ToolFilterManager.from_kernel(
-        demo_kernel, ToolFilterConfig(enabled=False, search_method="bm25")
-    )
+    manager = await ToolFilterManager.from_kernel(demo_kernel, ToolFilterConfig(enabled=False, search_method="bm25"))
     settings = await manager.prepare_execution_settings("send an email", base_settings())
     await send(demo_kernel, transport, settings, "send an email")
     assert len(transport.tool_names()) == 46

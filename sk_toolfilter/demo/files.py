@@ -21,12 +21,12 @@ class FilesPlugin:
         entries = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
         return "\n".join(entries) or "(empty)"
 
-    @kernel_function(description="Read the full text content of a file.")
+    @kernel_function(description="Open a file and read its full text content.")
     def read_file(self, path: Annotated[str, "File path relative to the workspace"]) -> str:
         target = inside(self.root, path)
         return target.read_text(encoding="utf-8") if target.is_file() else f"no file {path!r}"
 
-    @kernel_function(description="Create or overwrite a file with the given text content.")
+    @kernel_function(description="Save text to a file in the workspace, creating or overwriting it.")
     def write_file(
         self,
         path: Annotated[str, "File path relative to the workspace"],
@@ -57,7 +57,7 @@ class FilesPlugin:
         target.unlink()
         return f"deleted {path}"
 
-    @kernel_function(description="Search the text of all files for lines containing a phrase (like grep).")
+    @kernel_function(description="Find which files mention a word or phrase: search the text of all files (like grep).")
     def search_in_files(self, phrase: Annotated[str, "Text to look for, case-insensitive"]) -> str:
         hits = []
         for file in sorted(self.root.rglob("*")):

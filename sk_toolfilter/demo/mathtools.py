@@ -103,9 +103,7 @@ class MathPlugin:
         except (ValueError, SyntaxError, ZeroDivisionError, OverflowError) as exc:
             return f"cannot evaluate: {exc}"
 
-    @kernel_function(
-        description="Convert a length, weight or volume between units (km, mi, kg, lb, l, gal…)."
-    )
+    @kernel_function(description="Convert a length, weight or volume between units (km, mi, kg, lb, l, gal…).")
     def convert_units(
         self,
         value: Annotated[float, "Amount to convert"],

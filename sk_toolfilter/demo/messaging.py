@@ -37,9 +37,7 @@ class MessagingPlugin:
         return self._queue({"kind": "chat", "to": channel, "body": message})
 
     @kernel_function(description="Send a direct chat message to one person.")
-    def send_direct_message(
-        self, user: Annotated[str, "User name"], message: Annotated[str, "Message text"]
-    ) -> str:
+    def send_direct_message(self, user: Annotated[str, "User name"], message: Annotated[str, "Message text"]) -> str:
         return self._queue({"kind": "dm", "to": user, "body": message})
 
     @kernel_function(description="List the messages and emails waiting in the outbox.")

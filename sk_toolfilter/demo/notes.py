@@ -51,17 +51,16 @@ class NotesPlugin:
         self._save(data)
         return f"deleted note {title!r}"
 
-    @kernel_function(
-        description="Remember a fact about the user for later (long-term memory), e.g. a preference."
-    )
-    def remember_fact(
-        self, key: Annotated[str, "What the fact is about"], value: Annotated[str, "The fact"]
-    ) -> str:
+    @kernel_function(description="Remember a fact about the user for later (long-term memory), e.g. a preference.")
+    def remember_fact(self, key: Annotated[str, "What the fact is about"], value: Annotated[str, "The fact"]) -> str:
         data = self._load()
         data["facts"][key] = value
         self._save(data)
         return f"remembered {key}"
 
-    @kernel_function(description="Recall a fact remembered earlier from long-term memory.")
+    @kernel_function(
+        description="Recall something the user told you earlier (a remembered fact or preference) "
+        "from long-term memory."
+    )
     def recall_fact(self, key: Annotated[str, "What the fact is about"]) -> str:
         return self._load()["facts"].get(key, f"nothing remembered about {key!r}")

@@ -17,15 +17,11 @@ class TextPlugin:
         return f"{words} words, {sentences} sentences, {len(text)} characters"
 
     @kernel_function(description="Convert text to UPPER CASE, lower case or Title Case.")
-    def change_case(
-        self, text: Annotated[str, "The text"], case: Annotated[str, "upper, lower or title"]
-    ) -> str:
+    def change_case(self, text: Annotated[str, "The text"], case: Annotated[str, "upper, lower or title"]) -> str:
         return {"upper": text.upper(), "lower": text.lower(), "title": text.title()}.get(case.lower(), text)
 
     @kernel_function(description="Shorten a text to its first sentences, as a quick summary.")
-    def summarize(
-        self, text: Annotated[str, "The text"], sentences: Annotated[int, "How many sentences"] = 2
-    ) -> str:
+    def summarize(self, text: Annotated[str, "The text"], sentences: Annotated[int, "How many sentences"] = 2) -> str:
         parts = re.split(r"(?<=[.!?])\s+", text.strip())
         return " ".join(parts[: max(1, sentences)])
 
@@ -46,9 +42,7 @@ class TextPlugin:
     def extract_urls(self, text: Annotated[str, "The text"]) -> str:
         return "\n".join(dict.fromkeys(re.findall(r"https?://\S+", text))) or "none found"
 
-    @kernel_function(
-        description="Turn a title into a URL-friendly slug, e.g. 'Hello World!' -> 'hello-world'."
-    )
+    @kernel_function(description="Turn a title into a URL-friendly slug, e.g. 'Hello World!' -> 'hello-world'.")
     def slugify(self, text: Annotated[str, "The title"]) -> str:
         ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
         return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")

@@ -59,9 +59,7 @@ class TimePlugin:
         except (ValueError, ZoneInfoNotFoundError) as exc:
             return f"cannot convert: {exc}"
 
-    @kernel_function(
-        description="List the dates of every day in a month, e.g. to plan a schedule or calendar."
-    )
+    @kernel_function(description="List the dates of every day in a month, e.g. to plan a schedule or calendar.")
     def month_calendar(self, year: Annotated[int, "Year"], month: Annotated[int, "Month, 1-12"]) -> str:
         if not 1 <= month <= 12:
             return "month must be 1-12"

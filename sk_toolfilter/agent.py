@@ -1,0 +1,144 @@
+"""Turning an agent file into a running SK ``ChatCompletionAgent`` whose every request is filtered."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from semantic_kernel import Kernel
+from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+from typing_extensions import Self
+
+from sk_toolfilter.agent_file import AgentSpec, ModelSpec, load_agent_file
+from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.index import ProgressCallback
+from sk_toolfilter.manager import ToolFilterManager
+from sk_toolfilter.service import FilteredChatCompletion
+from sk_toolfilter.sources import add_sources
+
+if TYPE_CHECKING:
+    from semantic_kernel.agents import ChatCompletionAgent
+    from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
+
+
+@dataclass
+class Toolset:
+    """An agent file's tools: the kernel holding them and the filter manager indexing them.
+
+    Use as ``async with await open_toolset(spec) as tools: ...`` (or call :meth:`aclose`) so MCP
+    servers are stopped.
+    """
+
+    spec: AgentSpec
+    kernel: Kernel
+    manager: ToolFilterManager
+    tool_counts: dict[str, int]
+    _stack: contextlib.AsyncExitStack = field(repr=False, kw_only=True)
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+
+@dataclass
+class LoadedAgent(Toolset):
+    """A :class:`Toolset` plus the filtered chat service and the SK ``ChatCompletionAgent``."""
+
+    service: FilteredChatCompletion = field(kw_only=True)
+    agent: ChatCompletionAgent = field(kw_only=True)
+
+
+def create_chat_service(model: ModelSpec, http_client: Any = None) -> ChatCompletionClientBase:
+    """The chat service a ``model:`` block describes (``http_client`` lets tests and reports go offline)."""
+    from openai import AsyncAzureOpenAI, AsyncOpenAI
+    from semantic_kernel.connectors.ai.open_ai import AzureChatCompletion, OpenAIChatCompletion
+
+    api_key = model.api_key.get_secret_value() if model.api_key else None
+    if model.provider == "azure_openai":
+        endpoint = model.endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
+        api_key = api_key or os.environ.get("AZURE_OPENAI_API_KEY")
+        if not endpoint or not api_key:
+            raise ConfigError(
+                "model: provider 'azure_openai' needs 'endpoint' and 'api_key' (or AZURE_OPENAI_* variables)"
+            )
+        client = AsyncAzureOpenAI(
+            azure_endpoint=endpoint,
+            api_key=api_key,
+            api_version=model.api_version or "2024-10-21",
+            http_client=http_client,
+        )
+        return AzureChatCompletion(deployment_name=model.name, async_client=client)
+    api_key = api_key or os.environ.get("OPENAI_API_KEY")
+    if not api_key and not model.base_url:
+        raise ConfigError(
+            "model: no API key — set OPENAI_API_KEY, or model.api_key, or model.base_url for a local "
+            "OpenAI-compatible server"
+        )
+    client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=model.base_url, http_client=http_client)
+    return OpenAIChatCompletion(ai_model_id=model.name, async_client=client)
+
+
+def execution_settings(spec: AgentSpec, service: ChatCompletionClientBase) -> Any:
+    """The agent's own execution settings: ``model.options`` plus automatic function calling."""
+    settings_class = service.get_prompt_execution_settings_class()
+    try:
+        return settings_class(**spec.model.options, function_choice_behavior=FunctionChoiceBehavior.Auto())
+    except Exception as exc:
+        raise ConfigError(f"model.options: {exc}") from None
+
+
+async def open_toolset(path: str | Path | AgentSpec, *, progress: ProgressCallback | None = None) -> Toolset:
+    """Load an agent file's tool sources into a kernel and index them (no chat model needed)."""
+    spec = path if isinstance(path, AgentSpec) else load_agent_file(path)
+    stack = contextlib.AsyncExitStack()
+    try:
+        kernel = Kernel()
+        counts = await add_sources(kernel, spec, stack)
+        manager = await ToolFilterManager.from_kernel(kernel, spec.tool_filtering, progress=progress)
+    except BaseException:
+        await stack.aclose()
+        raise
+    return Toolset(spec, kernel, manager, counts, _stack=stack)
+
+
+async def load_agent(
+    path: str | Path | AgentSpec,
+    *,
+    chat_service: ChatCompletionClientBase | None = None,
+    progress: ProgressCallback | None = None,
+) -> LoadedAgent:
+    """Load an agent file and return a ready :class:`LoadedAgent` (its ``.agent`` is the SK agent).
+
+    `chat_service` replaces the one the ``model:`` block describes (e.g. a service on a test
+    transport). Filtering happens in a service wrapper, so it applies to the agent's first request,
+    every request of the auto-invoke loop and streaming, and never changes the agent's settings.
+    """
+    from semantic_kernel.agents import ChatCompletionAgent
+    from semantic_kernel.functions import KernelArguments
+
+    tools = await open_toolset(path, progress=progress)
+    try:
+        spec = tools.spec
+        service = tools.manager.wrap(chat_service or create_chat_service(spec.model))
+        agent = ChatCompletionAgent(
+            kernel=tools.kernel,
+            service=service,
+            name=spec.name,
+            description=spec.description or None,
+            instructions=spec.instructions_text(),
+            arguments=KernelArguments(settings=execution_settings(spec, service)),
+        )
+    except BaseException:
+        await tools.aclose()
+        raise
+    return LoadedAgent(
+        spec, tools.kernel, tools.manager, tools.tool_counts, _stack=tools._stack, service=service, agent=agent
+    )

@@ -1,0 +1,183 @@
+"""The ``agent.yaml`` schema: reading, ``${VAR}`` substitution and validation with precise errors."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+
+from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.errors import ConfigError, describe_validation_error
+
+SECRET_KEYS = ("api_key", "env")
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelSpec(_Strict):
+    """The chat model. ``provider: openai`` also serves any OpenAI-compatible server via ``base_url``."""
+
+    provider: Literal["openai", "azure_openai"] = "openai"
+    name: str = "gpt-4o-mini"
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    endpoint: str | None = None
+    api_version: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict, description="Execution settings, e.g. temperature.")
+
+    @field_validator("api_key", "base_url", "endpoint", "api_version", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+
+class InstructionsFile(_Strict):
+    file: str
+
+
+class PluginSource(_Strict):
+    """A native SK plugin: ``package.module:Class`` (instantiated with ``init``) or a module."""
+
+    type: Literal["plugin"]
+    name: str = Field(pattern=r"^[0-9A-Za-z_]+$")
+    description: str = ""
+    import_path: str = Field(alias="import", pattern=r"^[\w.]+(:[\w.]+)?$")
+    init: dict[str, Any] = Field(default_factory=dict)
+    optional: bool = False
+
+
+class MCPSource(_Strict):
+    """A stdio MCP server, started through SK's ``MCPStdioPlugin``."""
+
+    type: Literal["mcp"]
+    name: str = Field(pattern=r"^[0-9A-Za-z_]+$")
+    description: str = ""
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] | None = None
+    load_prompts: bool = False
+    optional: bool = False
+
+
+class CatalogSource(_Strict):
+    """Tool definitions from a JSON/JSONL file, registered as definition-only kernel functions."""
+
+    type: Literal["catalog"]
+    name: str = Field(pattern=r"^[0-9A-Za-z_]+$")
+    description: str = ""
+    path: str
+    optional: bool = False
+
+
+ToolSource = Annotated[PluginSource | MCPSource | CatalogSource, Field(discriminator="type")]
+
+
+class SampleQuery(_Strict):
+    """A report query; ``expect`` lists the tools a person would pick for it."""
+
+    query: str
+    expect: list[str] = Field(default_factory=list)
+
+
+class AgentSpec(_Strict):
+    """An agent file: identity, model, instructions, tool sources and the ``tool_filtering`` block."""
+
+    name: str = Field(pattern=r"^[0-9A-Za-z_-]+$")
+    description: str = ""
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    instructions: str | InstructionsFile = ""
+    tools: list[ToolSource] = Field(default_factory=list)
+    tool_filtering: ToolFilterConfig = Field(default_factory=ToolFilterConfig)
+    sample_queries: list[SampleQuery] = Field(default_factory=list, description="Queries for `sk-toolfilter report`.")
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    @field_validator("sample_queries", mode="before")
+    @classmethod
+    def _plain_strings_are_queries(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"query": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @model_validator(mode="after")
+    def _unique_source_names(self) -> AgentSpec:
+        names = [s.name for s in self.tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"tool source names must be unique, repeated: {', '.join(dupes)}")
+        return self
+
+    def resolve(self, relative: str) -> Path:
+        """A path from the file, relative to the file's folder."""
+        path = Path(relative).expanduser()
+        return path if path.is_absolute() else self.base_dir / path
+
+    def instructions_text(self) -> str:
+        if isinstance(self.instructions, InstructionsFile):
+            path = self.resolve(self.instructions.file)
+            try:
+                return path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(f"instructions.file: cannot read {path} ({exc.strerror})") from None
+        return self.instructions
+
+
+def substitute_env(value: Any, where: str = "", environ: dict[str, str] | None = None) -> Any:
+    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string; a missing variable is an error naming it."""
+    environ = os.environ if environ is None else environ
+    if isinstance(value, dict):
+        return {k: substitute_env(v, f"{where}.{k}" if where else str(k), environ) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute_env(v, f"{where}[{i}]", environ) for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in environ and environ[name] != "":
+            return environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: environment variable {name} is not set (use ${{{name}:-default}} for a default)")
+
+    return _VARIABLE.sub(replace, value)
+
+
+def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = None) -> AgentSpec:
+    """Validate a parsed agent mapping. Errors name `source`, the key path and the problem."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        data = substitute_env(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    try:
+        spec = AgentSpec.model_validate({**data, "base_dir": base_dir or Path(".")})
+    except ValidationError as exc:
+        raise ConfigError(
+            f"{source}:\n" + describe_validation_error(exc, "", SECRET_KEYS, ("plugin", "mcp", "catalog"))
+        ) from None
+    return spec
+
+
+def load_agent_file(path: str | Path) -> AgentSpec:
+    """Read and validate an agent YAML file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read agent file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "malformed YAML"
+        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+    return parse_agent(data, source=str(path), base_dir=path.resolve().parent)

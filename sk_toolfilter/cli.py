@@ -1,0 +1,246 @@
+"""The ``sk-toolfilter`` command line: validate, search, report, chat, eval.
+
+A thin layer over the library. Exit codes: 0 success, 1 runtime error (one-line cause on stderr),
+2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sk_toolfilter.errors import ToolFilterError
+
+log = logging.getLogger("sk_toolfilter.cli")
+
+
+class Progress:
+    """A one-line progress indicator on stderr (silent when stderr is not a terminal, except the end)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.started = time.perf_counter()
+        self.interactive = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.interactive:
+            width = 30
+            filled = int(width * done / max(total, 1))
+            sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        if done >= total:
+            elapsed = time.perf_counter() - self.started
+            sys.stderr.write(f"\r{self.label}: {total} done in {elapsed:.1f}s{' ' * 20}\n")
+        sys.stderr.flush()
+
+
+def _print_counts(tools: Any) -> None:
+    for name, count in tools.tool_counts.items():
+        print(f"  {name}: {count} tools")
+    print(f"  total: {len(tools.manager.index)} tools indexed", end="")
+    print(" (with embeddings)" if tools.manager.index.has_embeddings else " (BM25 only)")
+
+
+async def cmd_validate(args: argparse.Namespace) -> int:
+    from sk_toolfilter.agent import open_toolset
+
+    async with await open_toolset(args.agent, progress=Progress("embedding tools")) as tools:
+        print(f"{tools.spec.name}: OK")
+        _print_counts(tools)
+    return 0
+
+
+async def cmd_search(args: argparse.Namespace) -> int:
+    from sk_toolfilter.agent import open_toolset
+    from sk_toolfilter.agent_file import load_agent_file
+
+    spec = load_agent_file(args.agent)
+    overrides: dict[str, Any] = {}
+    if args.method:
+        overrides["search_method"] = args.method
+    if args.top_k:
+        overrides["top_k"] = args.top_k
+    if overrides:
+        config = spec.tool_filtering.model_validate({**spec.tool_filtering.model_dump(), **overrides})
+        spec = spec.model_copy(update={"tool_filtering": config})
+    async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
+        selection = await tools.manager.select(args.query)
+        ranking = selection.ranking
+        note = f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else ""
+        print(
+            f"method: {ranking.method}{note}; selected {len(selection.names)}: {', '.join(selection.names) or '(none)'}"
+        )
+        if args.explain:
+            for d in selection.decisions[: args.limit]:
+                scores = " ".join(f"{m}={v:.2f}" for m, v in (d.method_scores or {}).items())
+                score = f"{d.score:.2f}" if d.score is not None else "  - "
+                print(f"  {'+' if d.kept else '-'} {score} {d.full_name:40} {scores:28} {d.reason}")
+        else:
+            for rank, name in enumerate(selection.names, 1):
+                print(f"  {rank}. {name}")
+    return 0
+
+
+async def cmd_report(args: argparse.Namespace) -> int:
+    from sk_toolfilter.agent import open_toolset
+    from sk_toolfilter.agent_file import SampleQuery, load_agent_file
+    from sk_toolfilter.report import build_token_report, render_terminal, write_report
+
+    spec = load_agent_file(args.agent)
+    queries = spec.sample_queries
+    if args.queries:
+        queries = _read_queries(Path(args.queries))
+    if not queries:
+        queries = [SampleQuery(query="hi there")]
+        log.warning("no sample_queries in %s and no --queries; reporting on 'hi there' only", args.agent)
+    async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
+        report = await build_token_report(spec, tools.kernel, tools.manager, queries, args.model_encoding)
+    print(render_terminal(report))
+    paths = write_report(report, args.out)
+    print(f"\nWrote {paths['markdown']}, {paths['json']}, {paths['chart']} and {paths['html']}")
+    return 0
+
+
+def _read_queries(path: Path) -> list[Any]:
+    from sk_toolfilter.agent_file import SampleQuery
+    from sk_toolfilter.errors import ConfigError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--queries: cannot read {path} ({exc.strerror})") from None
+    queries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if path.suffix == ".jsonl":
+            try:
+                raw = json.loads(line)
+                queries.append(SampleQuery(query=raw["query"], expect=raw.get("gold") or raw.get("expect") or []))
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ConfigError(f"{path}:{number}: expected a JSON object with 'query' ({exc})") from None
+        else:
+            queries.append(SampleQuery(query=line.strip()))
+    return queries
+
+
+async def cmd_chat(args: argparse.Namespace) -> int:
+    from semantic_kernel.contents import ChatHistory
+
+    from sk_toolfilter.agent import load_agent
+
+    async with await load_agent(args.agent, progress=Progress("embedding tools")) as loaded:
+        print(
+            f"{loaded.spec.name} ({len(loaded.manager.index)} tools, filtering "
+            f"{'on' if loaded.manager.config.enabled else 'off'}). Empty line or Ctrl-D to quit."
+        )
+        history = ChatHistory()
+        thread = None
+        while True:
+            try:
+                line = input("you> ").strip()
+            except EOFError:
+                break
+            if not line:
+                break
+            history.add_user_message(line)
+            response = await loaded.agent.get_response(messages=line, thread=thread)
+            thread = response.thread
+            print(f"{loaded.spec.name}> {response.message.content}")
+            print(f"  [tools sent: {', '.join(loaded.service.last_selection) or 'none'}]")
+    return 0
+
+
+async def cmd_eval(args: argparse.Namespace) -> int:
+    from sk_toolfilter.eval_run import run_eval
+
+    return await run_eval(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sk-toolfilter",
+        description="Dynamic tool loading for Semantic Kernel: index, search, measure.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log details (INFO)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="load an agent file, connect its tool sources, index them")
+    p.add_argument("agent", help="agent YAML file")
+    p.set_defaults(run=cmd_validate)
+
+    p = sub.add_parser("search", help="rank the tools of an agent file for a query")
+    p.add_argument("agent", help="agent YAML file")
+    p.add_argument("query")
+    p.add_argument("--method", choices=["semantic", "bm25", "hybrid"])
+    p.add_argument("--top-k", type=int, help="tools to keep (overrides the file)")
+    p.add_argument("--explain", action="store_true", help="per tool: scores per method, why kept or cut")
+    p.add_argument("--limit", type=int, default=20, help="rows of --explain (default 20)")
+    p.set_defaults(run=cmd_search)
+
+    p = sub.add_parser("report", help="token-savings report: tools payload with filtering off vs on")
+    p.add_argument("agent", help="agent YAML file")
+    p.add_argument("--queries", help="queries file: one per line (.txt) or JSON lines with 'query' (.jsonl)")
+    p.add_argument("--out", default="report", help="output folder (default: report)")
+    p.add_argument("--model-encoding", default="o200k_base", choices=["o200k_base", "cl100k_base"])
+    p.set_defaults(run=cmd_report)
+
+    p = sub.add_parser("chat", help="chat with the agent (needs an API key or a local OpenAI-compatible server)")
+    p.add_argument("agent", help="agent YAML file")
+    p.set_defaults(run=cmd_chat)
+
+    p = sub.add_parser("eval", help="retrieval quality on a labelled query set (recall@k, nDCG, MRR, tokens)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--tools", help="catalog file (tools.jsonl, or OpenAI tools JSON)")
+    source.add_argument("--agent", help="agent YAML file whose tools are evaluated")
+    p.add_argument("--queries", required=True, help="labelled queries (dev.jsonl format)")
+    p.add_argument("--methods", default="bm25,semantic,hybrid")
+    p.add_argument("--k", default="1,3,5,10", help="cut-offs for recall@k and complete@k")
+    p.add_argument("--by-category", action="store_true", help="also report metrics per query category")
+    p.add_argument("--out", help="folder for eval.json and eval.md")
+    p.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    p.set_defaults(run=cmd_eval)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(message)s",
+    )
+    if not args.verbose:
+        for noisy in ("bm25s", "semantic_kernel", "httpx", "mcp"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
+    try:
+        return asyncio.run(args.run(args))
+    except ToolFilterError as exc:
+        print(f"sk-toolfilter: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("sk-toolfilter: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # an unexpected failure still gets one clear line, not a traceback
+        if args.verbose:
+            raise
+        print(
+            f"sk-toolfilter: error: {type(exc).__name__}: {_one_line(exc)} (run with -v for details)", file=sys.stderr
+        )
+        return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    lines = text.splitlines()
+    return lines[0] if len(lines) == 1 else f"{lines[0]} {'; '.join(s.strip() for s in lines[1:])}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

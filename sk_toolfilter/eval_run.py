@@ -1,0 +1,139 @@
+"""``sk-toolfilter eval``: evaluate every method on a labelled query set and write the results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sk_toolfilter.cache import EmbeddingCache
+from sk_toolfilter.catalog import load_catalog
+from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.embeddings import create_embedding_service
+from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.evaluation import MethodResult, evaluate_method, load_queries, results_to_json
+from sk_toolfilter.index import ToolIndex
+from sk_toolfilter.metadata import ToolMetadata, crawl_kernel, openai_tool_definition
+from sk_toolfilter.tokens import count_json_tokens
+
+COLUMNS = ("recall@1", "recall@3", "recall@5", "recall@10", "complete@5", "ndcg@10", "mrr", "mean_tools_sent")
+
+
+def _parse_list(value: str, kind: type, name: str) -> list[Any]:
+    try:
+        return [kind(v.strip()) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"--{name}: expected a comma-separated list, got {value!r}") from None
+
+
+async def _load_tools(args: argparse.Namespace) -> tuple[list[ToolMetadata], ToolFilterConfig, Any]:
+    if args.tools:
+        return [t for t, _ in load_catalog(args.tools)], ToolFilterConfig(), None
+    from sk_toolfilter.agent import open_toolset
+    from sk_toolfilter.agent_file import load_agent_file
+
+    spec = load_agent_file(args.agent)
+    # Index with BM25 only here; embeddings are computed below with the cache.
+    bm25_only = spec.model_copy(
+        update={"tool_filtering": spec.tool_filtering.model_copy(update={"search_method": "bm25"})}
+    )
+    toolset = await open_toolset(bm25_only)
+    return crawl_kernel(toolset.kernel), spec.tool_filtering, toolset
+
+
+def render_table(results: list[MethodResult], columns: tuple[str, ...] = COLUMNS) -> str:
+    header = f"{'method':10}" + "".join(f"{c:>13}" for c in (*columns, "tokens_sent", "p50_ms"))
+    rows = [header]
+    for r in results:
+        values = [r.metrics.get(c, float("nan")) for c in (*columns, "tokens_sent", "p50_ms")]
+        rows.append(f"{r.method:10}" + "".join(f"{v:13.3f}" for v in values))
+    return "\n".join(rows)
+
+
+def render_markdown(results: list[MethodResult], n_queries: int, n_tools: int, by_category: bool) -> str:
+    cols = (*COLUMNS, "tokens_sent", "p50_ms", "p95_ms")
+    out = [f"{n_queries} queries, {n_tools} tools.", "", "| method | " + " | ".join(cols) + " |"]
+    out.append("|---" * (len(cols) + 1) + "|")
+    for r in results:
+        out.append(f"| {r.method} | " + " | ".join(f"{r.metrics.get(c, float('nan')):.3f}" for c in cols) + " |")
+    if by_category:
+        out += ["", "| method | category | recall@5 | complete@5 | mrr |", "|---|---|---|---|---|"]
+        for r in results:
+            for category, m in r.by_category.items():
+                out.append(
+                    f"| {r.method} | {category} | {m['recall@5']:.3f} | {m['complete@5']:.3f} | {m['mrr']:.3f} |"
+                )
+    return "\n".join(out) + "\n"
+
+
+async def run_eval(args: argparse.Namespace) -> int:
+    from sk_toolfilter.cli import Progress
+
+    methods = _parse_list(args.methods, str, "methods")
+    unknown = sorted(set(methods) - {"bm25", "semantic", "hybrid"})
+    if unknown:
+        raise ConfigError(f"--methods: unknown method(s) {', '.join(unknown)}; use bm25, semantic, hybrid")
+    ks = _parse_list(args.k, int, "k")
+    if not ks or min(ks) < 1:
+        raise ConfigError("--k: cut-offs must be positive integers")
+    queries = load_queries(args.queries)[: args.limit]
+    tools, config, toolset = await _load_tools(args)
+    try:
+        service = create_embedding_service(config.embedding) if set(methods) - {"bm25"} else None
+        index = await ToolIndex.build(
+            tools,
+            service,
+            bm25_config=config.bm25,
+            batch_size=config.embedding.batch_size,
+            progress=Progress("embedding tools") if service else None,
+            cache=EmbeddingCache(),
+        )
+        unknown_gold = sorted({g for q in queries for g in q.gold if g not in index})
+        if unknown_gold:
+            raise ConfigError(f"--queries: gold tools not in the catalog: {', '.join(unknown_gold[:5])}")
+        tool_tokens = np.array([count_json_tokens(openai_tool_definition(t)) for t in index.tools])
+        results = []
+        for method in methods:
+            result = await evaluate_method(
+                index, queries, method, config, ks, progress=Progress(f"querying ({method})")
+            )
+            sent = await _mean_tokens_sent(index, queries, method, config, tool_tokens)
+            result.metrics["tokens_sent"] = sent
+            result.metrics["tokens_all"] = float(tool_tokens.sum())
+            results.append(result)
+    finally:
+        if toolset is not None:
+            await toolset.aclose()
+
+    print(f"{len(queries)} queries, {len(index)} tools; all tools = {int(tool_tokens.sum()):,} schema tokens")
+    print(render_table(results))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        payload = results_to_json(results, len(queries), len(index), {"config": config.model_dump(mode="json")})
+        if not args.by_category:
+            payload.pop("by_category")
+        (out / "eval.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        (out / "eval.md").write_text(render_markdown(results, len(queries), len(index), args.by_category))
+        print(f"Wrote {out / 'eval.json'} and {out / 'eval.md'}")
+    elif args.by_category:
+        for r in results:
+            for category, m in r.by_category.items():
+                print(f"{r.method:10} {category:24} recall@5 {m['recall@5']:.3f} mrr {m['mrr']:.3f}")
+    return 0
+
+
+async def _mean_tokens_sent(
+    index: ToolIndex, queries: list[Any], method: str, config: ToolFilterConfig, tool_tokens: np.ndarray
+) -> float:
+    from sk_toolfilter.manager import ToolFilterManager
+
+    manager = ToolFilterManager(index, config.model_copy(update={"search_method": method}))
+    total = 0
+    for item in queries:
+        names = await manager.filter_tools(item.query)
+        total += int(sum(tool_tokens[index.position(n)] for n in names))
+    return total / max(len(queries), 1)

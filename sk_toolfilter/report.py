@@ -1,0 +1,239 @@
+"""The token-savings report: the exact request SK's OpenAI connector sends with filtering off vs on.
+
+Each query goes through the real ``OpenAIChatCompletion`` twice — once unfiltered, once through
+the filtering wrapper — on an HTTP transport that records the body and answers with a canned reply
+(no network). Tokens are counted on the recorded body with the model's tokenizer.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from semantic_kernel.contents import ChatHistory
+
+from sk_toolfilter.agent_file import AgentSpec, SampleQuery
+from sk_toolfilter.tokens import count_json_tokens, count_tokens
+from sk_toolfilter.wire import RecordingTransport, offline_chat_service
+
+if TYPE_CHECKING:
+    from semantic_kernel import Kernel
+
+    from sk_toolfilter.manager import ToolFilterManager
+
+
+@dataclass
+class QueryReport:
+    query: str
+    tools_off: int
+    tools_on: int
+    tools_tokens_off: int
+    tools_tokens_on: int
+    body_tokens_off: int
+    body_tokens_on: int
+    selected: list[str]
+    expected: list[str] = field(default_factory=list)
+    expected_sent: bool | None = None
+
+
+@dataclass
+class TokenReport:
+    agent: str
+    model: str
+    encoding: str
+    catalog_size: int
+    search_method: str
+    queries: list[QueryReport]
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        def total(key: str) -> int:
+            return sum(getattr(q, key) for q in self.queries)
+
+        off, on = total("tools_tokens_off"), total("tools_tokens_on")
+        body_off, body_on = total("body_tokens_off"), total("body_tokens_on")
+        checked = [q.expected_sent for q in self.queries if q.expected_sent is not None]
+        n = max(len(self.queries), 1)
+        return {
+            "queries": len(self.queries),
+            "tools_tokens_off": off,
+            "tools_tokens_on": on,
+            "body_tokens_off": body_off,
+            "body_tokens_on": body_on,
+            "saved_percent": round(100.0 * (off - on) / off, 2) if off else 0.0,
+            "body_saved_percent": round(100.0 * (body_off - body_on) / body_off, 2) if body_off else 0.0,
+            "mean_tools_off": round(total("tools_off") / n, 2),
+            "mean_tools_on": round(total("tools_on") / n, 2),
+            "expected_tool_sent": f"{sum(checked)}/{len(checked)}" if checked else None,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "model": self.model,
+            "encoding": self.encoding,
+            "catalog_size": self.catalog_size,
+            "search_method": self.search_method,
+            "totals": self.totals,
+            "queries": [asdict(q) for q in self.queries],
+        }
+
+
+async def build_token_report(
+    spec: AgentSpec,
+    kernel: Kernel,
+    manager: ToolFilterManager,
+    queries: list[SampleQuery],
+    encoding: str = "o200k_base",
+) -> TokenReport:
+    """Send every query unfiltered and filtered through SK's real OpenAI connector; count tokens."""
+    from sk_toolfilter.agent import execution_settings
+
+    transport = RecordingTransport()
+    plain = offline_chat_service(transport, model=spec.model.name)
+    filtered = manager.wrap(plain, "last_message")
+    settings = execution_settings(spec, plain)
+    instructions = spec.instructions_text()
+    rows = []
+    for item in queries:
+        bodies = []
+        for service in (plain, filtered):
+            history = ChatHistory(system_message=instructions) if instructions else ChatHistory()
+            history.add_user_message(item.query)
+            await service.get_chat_message_contents(history, settings, kernel=kernel)
+            bodies.append((transport.requests[-1], transport.raw_bodies[-1].decode("utf-8")))
+        (off, off_raw), (on, on_raw) = bodies
+        selected = [t["function"]["name"] for t in on.get("tools") or []]
+        rows.append(
+            QueryReport(
+                query=item.query,
+                tools_off=len(off.get("tools") or []),
+                tools_on=len(selected),
+                tools_tokens_off=count_json_tokens(off["tools"], encoding) if off.get("tools") else 0,
+                tools_tokens_on=count_json_tokens(on["tools"], encoding) if on.get("tools") else 0,
+                body_tokens_off=count_tokens(off_raw, encoding),
+                body_tokens_on=count_tokens(on_raw, encoding),
+                selected=selected,
+                expected=item.expect,
+                expected_sent=set(item.expect) <= set(selected) if item.expect else None,
+            )
+        )
+    return TokenReport(
+        agent=spec.name,
+        model=spec.model.name,
+        encoding=encoding,
+        catalog_size=len(manager.index),
+        search_method=manager.config.search_method,
+        queries=rows,
+    )
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_terminal(report: TokenReport) -> str:
+    lines = [f"{'query':44} {'tools off':>9} {'tools on':>8} {'tok off':>8} {'tok on':>7}  selected"]
+    for q in report.queries:
+        mark = {True: "✓ ", False: "✗ ", None: "  "}[q.expected_sent]
+        lines.append(
+            f"{_short(q.query, 44):44} {q.tools_off:>9} {q.tools_on:>8} {q.tools_tokens_off:>8} "
+            f"{q.tools_tokens_on:>7}  {mark}{', '.join(q.selected) or '(none)'}"
+        )
+    t = report.totals
+    lines.append(
+        f"\nTools tokens: {t['tools_tokens_off']:,} off → {t['tools_tokens_on']:,} on "
+        f"({t['saved_percent']:.1f}% saved); whole request: {t['body_tokens_off']:,} → {t['body_tokens_on']:,} "
+        f"({t['body_saved_percent']:.1f}% saved); mean tools sent {t['mean_tools_on']} of {report.catalog_size}"
+    )
+    if t["expected_tool_sent"]:
+        lines.append(f"Expected tool sent: {t['expected_tool_sent']} queries")
+    return "\n".join(lines)
+
+
+def render_markdown(report: TokenReport) -> str:
+    t = report.totals
+    out = [
+        f"# Token-savings report: {report.agent}",
+        "",
+        f"Model `{report.model}`, tokenizer `{report.encoding}`, {report.catalog_size} tools, "
+        f"search method `{report.search_method}`. Tool tokens are counted on the `tools` array of the "
+        "request body SK's OpenAI connector sent (compact JSON, as on the wire).",
+        "",
+        "| | filtering off | filtering on | saved |",
+        "|---|---|---|---|",
+        f"| tools tokens | {t['tools_tokens_off']:,} | {t['tools_tokens_on']:,} | {t['saved_percent']:.1f}% |",
+        f"| whole request tokens | {t['body_tokens_off']:,} | {t['body_tokens_on']:,} "
+        f"| {t['body_saved_percent']:.1f}% |",
+        f"| mean tools sent | {t['mean_tools_off']} | {t['mean_tools_on']} | |",
+        "",
+    ]
+    if t["expected_tool_sent"]:
+        out += [f"Expected tool sent for {t['expected_tool_sent']} queries.", ""]
+    out += [
+        "| query | tools off | tools on | tokens off | tokens on | expected sent | selected |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for q in report.queries:
+        expected = {True: "yes", False: "**no**", None: ""}[q.expected_sent]
+        selected = ", ".join(f"`{s}`" for s in q.selected) or "(none)"
+        query = q.query.replace("|", "\\|")
+        out.append(
+            f"| {query} | {q.tools_off} | {q.tools_on} | {q.tools_tokens_off} | {q.tools_tokens_on} | "
+            f"{expected} | {selected} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def render_chart_svg(report: TokenReport) -> str:
+    """Grouped horizontal bars: tools tokens per query, filtering off vs on."""
+    bar, gap, left, width = 9, 10, 330, 520
+    top = 50
+    height = top + len(report.queries) * (2 * bar + gap) + 40
+    peak = max([q.tools_tokens_off for q in report.queries] + [1])
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 80}" height="{height}" '
+        'font-family="sans-serif" font-size="11">',
+        f'<text x="10" y="20" font-size="14" font-weight="bold">Tool-schema tokens per request: '
+        f"{html.escape(report.agent)} ({report.totals['saved_percent']:.1f}% saved)</text>",
+        f'<rect x="{left}" y="28" width="10" height="10" fill="#c0392b"/>'
+        f'<text x="{left + 14}" y="37">filtering off</text>'
+        f'<rect x="{left + 110}" y="28" width="10" height="10" fill="#27ae60"/>'
+        f'<text x="{left + 124}" y="37">filtering on</text>',
+    ]
+    for i, q in enumerate(report.queries):
+        y = top + i * (2 * bar + gap)
+        parts.append(
+            f'<text x="{left - 6}" y="{y + bar + 3}" text-anchor="end">{html.escape(_short(q.query, 52))}</text>'
+        )
+        for j, (value, colour) in enumerate(((q.tools_tokens_off, "#c0392b"), (q.tools_tokens_on, "#27ae60"))):
+            w = max(value / peak * width, 1 if value else 0)
+            parts.append(f'<rect x="{left}" y="{y + j * bar}" width="{w:.1f}" height="{bar - 1}" fill="{colour}"/>')
+            parts.append(f'<text x="{left + w + 4}" y="{y + j * bar + bar - 2}">{value}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def write_report(report: TokenReport, out_dir: str | Path) -> dict[str, Path]:
+    """Write report.json, report.md, chart.svg and report.html (Markdown table + chart) to `out_dir`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    svg = render_chart_svg(report)
+    paths = {
+        "json": out / "report.json",
+        "markdown": out / "report.md",
+        "chart": out / "chart.svg",
+        "html": out / "report.html",
+    }
+    paths["json"].write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    paths["markdown"].write_text(render_markdown(report), encoding="utf-8")
+    paths["chart"].write_text(svg, encoding="utf-8")
+    paths["html"].write_text(
+        "<!doctype html><meta charset='utf-8'><title>sk-toolfilter report</title>"
+        f"<body style='font-family:sans-serif'>{svg}<pre>{html.escape(render_terminal(report))}</pre></body>",
+        encoding="utf-8",
+    )
+    return paths

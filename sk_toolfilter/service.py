@@ -1,0 +1,165 @@
+"""Drop-in filtering for any SK chat service: a wrapper that narrows the tools of every request.
+
+The wrapper sees each model request after Semantic Kernel has filled ``settings.tools`` — the
+first request of an agent turn, every request inside the auto-invoke loop, and streaming — and
+keeps only the tools the :class:`ToolFilterManager` selects for the conversation so far. It works
+on SK's per-call copy of the settings, so the caller's (or an agent's) own settings never change.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from pydantic import PrivateAttr
+from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
+
+from sk_toolfilter.query import QueryStrategy, build_query
+
+if TYPE_CHECKING:
+    from semantic_kernel import Kernel
+    from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
+    from semantic_kernel.contents import ChatHistory, ChatMessageContent, StreamingChatMessageContent
+
+    from sk_toolfilter.manager import ToolFilterManager
+
+logger = logging.getLogger(__name__)
+
+# A filter value that matches no kernel function: SK reads an *empty* list as "all functions".
+NO_FUNCTION = "sk_toolfilter-no_function_selected"
+
+
+def tool_name(tool: Any) -> str | None:
+    """The function name of one entry of ``settings.tools`` (OpenAI-style dicts), if it has one."""
+    if isinstance(tool, dict):
+        function = tool.get("function")
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            return function["name"]
+        if isinstance(tool.get("name"), str):
+            return tool["name"]
+    return None
+
+
+class FilteredChatCompletion(ChatCompletionClientBase):
+    """Wraps a chat service so every request carries only the selected tools.
+
+    Build it with :meth:`ToolFilterManager.wrap`. It has the wrapped service's ``service_id`` and
+    ``ai_model_id``; everything but the tool list is delegated unchanged.
+    """
+
+    SUPPORTS_FUNCTION_CALLING = True
+    inner: ChatCompletionClientBase
+    manager: Any
+    query_strategy: QueryStrategy = "conversation"
+    _offered: dict[int, list[Any]] = PrivateAttr(default_factory=dict)
+    _last_selection: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def last_selection(self) -> list[str]:
+        """The names offered on the most recent request (empty when no tools were sent)."""
+        return list(self._last_selection)
+
+    # --- delegation -------------------------------------------------------------------------
+    def get_prompt_execution_settings_class(self) -> type[PromptExecutionSettings]:
+        return self.inner.get_prompt_execution_settings_class()
+
+    def _verify_function_choice_settings(self, settings: PromptExecutionSettings) -> None:
+        self.inner._verify_function_choice_settings(settings)
+
+    def _update_function_choice_settings_callback(self) -> Any:
+        return self.inner._update_function_choice_settings_callback()
+
+    def _reset_function_choice_settings(self, settings: PromptExecutionSettings) -> None:
+        self.inner._reset_function_choice_settings(settings)
+
+    def service_url(self) -> str | None:
+        return self.inner.service_url()
+
+    async def get_chat_message_contents(
+        self, chat_history: ChatHistory, settings: PromptExecutionSettings, **kwargs: Any
+    ) -> list[ChatMessageContent]:
+        if not self.inner.SUPPORTS_FUNCTION_CALLING:
+            return await self.inner.get_chat_message_contents(chat_history, settings, **kwargs)
+        return await super().get_chat_message_contents(chat_history, settings, **kwargs)
+
+    # --- the hook ---------------------------------------------------------------------------
+    async def _narrow(self, chat_history: ChatHistory, settings: PromptExecutionSettings) -> None:
+        """Replace ``settings.tools`` with the selected subset (SK's per-call copy, not the caller's)."""
+        manager: ToolFilterManager = self.manager
+        key = id(settings)
+        state = self._offered.get(key)
+        current = getattr(settings, "tools", None)
+        if state is None:
+            # First request of this call: SK just filled the full list allowed by the caller's filters.
+            state = self._offered[key] = [list(current or []), current]
+            weakref.finalize(settings, self._offered.pop, key, None)
+        elif current is not state[1]:
+            # SK changed the tools itself (its last request after maximum_auto_invoke_attempts): respect it.
+            self._last_selection = [n for n in (tool_name(t) for t in current or []) if n]
+            return
+        full = state[0]
+        behavior = settings.function_choice_behavior
+        if not full or behavior is None or not manager.config.enabled:
+            self._last_selection = [n for n in (tool_name(t) for t in full) if n] if behavior else []
+            return
+        names_on_offer = [tool_name(t) for t in full]
+        if None in names_on_offer:
+            logger.warning("sk-toolfilter: unrecognized tool format from %s; not filtering", type(self.inner))
+            return
+        query = build_query(chat_history, self.query_strategy)
+        selection = await manager.select(query, allowed=set(names_on_offer))  # type: ignore[arg-type]
+        chosen = set(selection.names)
+        kept = [t for t, n in zip(full, names_on_offer, strict=True) if n in chosen]
+        self._last_selection = [n for n in names_on_offer if n in chosen]  # type: ignore[misc]
+        behavior.filters = {"included_functions": self._last_selection or [NO_FUNCTION]}
+        state[1] = kept or None
+        settings.tools = state[1]  # type: ignore[attr-defined]
+        if not kept and hasattr(settings, "tool_choice"):
+            settings.tool_choice = None  # type: ignore[attr-defined]
+
+    async def _inner_get_chat_message_contents(
+        self, chat_history: ChatHistory, settings: PromptExecutionSettings
+    ) -> list[ChatMessageContent]:
+        await self._narrow(chat_history, settings)
+        return await self.inner._inner_get_chat_message_contents(chat_history, settings)
+
+    async def _inner_get_streaming_chat_message_contents(
+        self, chat_history: ChatHistory, settings: PromptExecutionSettings, function_invoke_attempt: int = 0
+    ) -> AsyncGenerator[list[StreamingChatMessageContent], Any]:
+        await self._narrow(chat_history, settings)
+        async for chunk in self.inner._inner_get_streaming_chat_message_contents(
+            chat_history, settings, function_invoke_attempt
+        ):
+            yield chunk
+
+
+def wrap_chat_service(
+    service: ChatCompletionClientBase, manager: ToolFilterManager, query_strategy: QueryStrategy = "conversation"
+) -> FilteredChatCompletion:
+    """`service`, filtered by `manager` on every request."""
+    if isinstance(service, FilteredChatCompletion):
+        service = service.inner
+    return FilteredChatCompletion(
+        inner=service,
+        manager=manager,
+        query_strategy=query_strategy,
+        service_id=service.service_id,
+        ai_model_id=service.ai_model_id,
+    )
+
+
+def enable_tool_filtering(kernel: Kernel, manager: ToolFilterManager) -> list[str]:
+    """Drop-in: replace every chat service registered on `kernel` by its filtered wrapper.
+
+    Existing invoke code (``kernel.invoke_prompt``, agents, direct service calls through the kernel)
+    is unchanged. Returns the wrapped service ids.
+    """
+    wrapped = []
+    for service_id, service in list(kernel.services.items()):
+        if isinstance(service, ChatCompletionClientBase) and not isinstance(service, FilteredChatCompletion):
+            kernel.services[service_id] = wrap_chat_service(service, manager)
+            wrapped.append(service_id)
+    manager.usage.attach(kernel)
+    return wrapped

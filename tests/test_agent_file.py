@@ -1,0 +1,106 @@
+from pathlib import Path
+
+import pytest
+
+from sk_toolfilter import ConfigError
+from sk_toolfilter.agent_file import load_agent_file, parse_agent, substitute_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path, text, name="agent.yaml"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_bundled_agent_file_loads():
+    spec = load_agent_file(ROOT / "agent.yaml")
+    assert spec.name == "atlas"
+    assert [s.name for s in spec.tools] == ["Files", "Notes", "Math", "Time", "Text", "Messaging"]
+    assert spec.tool_filtering.top_k == 5 and spec.tool_filtering.search_method == "hybrid"
+    assert "Atlas" in spec.instructions_text()
+    assert len(spec.sample_queries) >= 20
+
+
+def test_env_variables_and_defaults_are_substituted(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_MODEL", "gpt-x")
+    monkeypatch.delenv("UNSET_TOPK", raising=False)
+    path = write(tmp_path, "name: a\nmodel: {name: '${MY_MODEL}'}\ntool_filtering: {top_k: '${UNSET_TOPK:-3}'}\n")
+    spec = load_agent_file(path)
+    assert spec.model.name == "gpt-x"
+    assert spec.tool_filtering.top_k == 3
+
+
+def test_a_missing_variable_is_an_error_naming_it_and_the_key(tmp_path, monkeypatch):
+    monkeypatch.delenv("NOPE_KEY", raising=False)
+    path = write(tmp_path, "name: a\nmodel: {api_key: '${NOPE_KEY}'}\n")
+    with pytest.raises(ConfigError) as info:
+        load_agent_file(path)
+    assert "model.api_key: environment variable NOPE_KEY is not set" in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_substitution_leaves_non_strings_alone():
+    assert substitute_env({"a": 1, "b": [True, "${X:-y}"]}, environ={}) == {"a": 1, "b": [True, "y"]}
+
+
+def test_malformed_yaml_reports_the_line(tmp_path):
+    path = write(tmp_path, "name: a\ntools: [\n  - oops: {\n")
+    with pytest.raises(ConfigError, match=r"invalid YAML at line \d+"):
+        load_agent_file(path)
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "expected"),
+    [
+        ("name: a\ntool_filtering: {top_k: 0}\n", "tool_filtering.top_k: Input should be greater than 0"),
+        ("name: a\ntool_filtering: {topk: 3}\n", "tool_filtering.topk: unknown key"),
+        ("name: a\nmodle: {}\n", "modle: unknown key"),
+        ("description: no name\n", "name: required key is missing"),
+        ("name: a\ntools: [{type: mcp, name: S}]\n", "tools[0].command: required key is missing"),
+        ("name: a\ntools: [{type: rest, name: S}]\n", "tools[0]: Input tag 'rest' found using 'type'"),
+        ("name: a\ntools: [{type: plugin, name: 'bad name', import: 'x:Y'}]\n", "tools[0].name"),
+        ("- just\n- a list\n", "expected a mapping at the top level"),
+        (
+            "name: a\ntools: [{type: catalog, name: C, path: x}, {type: catalog, name: C, path: y}]\n",
+            "tool source names must be unique, repeated: C",
+        ),
+    ],
+)
+def test_errors_name_the_file_and_key_path(tmp_path, yaml_text, expected):
+    path = write(tmp_path, yaml_text)
+    with pytest.raises(ConfigError) as info:
+        load_agent_file(path)
+    assert expected in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_secrets_never_appear_in_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("SECRET_KEY_VALUE", "sk-live-abcdef")
+    path = write(tmp_path, "name: a\nmodel: {api_key: '${SECRET_KEY_VALUE}', temperature: 0.1}\n")
+    with pytest.raises(ConfigError) as info:
+        load_agent_file(path)
+    assert "sk-live-abcdef" not in str(info.value)
+    spec = parse_agent({"name": "a", "model": {"api_key": "sk-live-abcdef"}})
+    assert "sk-live-abcdef" not in repr(spec) and "sk-live-abcdef" not in str(spec.model_dump())
+
+
+def test_missing_file_and_missing_instructions_file_are_clear(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read agent file"):
+        load_agent_file(tmp_path / "nope.yaml")
+    spec = load_agent_file(write(tmp_path, "name: a\ninstructions: {file: missing.md}\n"))
+    with pytest.raises(ConfigError, match=r"instructions\.file: cannot read"):
+        spec.instructions_text()
+
+
+def test_instruction_files_resolve_relative_to_the_agent_file(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "i.md").write_text("Be brief.")
+    spec = load_agent_file(write(tmp_path, "name: a\ninstructions: {file: sub/i.md}\n"))
+    assert spec.instructions_text() == "Be brief."
+
+
+def test_sample_queries_accept_strings_and_expectations():
+    spec = parse_agent({"name": "a", "sample_queries": ["hi", {"query": "add", "expect": ["Math-add"]}]})
+    assert [(q.query, q.expect) for q in spec.sample_queries] == [("hi", []), ("add", ["Math-add"])]

@@ -1,0 +1,105 @@
+"""The sk-toolfilter command through its entry point."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sk_toolfilter.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def bm25_agent(tmp_path):
+    text = (ROOT / "agent.yaml").read_text().replace("search_method: hybrid", "search_method: bm25")
+    text = text.replace("root: sandbox", f"root: {tmp_path / 'sandbox'}")
+    (tmp_path / "instructions").mkdir()
+    (tmp_path / "instructions" / "assistant.md").write_text("Be helpful.")
+    path = tmp_path / "agent.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_validate_prints_tool_counts_per_source(bm25_agent, capsys):
+    assert main(["validate", str(bm25_agent)]) == 0
+    out = capsys.readouterr().out
+    assert "atlas: OK" in out and "Files: 8 tools" in out and "total: 46 tools indexed" in out
+
+
+def test_search_explain_shows_scores_and_reasons(bm25_agent, capsys):
+    assert main(["search", str(bm25_agent), "email bob", "--explain", "--top-k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "Messaging-send_email" in out and "bm25=1.00" in out and "cut: beyond top_k=2" in out
+
+
+def test_report_writes_its_files(bm25_agent, tmp_path, capsys):
+    queries = tmp_path / "q.txt"
+    queries.write_text("send an email\nadd 2 and 3\n")
+    assert main(["report", str(bm25_agent), "--queries", str(queries), "--out", str(tmp_path / "r")]) == 0
+    data = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert len(data["queries"]) == 2 and data["totals"]["saved_percent"] > 75
+    assert "% saved" in capsys.readouterr().out
+
+
+def test_eval_writes_eval_json(tmp_path, capsys):
+    queries = tmp_path / "dev.jsonl"
+    queries.write_text(
+        json.dumps({"id": "1", "query": "open a support ticket", "gold": ["support-open_ticket"]})
+        + "\n"
+        + json.dumps(
+            {
+                "id": "2",
+                "query": "search the product catalog and order the product",
+                "gold": ["shop-find_product", "shop-place_order"],
+            }
+        )
+        + "\n"
+    )
+    code = main(
+        [
+            "eval",
+            "--tools",
+            str(FIXTURES / "tools.jsonl"),
+            "--queries",
+            str(queries),
+            "--methods",
+            "bm25",
+            "--out",
+            str(tmp_path / "e"),
+        ]
+    )
+    assert code == 0
+    data = json.loads((tmp_path / "e" / "eval.json").read_text())
+    assert data["n_queries"] == 2 and data["n_tools"] == 3
+    assert data["methods"]["bm25"]["recall@1"] == 0.75  # q1: 1.0; q2: 1 of its 2 gold tools at rank 1 → 0.5
+    assert {"complete@5", "ndcg@10", "mrr", "mean_tools_sent", "p50_ms"} <= set(data["methods"]["bm25"])
+
+
+def test_runtime_errors_exit_1_with_one_line(tmp_path, capsys):
+    assert main(["validate", str(tmp_path / "missing.yaml")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sk-toolfilter: error:") and "cannot read agent file" in err and "\n" not in err
+
+
+def test_config_errors_exit_1_and_name_the_key(tmp_path, capsys):
+    bad = tmp_path / "a.yaml"
+    bad.write_text("name: a\ntool_filtering: {top_k: -1}\n")
+    assert main(["validate", str(bad)]) == 1
+    assert "tool_filtering.top_k" in capsys.readouterr().err
+
+
+def test_usage_errors_exit_2():
+    with pytest.raises(SystemExit) as info:
+        main(["report"])
+    assert info.value.code == 2
+
+
+def test_console_script_help_works():
+    result = subprocess.run(
+        [sys.executable, "-m", "sk_toolfilter.cli", "search", "--help"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0 and "--explain" in result.stdout

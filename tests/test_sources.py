@@ -1,0 +1,106 @@
+import contextlib
+import sys
+from pathlib import Path
+
+import pytest
+from semantic_kernel import Kernel
+
+from sk_toolfilter import ConfigError
+from sk_toolfilter.agent_file import parse_agent
+from sk_toolfilter.sources import add_sources
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MCP_SERVER = str(FIXTURES / "mcp_weather_server.py")
+
+
+async def load(tools, base_dir=FIXTURES):
+    spec = parse_agent({"name": "t", "tools": tools}, base_dir=base_dir)
+    stack = contextlib.AsyncExitStack()
+    kernel = Kernel()
+    counts = await add_sources(kernel, spec, stack)
+    return kernel, counts, stack
+
+
+async def test_native_plugin_from_an_import_path(tmp_path):
+    kernel, counts, _ = await load(
+        [
+            {
+                "type": "plugin",
+                "name": "Files",
+                "import": "sk_toolfilter.demo:FilesPlugin",
+                "init": {"root": str(tmp_path)},
+            }
+        ]
+    )
+    assert counts == {"Files": 8}
+    result = await kernel.invoke(plugin_name="Files", function_name="write_file", path="a.txt", content="hi")
+    assert "wrote 2 characters" in str(result)
+    assert (tmp_path / "a.txt").read_text() == "hi"
+
+
+@pytest.mark.parametrize(
+    ("import_path", "message"),
+    [
+        ("no_such_module_xyz:Thing", "cannot import module 'no_such_module_xyz'"),
+        ("sk_toolfilter.demo:NoSuchPlugin", "has no attribute 'NoSuchPlugin'"),
+        ("sk_toolfilter.errors", "has no @kernel_function methods"),
+    ],
+)
+async def test_bad_plugin_sources_are_errors_naming_the_source(import_path, message):
+    with pytest.raises(ConfigError) as info:
+        await load([{"type": "plugin", "name": "P", "import": import_path}])
+    assert "tools[0] (P)" in str(info.value) and message in str(info.value)
+
+
+async def test_optional_sources_that_fail_are_skipped(caplog):
+    _, counts, _ = await load(
+        [
+            {"type": "plugin", "name": "Gone", "import": "no_such_module_xyz:X", "optional": True},
+            {"type": "plugin", "name": "Math", "import": "sk_toolfilter.demo:MathPlugin"},
+        ]
+    )
+    assert counts == {"Math": 11}
+    assert "skipping optional tool source" in caplog.text
+
+
+async def test_catalog_tools_are_registered_with_their_schemas_and_refuse_to_run():
+    kernel, counts, _ = await load([{"type": "catalog", "name": "cat", "path": "tools.jsonl"}])
+    assert counts == {"cat": 3}
+    function = kernel.get_function("shop", "find_product")
+    params = {p.name: p for p in function.metadata.parameters}
+    assert params["keyword"].is_required and not params["max_results"].is_required
+    assert params["max_results"].schema_data == {"type": "integer", "description": "How many results"}
+    result = await kernel.invoke(function, keyword="lamp")
+    assert "definition-only tool" in str(result)
+
+
+async def test_catalog_errors_name_the_file_and_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"name": "ok"}\nnot json\n')
+    with pytest.raises(ConfigError, match=r"bad.jsonl: invalid JSON at line"):
+        await load([{"type": "catalog", "name": "c", "path": str(bad)}])
+
+
+async def test_mcp_server_tools_are_indexed_including_dotted_names():
+    kernel, counts, stack = await load(
+        [{"type": "mcp", "name": "Weather", "command": sys.executable, "args": [MCP_SERVER]}]
+    )
+    async with stack:
+        assert counts == {"Weather": 2}
+        names = sorted(kernel.plugins["Weather"].functions)
+        assert names == ["alerts_list", "get_forecast"]
+        params = kernel.get_function("Weather", "get_forecast").metadata.parameters
+        assert all("title" not in (p.schema_data or {}) for p in params)
+        result = await kernel.invoke(plugin_name="Weather", function_name="alerts_list", region="north")
+        assert "no alerts in north" in str(result)
+
+
+async def test_an_mcp_server_that_fails_to_start_is_a_clear_error():
+    with pytest.raises(ConfigError) as info:
+        await load([{"type": "mcp", "name": "Broken", "command": "/no/such/binary-xyz"}])
+    assert "tools[0] (Broken): MCP server '/no/such/binary-xyz' failed to start" in str(info.value)
+
+
+async def test_an_optional_mcp_server_that_fails_is_skipped():
+    _, counts, _ = await load([{"type": "mcp", "name": "Broken", "command": "/no/such/binary-xyz", "optional": True}])
+    assert counts == {}
