@@ -96,6 +96,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
     queries = spec.sample_queries
     if args.queries:
         queries = _read_queries(Path(args.queries))
+    queries = queries[: args.limit] if args.limit else queries
     if not queries:
         queries = [SampleQuery(query="hi there")]
         log.warning("no sample_queries in %s and no --queries; reporting on 'hi there' only", args.agent)
@@ -189,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queries", help="queries file: one per line (.txt) or JSON lines with 'query' (.jsonl)")
     p.add_argument("--out", default="report", help="output folder (default: report)")
     p.add_argument("--model-encoding", default="o200k_base", choices=["o200k_base", "cl100k_base"])
+    p.add_argument("--limit", type=int, help="report on the first N queries only")
     p.set_defaults(run=cmd_report)
 
     p = sub.add_parser("chat", help="chat with the agent (needs an API key or a local OpenAI-compatible server)")

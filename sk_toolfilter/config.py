@@ -33,6 +33,8 @@ class EmbeddingConfig(_Strict):
     api_version: str | None = None
     dimensions: int | None = Field(default=None, gt=0)
     batch_size: int = Field(default=64, gt=0, le=2048)
+    cache: bool = Field(default=True, description="Reuse tool embeddings across runs (on disk).")
+    cache_dir: str | None = Field(default=None, description="Default: $SK_TOOLFILTER_CACHE or ~/.cache/sk-toolfilter.")
 
     @property
     def resolved_provider(self) -> str:

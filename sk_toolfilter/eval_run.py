@@ -89,7 +89,7 @@ async def run_eval(args: argparse.Namespace) -> int:
             bm25_config=config.bm25,
             batch_size=config.embedding.batch_size,
             progress=Progress("embedding tools") if service else None,
-            cache=EmbeddingCache(),
+            cache=EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache else None,
         )
         unknown_gold = sorted({g for q in queries for g in q.gold if g not in index})
         if unknown_gold:

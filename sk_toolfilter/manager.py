@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sk_toolfilter.cache import EmbeddingCache
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.embeddings import create_embedding_service
 from sk_toolfilter.errors import UnknownToolError
@@ -77,12 +78,14 @@ class ToolFilterManager:
         config = config or ToolFilterConfig()
         if embedding_service is None and config.search_method != "bm25":
             embedding_service = create_embedding_service(config.embedding)
+        cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache and embedding_service else None
         index = await ToolIndex.build_from_kernel(
             kernel,
             embedding_service,
             bm25_config=config.bm25,
             batch_size=config.embedding.batch_size,
             progress=progress,
+            cache=cache,
         )
         manager = cls(index, config)
         manager.usage.attach(kernel)

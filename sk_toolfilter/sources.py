@@ -7,6 +7,7 @@ import importlib
 import inspect
 import logging
 import re
+import unicodedata
 from functools import partial
 from typing import Any
 
@@ -60,6 +61,12 @@ class SafeMCPStdioPlugin(MCPStdioPlugin):
             setattr(self, local_name, func)
 
 
+def _safe_parameter_name(name: str) -> str:
+    """SK accepts parameter names of ``[0-9A-Za-z_-]`` only: fold accents, replace the rest by "_"."""
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    return re.sub(r"[^0-9A-Za-z_-]", "_", folded) or "param"
+
+
 def _import_object(path: str, where: str) -> Any:
     module_name, _, attribute = path.partition(":")
     try:
@@ -108,7 +115,7 @@ def catalog_plugins(source: CatalogSource, spec: AgentSpec) -> list[KernelPlugin
 
         definition_only.__kernel_function_parameters__ = [  # type: ignore[attr-defined]
             {
-                "name": p.name,
+                "name": _safe_parameter_name(p.name),
                 "is_required": p.required,
                 "type": p.schema.get("type", "string") if p.schema else "string",
                 "description": p.description,

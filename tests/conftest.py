@@ -74,3 +74,9 @@ def demo_kernel(tmp_path) -> Kernel:
 @pytest.fixture
 def hash_embedder() -> HashEmbedder:
     return HashEmbedder()
+
+
+@pytest.fixture(autouse=True)
+def isolated_embedding_cache(tmp_path, monkeypatch):
+    """Every test gets its own empty embedding cache folder (never the user's)."""
+    monkeypatch.setenv("SK_TOOLFILTER_CACHE", str(tmp_path / "embedding-cache"))
