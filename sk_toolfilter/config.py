@@ -12,6 +12,8 @@ SearchMethod = Literal["semantic", "bm25", "hybrid"]
 
 SECRET_KEYS = ("api_key",)
 
+DEFAULT_WEIGHTS = {"semantic": 0.6, "bm25": 0.4}
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -69,11 +71,25 @@ class ToolFilterConfig(_Strict):
     query_strategy: Literal["last_message", "conversation"] = Field(
         default="conversation", description="What the query is built from in chat (see sk_toolfilter.query)."
     )
+    fusion: Literal["zscore", "rrf"] = Field(
+        default="zscore",
+        description="How hybrid combines methods: weighted z-scores of raw scores, or Reciprocal Rank Fusion.",
+    )
     rrf_k: int = Field(default=60, gt=0, description="Reciprocal Rank Fusion constant.")
     method_weights: dict[Literal["semantic", "bm25"], float] = Field(
-        default_factory=lambda: {"semantic": 1.0, "bm25": 1.0},
+        default_factory=lambda: dict(DEFAULT_WEIGHTS),
         description="Per-method weights in hybrid fusion.",
     )
+    split_queries: bool = Field(
+        default=True, description="Rank each part of a multi-part request too, and interleave the rankings."
+    )
+    min_query_parts: int = Field(default=3, ge=2, description="Parts a query needs before it is split.")
+    cutoff: Literal["threshold", "autocut"] = Field(
+        default="threshold",
+        description="threshold: keep scores >= similarity_threshold; autocut: stop at the first score "
+        "below autocut_ratio x the previous one.",
+    )
+    autocut_ratio: float = Field(default=0.5, gt=0.0, lt=1.0)
     semantic_floor: float = Field(
         default=0.2,
         ge=-1.0,
@@ -93,7 +109,7 @@ class ToolFilterConfig(_Strict):
     def _weights_non_negative(cls, value: dict[str, float]) -> dict[str, float]:
         if any(w < 0 for w in value.values()):
             raise ValueError("weights must be >= 0")
-        return {"semantic": 1.0, "bm25": 1.0, **value}
+        return {**DEFAULT_WEIGHTS, **value}
 
     @classmethod
     def from_mapping(cls, data: Any, *, where: str = "tool_filtering") -> ToolFilterConfig:

@@ -46,3 +46,29 @@ def reciprocal_rank_fusion(
         order = rank_order(scores)
         fused[order] += weights.get(method, 1.0) / (k + np.arange(1, len(order) + 1))
     return normalize_by_max(fused)
+
+
+def zscore(scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Standardize over the catalog (or the `mask`ed part of it): mean 0, standard deviation 1."""
+    values = np.asarray(scores, dtype=np.float64)
+    sample = values if mask is None else values[mask]
+    if sample.size == 0:
+        return np.zeros_like(values)
+    sd = float(sample.std())
+    return (values - float(sample.mean())) / sd if sd > 1e-12 else np.zeros_like(values)
+
+
+def zscore_blend(
+    raw_by_method: Mapping[str, np.ndarray],
+    weights: Mapping[str, float],
+    evidence: np.ndarray,
+    mask: np.ndarray | None = None,
+) -> np.ndarray:
+    """Weighted sum of per-query z-scores of the methods' raw scores, normalized so the best is 1.0.
+
+    Unlike RRF, which keeps only ranks, this keeps how far each tool stands out from the catalog in
+    each method. Tools without `evidence` (no shared term, cosine below the floor) score 0.
+    """
+    fused = sum(weights.get(m, 1.0) * zscore(raw, mask) for m, raw in raw_by_method.items())
+    fused = np.where(evidence, np.clip(fused, 0.0, None), 0.0)
+    return normalize_by_max(fused)

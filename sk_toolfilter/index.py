@@ -126,18 +126,22 @@ class ToolIndex:
     def bm25_raw_scores(self, query: str) -> np.ndarray:
         return self.bm25.raw_scores(query)
 
-    async def embed_query(self, query: str) -> np.ndarray:
-        """The query's unit vector. Raises EmbeddingServiceError on any failure or size mismatch."""
+    async def embed_queries(self, queries: list[str]) -> np.ndarray:
+        """Unit vectors of the queries, in one call. Raises EmbeddingServiceError on any failure or size mismatch."""
         if not self.has_embeddings:
-            raise EmbeddingServiceError("this index has no embeddings")
+            raise EmbeddingServiceError("this index has no embedding service")
         assert self.embedding_service is not None and self.embeddings is not None
-        vector = (await embed_texts(self.embedding_service, [query[:MAX_EMBED_CHARS]]))[0]
-        if vector.shape[0] != self.embeddings.shape[1]:
+        vectors = await embed_texts(self.embedding_service, [q[:MAX_EMBED_CHARS] for q in queries])
+        if vectors.shape[1] != self.embeddings.shape[1]:
             raise EmbeddingServiceError(
-                f"query embedding has {vector.shape[0]} dimensions, tool embeddings have "
+                f"query embedding has {vectors.shape[1]} dimensions, tool embeddings have "
                 f"{self.embeddings.shape[1]}: the embedding model changed since the index was built"
             )
-        return vector
+        return vectors
+
+    async def embed_query(self, query: str) -> np.ndarray:
+        """The query's unit vector (see :meth:`embed_queries`)."""
+        return (await self.embed_queries([query]))[0]
 
     def cosine_scores(self, query_vector: np.ndarray) -> np.ndarray:
         assert self.embeddings is not None

@@ -97,12 +97,23 @@ class ToolFilterManager:
         ranking = await rank_tools(self.index, query, config, limit=max(config.top_k * 4, 20), allowed=allowed)
         decisions: list[ToolDecision] = []
         names: list[str] = []
+        previous: float | None = None
+        cut_by_gap = False
         for scored in ranking.tools:
             name = scored.full_name
+            gap = previous is not None and scored.score < config.autocut_ratio * previous
             if len(names) >= config.top_k:
                 reason, kept = f"cut: beyond top_k={config.top_k}", False
             elif scored.name_match:
                 reason, kept = "kept: the query names this tool", True
+            elif config.cutoff == "autocut":
+                cut_by_gap = cut_by_gap or gap
+                kept = not cut_by_gap
+                reason = (
+                    f"cut: after a score gap (below {config.autocut_ratio:.2f} x the previous score)"
+                    if cut_by_gap
+                    else f"kept: score {scored.score:.2f}, no gap before it"
+                )
             elif scored.score >= config.similarity_threshold:
                 reason = f"kept: score {scored.score:.2f} >= threshold {config.similarity_threshold:.2f}"
                 kept = True
@@ -111,6 +122,8 @@ class ToolFilterManager:
                 kept = False
             if kept:
                 names.append(name)
+            if not scored.name_match:
+                previous = scored.score
             decisions.append(ToolDecision(name, kept, reason, scored.score, scored.method_scores))
 
         pins = [(n, "pinned: always_include") for n in config.always_include]

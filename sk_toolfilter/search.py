@@ -10,14 +10,23 @@ import numpy as np
 
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
 from sk_toolfilter.errors import EmbeddingServiceError
-from sk_toolfilter.fusion import normalize_by_max, normalize_cosine, rank_order, reciprocal_rank_fusion
+from sk_toolfilter.fusion import (
+    normalize_by_max,
+    normalize_cosine,
+    rank_order,
+    reciprocal_rank_fusion,
+    zscore_blend,
+)
 from sk_toolfilter.index import ToolIndex
 from sk_toolfilter.metadata import ToolMetadata
+from sk_toolfilter.query import split_query_parts
 
 logger = logging.getLogger(__name__)
 
 # Longer queries are cut (a pasted document should not cost a long tokenization per request).
 MAX_QUERY_CHARS = 20_000
+# A request is split into at most this many parts (each costs a BM25 pass and shares one embedding call).
+MAX_QUERY_PARTS = 8
 
 
 @dataclass(frozen=True)
@@ -56,7 +65,8 @@ async def rank_tools(
     """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools.
 
     With `allowed`, every other tool is removed before scores are normalized, so the best allowed
-    tool scores 1.0.
+    tool scores 1.0. A multi-part request (``config.min_query_parts`` sentences or more) is also
+    ranked part by part, and the rankings are interleaved, so each part's best tool is near the top.
 
     Without embeddings, or when embedding the query fails, semantic and hybrid fall back to BM25
     (``Ranking.fallback_reason`` says why; the failure is logged as a warning).
@@ -67,43 +77,87 @@ async def rank_tools(
         return Ranking(query, requested, requested)
 
     mask = None if allowed is None else np.isin(index.names, list(allowed))
+    texts = [query]
+    if config.split_queries:
+        parts = split_query_parts(query)
+        if len(parts) >= config.min_query_parts:
+            texts += parts[:MAX_QUERY_PARTS]
 
-    def masked(raw: np.ndarray) -> np.ndarray:
-        return raw if mask is None else np.where(mask, raw, 0.0)
-
-    scores: dict[str, np.ndarray] = {}
-    fallback_reason = None
-    if requested in ("bm25", "hybrid"):
-        scores["bm25"] = normalize_by_max(masked(index.bm25_raw_scores(query)))
-    if requested in ("semantic", "hybrid"):
+    vectors, fallback_reason = None, None
+    if requested != "bm25":
         if not index.has_embeddings:
             fallback_reason = "the index has no embedding service"
         else:
             try:
-                vector = await index.embed_query(query)
-                scores["semantic"] = normalize_cosine(masked(index.cosine_scores(vector)), config.semantic_floor)
+                vectors = await index.embed_queries(texts)
             except EmbeddingServiceError as exc:
                 fallback_reason = f"query embedding failed ({exc})"
                 logger.warning("sk-toolfilter: %s; using BM25 for this request", fallback_reason)
-        if fallback_reason is not None and "bm25" not in scores:
-            scores["bm25"] = normalize_by_max(masked(index.bm25_raw_scores(query)))
 
-    if len(scores) == 2:
-        method = "hybrid"
-        final = reciprocal_rank_fusion(scores, k=config.rrf_k, weights=config.method_weights)
-    else:
-        method, final = next(iter(scores.items()))
+    scored = [
+        _score_text(index, text, None if vectors is None else vectors[i], config, mask)
+        for i, text in enumerate(texts)
+    ]
+    method, final, method_scores = scored[0]
+    order = rank_order(final).tolist()
+    if len(scored) > 1:
+        order = _interleave([order] + [rank_order(s[1]).tolist() for s in scored[1:]])
+        final = np.maximum.reduce([s[1] for s in scored])
 
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
-    order = list(dict.fromkeys([*named, *rank_order(final).tolist()]))[:limit]
+    order = list(dict.fromkeys([*named, *order]))[:limit]
     named_set = set(named)
     ranked = [
         ScoredTool(
             tool=index.tools[i],
             score=1.0 if i in named_set else float(final[i]),
-            method_scores={m: float(s[i]) for m, s in scores.items()},
+            method_scores={m: float(v[i]) for m, v in method_scores.items()},
             name_match=i in named_set,
         )
         for i in order
     ]
     return Ranking(query, requested, method, ranked, fallback_reason)
+
+
+def _score_text(
+    index: ToolIndex,
+    text: str,
+    vector: np.ndarray | None,
+    config: ToolFilterConfig,
+    mask: np.ndarray | None,
+) -> tuple[str, np.ndarray, dict[str, np.ndarray]]:
+    """(method used, final [0, 1] scores, per-method [0, 1] scores) of one query text."""
+
+    def masked(raw: np.ndarray) -> np.ndarray:
+        return raw if mask is None else np.where(mask, raw, 0.0)
+
+    use_bm25 = config.search_method != "semantic" or vector is None
+    use_semantic = config.search_method != "bm25" and vector is not None
+    raw: dict[str, np.ndarray] = {}
+    normalized: dict[str, np.ndarray] = {}
+    if use_bm25:
+        raw["bm25"] = masked(index.bm25_raw_scores(text))
+        normalized["bm25"] = normalize_by_max(raw["bm25"])
+    if use_semantic:
+        assert vector is not None
+        raw["semantic"] = masked(index.cosine_scores(vector))
+        normalized["semantic"] = normalize_cosine(raw["semantic"], config.semantic_floor)
+    if len(raw) == 1:
+        method = next(iter(raw))
+        return method, normalized[method], normalized
+    if config.fusion == "rrf":
+        final = reciprocal_rank_fusion(normalized, k=config.rrf_k, weights=config.method_weights)
+    else:
+        evidence = (normalized["bm25"] > 0) | (normalized["semantic"] > 0)
+        final = zscore_blend(raw, config.method_weights, evidence, mask)
+    return "hybrid", final, normalized
+
+
+def _interleave(rankings: list[list[int]]) -> list[int]:
+    """Round-robin merge of rankings (first ranking first in each round), without repeats."""
+    merged: dict[int, None] = {}
+    for position in range(max(len(r) for r in rankings)):
+        for ranking in rankings:
+            if position < len(ranking):
+                merged.setdefault(ranking[position])
+    return list(merged)
