@@ -12,7 +12,7 @@ SearchMethod = Literal["semantic", "bm25", "hybrid"]
 
 SECRET_KEYS = ("api_key",)
 
-DEFAULT_WEIGHTS = {"semantic": 0.6, "bm25": 0.4}
+DEFAULT_WEIGHTS = {"semantic": 0.7, "bm25": 0.3}
 
 
 class _Strict(BaseModel):
@@ -52,6 +52,30 @@ class BM25Config(_Strict):
     b: float = Field(default=0.5, ge=0.0, le=1.0)
     name_boost: int = Field(default=3, ge=1, le=10, description="How many times the name counts.")
     stemming: bool = True
+
+
+class ToolOverride(_Strict):
+    """Per-tool metadata and visibility, keyed by full name (``Plugin-function``) in ``tools_overrides``.
+
+    ``enabled: false`` hides the tool everywhere (never sent, listed, pinned or executed);
+    ``searchable: false`` keeps it callable when pinned but out of search and discovery.
+    """
+
+    enabled: bool = True
+    searchable: bool = True
+    always_include: bool = False
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list, description="Extra words and aliases to match.")
+
+
+class DiscoveryConfig(_Strict):
+    """The built-in discovery plugin the model calls to search the whole catalog."""
+
+    enabled: bool = True
+    plugin_name: str = Field(default="ToolSearch", pattern=r"^[0-9A-Za-z_]+$")
+    max_loaded: int = Field(default=5, ge=1, le=50, description="Discovered tools sent on the next request.")
+    max_chars: int = Field(default=6000, ge=500, le=50_000, description="Hard cap on one discovery answer.")
 
 
 class ToolFilterConfig(_Strict):
@@ -98,8 +122,19 @@ class ToolFilterConfig(_Strict):
     )
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     bm25: BM25Config = Field(default_factory=BM25Config)
+    exclude: list[str] = Field(
+        default_factory=list,
+        description="Plugins or functions this agent may never see or run: names or globs ('Files-delete_*', 'Admin').",
+    )
+    tools_overrides: dict[str, ToolOverride] = Field(default_factory=dict)
+    discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
+    selection_mode: Literal["fresh", "sticky"] = Field(
+        default="fresh",
+        description="sticky: within a conversation, tools once sent stay sent, in the same order (prompt caches).",
+    )
+    sticky_max_tools: int = Field(default=12, ge=1, le=256, description="Cap of a sticky tool list (LRU).")
 
-    @field_validator("always_include", mode="before")
+    @field_validator("always_include", "exclude", mode="before")
     @classmethod
     def _one_name_is_a_list(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from semantic_kernel.contents import ChatHistory
 
 from sk_toolfilter.agent_file import AgentSpec, SampleQuery
@@ -96,14 +97,22 @@ async def build_token_report(
     plain = offline_chat_service(transport, model=spec.model.name)
     filtered = manager.wrap(plain, "last_message")
     settings = execution_settings(spec, plain)
+    # Filtering off = the app without sk-toolfilter: no discovery plugin either.
+    unfiltered_settings = settings.model_copy(
+        update={
+            "function_choice_behavior": FunctionChoiceBehavior.Auto(
+                filters={"excluded_plugins": [manager.config.discovery.plugin_name]}
+            )
+        }
+    )
     instructions = spec.instructions_text()
     rows = []
     for item in queries:
         bodies = []
-        for service in (plain, filtered):
+        for service, request_settings in ((plain, unfiltered_settings), (filtered, settings)):
             history = ChatHistory(system_message=instructions) if instructions else ChatHistory()
             history.add_user_message(item.query)
-            await service.get_chat_message_contents(history, settings, kernel=kernel)
+            await service.get_chat_message_contents(history, request_settings, kernel=kernel)
             bodies.append((transport.requests[-1], transport.raw_bodies[-1].decode("utf-8")))
         (off, off_raw), (on, on_raw) = bodies
         selected = [t["function"]["name"] for t in on.get("tools") or []]

@@ -95,8 +95,7 @@ async def rank_tools(
                 logger.warning("sk-toolfilter: %s; using BM25 for this request", fallback_reason)
 
     scored = [
-        _score_text(index, text, None if vectors is None else vectors[i], config, mask)
-        for i, text in enumerate(texts)
+        _score_text(index, text, None if vectors is None else vectors[i], config, mask) for i, text in enumerate(texts)
     ]
     method, final, method_scores = scored[0]
     order = rank_order(final).tolist()

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import PrivateAttr
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 
-from sk_toolfilter.query import QueryStrategy, build_query
+from sk_toolfilter.query import QueryStrategy
+from sk_toolfilter.sticky import StickyLists, conversation_key
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -55,6 +56,11 @@ class FilteredChatCompletion(ChatCompletionClientBase):
     query_strategy: QueryStrategy = "conversation"
     _offered: dict[int, list[Any]] = PrivateAttr(default_factory=dict)
     _last_selection: list[str] = PrivateAttr(default_factory=list)
+    _sticky: StickyLists = PrivateAttr(default=None)
+
+    def model_post_init(self, __context: Any) -> None:
+        super().model_post_init(__context)
+        self._sticky = StickyLists(self.manager.config.sticky_max_tools)
 
     @property
     def last_selection(self) -> list[str]:
@@ -108,11 +114,19 @@ class FilteredChatCompletion(ChatCompletionClientBase):
         if None in names_on_offer:
             logger.warning("sk-toolfilter: unrecognized tool format from %s; not filtering", type(self.inner))
             return
-        query = build_query(chat_history, self.query_strategy)
-        selection = await manager.select(query, allowed=set(names_on_offer))  # type: ignore[arg-type]
-        chosen = set(selection.names)
-        kept = [t for t, n in zip(full, names_on_offer, strict=True) if n in chosen]
-        self._last_selection = [n for n in names_on_offer if n in chosen]  # type: ignore[misc]
+        selection = await manager.select_for_history(
+            chat_history,
+            allowed=set(names_on_offer),
+            strategy=self.query_strategy,  # type: ignore[arg-type]
+        )
+        by_name = dict(zip(names_on_offer, full, strict=True))
+        if manager.config.selection_mode == "sticky":
+            order = self._sticky.update(conversation_key(chat_history), selection.names)
+        else:
+            chosen = set(selection.names)
+            order = [n for n in names_on_offer if n in chosen]  # type: ignore[misc]
+        kept = [by_name[n] for n in order if n in by_name]
+        self._last_selection = [n for n in order if n in by_name]
         behavior.filters = {"included_functions": self._last_selection or [NO_FUNCTION]}
         state[1] = kept or None
         settings.tools = state[1]  # type: ignore[attr-defined]

@@ -33,7 +33,8 @@ async def test_agent_turn_calls_a_selected_tool_and_sk_runs_it(spec, tmp_path):
     assert (tmp_path / "sandbox" / "todo.txt").read_text() == "buy milk"
     first, second = transport.requests
     assert "Files-write_file" in transport.tool_names(0)
-    assert len(transport.tool_names(0)) <= spec.tool_filtering.top_k
+    ranked = [n for n in transport.tool_names(0) if not n.startswith("ToolSearch-")]
+    assert len(ranked) <= spec.tool_filtering.top_k
     assert first["messages"][0]["role"] == "system" and "Atlas" in first["messages"][0]["content"]
     assert second["messages"][-1]["role"] == "tool"
     assert loaded.manager.usage.count("Files-write_file") == 1
@@ -55,11 +56,19 @@ async def test_one_filtered_call_does_not_leak_into_the_next(spec):
     assert transport.requests[1]["temperature"] == 0.2
 
 
-async def test_the_first_request_is_filtered_and_a_vague_one_sends_no_tools(spec):
+async def test_a_vague_first_request_sends_only_the_discovery_tools(spec):
     transport = RecordingTransport()
     async with await load_agent(spec, chat_service=offline_chat_service(transport)) as loaded:
         await loaded.agent.get_response(messages="hi there")
-    assert "tools" not in transport.requests[0]
+    assert transport.tool_names(0) == ["ToolSearch-describe_tool", "ToolSearch-search_tools"]
+
+
+async def test_without_discovery_a_vague_request_sends_no_tools(spec):
+    spec.tool_filtering.discovery.enabled = False
+    transport = RecordingTransport()
+    async with await load_agent(spec, chat_service=offline_chat_service(transport)) as loaded:
+        await loaded.agent.get_response(messages="hi there")
+    assert "tools" not in transport.requests[0] and "tool_choice" not in transport.requests[0]
 
 
 async def test_streaming_requests_are_filtered_too(spec):
@@ -69,7 +78,7 @@ async def test_streaming_requests_are_filtered_too(spec):
     assert "".join(chunks) == "streamed"
     assert transport.requests[0]["stream"] is True
     assert "Math-convert_units" in transport.tool_names(0)
-    assert len(transport.tool_names(0)) <= 5
+    assert len(transport.tool_names(0)) <= 5 + 2  # top_k + the discovery tools
 
 
 async def test_a_call_to_a_function_not_offered_is_refused(spec, tmp_path):

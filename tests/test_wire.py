@@ -45,7 +45,9 @@ async def test_filtering_off_sends_every_function(demo_kernel):
     assert len(transport.tool_names()) == 46
 
 
-async def test_an_empty_selection_sends_no_tools_at_all(demo_kernel, manager):
+async def test_an_empty_selection_sends_no_tools_at_all(demo_kernel, hash_embedder):
+    config = ToolFilterConfig.from_mapping({"discovery": {"enabled": False}})
+    manager = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
     transport = RecordingTransport()
     settings = await manager.prepare_execution_settings("hi", base_settings())
     await send(demo_kernel, transport, settings, "hi")
@@ -61,3 +63,10 @@ async def test_the_model_calls_a_selected_tool_sk_runs_it_and_usage_counts_it(de
     tool_message = transport.requests[1]["messages"][-1]
     assert tool_message["role"] == "tool" and tool_message["content"] == "42.0"
     assert manager.usage.count("Math-multiply") == 1
+
+
+async def test_a_vague_query_sends_only_the_pinned_discovery_tools(demo_kernel, manager):
+    transport = RecordingTransport()
+    settings = await manager.prepare_execution_settings("hi", base_settings())
+    await send(demo_kernel, transport, settings, "hi")
+    assert transport.tool_names() == ["ToolSearch-describe_tool", "ToolSearch-search_tools"]

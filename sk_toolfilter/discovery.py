@@ -1,0 +1,187 @@
+"""The discovery plugin: the model's way to search the whole catalog when its tools don't fit.
+
+``search_tools`` answers in tiers that degrade with the number of matches — full signatures for a
+few, one-line summaries for more, names only for many, per-plugin counts beyond that — under a
+hard size cap, and always ends with a footer saying how many matched, how many are shown and how
+to narrow. Tools it shows (and any tool passed to ``describe_tool``) are sent on the model's next
+request, so they are callable right after discovery.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+from semantic_kernel.functions import kernel_function
+
+from sk_toolfilter.metadata import ToolMetadata
+
+if TYPE_CHECKING:
+    from semantic_kernel.contents import ChatHistory
+
+    from sk_toolfilter.manager import ToolFilterManager
+
+TIERS = ("full", "summary", "names", "counts")
+# Upper bounds of each tier by number of matches (beyond the last: per-plugin counts).
+TIER_LIMITS = {"full": 5, "summary": 30, "names": 300}
+# A tool scoring below this fraction of the best match is not a match.
+MIN_MATCH_SCORE = 0.3
+
+_SENTENCE_END = re.compile(
+    "".join(rf"(?<!\b{re.escape(a)})" for a in ("e.g.", "i.e.", "etc.", "vs.", "approx.", "incl.", "no.", "Mr.", "Dr."))
+    + r"(?<=[.!?])\s"
+)
+
+
+def one_line_summary(description: str, max_chars: int = 160) -> str:
+    """The first sentence of a description (never cut at "e.g." or "i.e."), at most `max_chars`."""
+    text = " ".join(description.split())
+    if not text:
+        return "(no description)"
+    match = _SENTENCE_END.search(text)
+    sentence = text[: match.start()] if match else text
+    return sentence if len(sentence) <= max_chars else sentence[: max_chars - 1].rstrip() + "…"
+
+
+def signature(tool: ToolMetadata) -> str:
+    params = ", ".join(f"{p.name}: {p.type}{'' if p.required else '?'}" for p in tool.parameters)
+    return f"{tool.full_name}({params})"
+
+
+def render_full(tool: ToolMetadata) -> str:
+    lines = [signature(tool), f"  {' '.join(tool.description.split()) or '(no description)'}"]
+    lines += [f"  - {p.name}: {' '.join(p.description.split())}" for p in tool.parameters if p.description]
+    return "\n".join(lines)
+
+
+def coerce_limit(limit: Any, default: int) -> int:
+    """Agent-facing numbers arrive as strings too: "5" → 5. Invalid or non-positive → `default`."""
+    try:
+        value = int(str(limit).strip()) if limit is not None and str(limit).strip() else default
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def render_matches(
+    matches: Sequence[ToolMetadata],
+    query: str,
+    detail: str = "auto",
+    limit: Any = None,
+    max_chars: int = 6000,
+) -> tuple[str, list[str]]:
+    """The tiered answer for `matches` (best first) and the names it shows."""
+    total = len(matches)
+    tier = (detail or "auto").strip().lower()
+    if tier not in TIERS:
+        tier = next((t for t, bound in TIER_LIMITS.items() if total <= bound), "counts")
+    shown_limit = coerce_limit(limit, TIER_LIMITS.get(tier, total))
+    body: list[str] = []
+    shown: list[str] = []
+    used = 0
+    footer_room = 300
+    if tier == "counts":
+        counts = Counter(t.plugin for t in matches)
+        for plugin, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+            line = f"{plugin}: {count} tools"
+            if used + len(line) + 1 > max_chars - footer_room:
+                break
+            body.append(line)
+            used += len(line) + 1
+    else:
+        for tool in matches[:shown_limit]:
+            if tier == "full":
+                block = render_full(tool)
+            elif tier == "summary":
+                block = f"{tool.full_name} — {one_line_summary(tool.description)}"
+            else:
+                block = tool.full_name
+            if used + len(block) + 1 > max_chars - footer_room:
+                break
+            body.append(block)
+            shown.append(tool.full_name)
+            used += len(block) + 1
+    what = f"matching {query!r}" if query.strip() else "in the catalog"
+    if tier == "counts":
+        footer = f"[{total} tools {what}; too many to list, counts per plugin shown."
+    else:
+        footer = f"[{total} tools {what}; showing {len(shown)} ({tier})."
+    if not total:
+        footer = f"[0 tools {what}. Try other words, or an empty query to list the catalog."
+    elif len(shown) < total or tier != "full":
+        footer += " Narrow with a more specific query, or set detail=full|summary|names and limit=N."
+    footer += " Tools shown here can be called on your next step.]"
+    return "\n".join([*body, footer]), shown
+
+
+class DiscoveryPlugin:
+    """``search_tools`` and ``describe_tool`` over the manager's (visible, searchable) catalog."""
+
+    def __init__(self, manager: ToolFilterManager) -> None:
+        self._manager = manager
+
+    @kernel_function(
+        name="search_tools",
+        description="Search the full catalog of tools when none of your current tools fits the task. "
+        "Any tool listed in the answer can be called on your next step.",
+    )
+    async def search_tools(
+        self,
+        query: Annotated[str, "What you want to do, in a few words; empty to list the whole catalog"] = "",
+        detail: Annotated[str, "auto (default), full, summary, names or counts"] = "auto",
+        limit: Annotated[str, "Maximum number of tools to show, e.g. 5"] = "",
+    ) -> str:
+        matches = await self._manager.discover(query)
+        text, _ = render_matches(matches, query, detail, limit, self._manager.config.discovery.max_chars)
+        return text
+
+    @kernel_function(
+        name="describe_tool",
+        description="Show the full signature of one tool by name (Plugin-function) and load it for your next step.",
+    )
+    async def describe_tool(self, name: Annotated[str, "Tool name, e.g. Messaging-send_email"]) -> str:
+        tool = self._manager.find_visible_tool(name)
+        if tool is None:
+            return f"No tool named {name!r}. Use search_tools to find one."
+        return render_full(tool)
+
+
+def discovered_in(history: ChatHistory, manager: ToolFilterManager, max_loaded: int) -> list[str]:
+    """Tools the model found through discovery in this conversation, most recent first.
+
+    ``describe_tool`` targets come first, then the tools listed by the latest ``search_tools`` answers
+    (full and summary tiers), then functions the model tried to call without having them.
+    """
+    from semantic_kernel.contents import FunctionCallContent, FunctionResultContent
+
+    plugin = manager.config.discovery.plugin_name
+    found: dict[str, None] = {}
+    for message in reversed(history.messages):
+        for item in message.items:
+            if (
+                isinstance(item, FunctionCallContent)
+                and item.plugin_name == plugin
+                and item.function_name == "describe_tool"
+            ):
+                args = item.to_kernel_arguments() if item.arguments else {}
+                tool = manager.find_visible_tool(str(args.get("name", "")))
+                if tool is not None:
+                    found.setdefault(tool.full_name)
+            elif (
+                isinstance(item, FunctionResultContent)
+                and item.plugin_name == plugin
+                and item.function_name == "search_tools"
+            ):
+                text = str(item.result)
+                for name in re.findall(r"^([\w-]+)(?:\(| — )", text, flags=re.MULTILINE):
+                    if manager.find_visible_tool(name) is not None:
+                        found.setdefault(name)
+            elif isinstance(item, FunctionCallContent) and item.plugin_name != plugin:
+                tool = manager.find_visible_tool(item.name or "")
+                if tool is not None:
+                    found.setdefault(tool.full_name)
+        if len(found) >= max_loaded:
+            break
+    return list(found)[:max_loaded]
