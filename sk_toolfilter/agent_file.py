@@ -96,6 +96,9 @@ class AgentSpec(_Strict):
     tools: list[ToolSource] = Field(default_factory=list)
     tool_filtering: ToolFilterConfig = Field(default_factory=ToolFilterConfig)
     sample_queries: list[SampleQuery] = Field(default_factory=list, description="Queries for `sk-toolfilter report`.")
+    sample_conversation: list[str] = Field(
+        default_factory=list, description="User turns of one conversation, for the report's prefix-stability figure."
+    )
     base_dir: Path = Field(default=Path("."), exclude=True)
 
     @field_validator("sample_queries", mode="before")

@@ -100,8 +100,14 @@ async def cmd_report(args: argparse.Namespace) -> int:
     if not queries:
         queries = [SampleQuery(query="hi there")]
         log.warning("no sample_queries in %s and no --queries; reporting on 'hi there' only", args.agent)
+    if args.selection_mode:
+        spec = spec.model_copy(
+            update={"tool_filtering": spec.tool_filtering.model_copy(update={"selection_mode": args.selection_mode})}
+        )
     async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
-        report = await build_token_report(spec, tools.kernel, tools.manager, queries, args.model_encoding)
+        report = await build_token_report(
+            spec, tools.kernel, tools.manager, queries, args.model_encoding, spec.sample_conversation
+        )
     print(render_terminal(report))
     paths = write_report(report, args.out)
     print(f"\nWrote {paths['markdown']}, {paths['json']}, {paths['chart']} and {paths['html']}")
@@ -191,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="report", help="output folder (default: report)")
     p.add_argument("--model-encoding", default="o200k_base", choices=["o200k_base", "cl100k_base"])
     p.add_argument("--limit", type=int, help="report on the first N queries only")
+    p.add_argument("--selection-mode", choices=["fresh", "sticky"], help="override tool_filtering.selection_mode")
     p.set_defaults(run=cmd_report)
 
     p = sub.add_parser("chat", help="chat with the agent (needs an API key or a local OpenAI-compatible server)")

@@ -8,6 +8,7 @@ the filtering wrapper — on an HTTP transport that records the body and answers
 from __future__ import annotations
 
 import html
+import itertools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +41,30 @@ class QueryReport:
     expected_sent: bool | None = None
 
 
+def prefix_stable_share(tool_lists: list[list[str]]) -> float | None:
+    """Share of requests (after the first) whose tool list starts with the previous request's list.
+
+    Providers cache the prompt prefix; the tools come first in it, so only such requests can hit it.
+    """
+    pairs = list(itertools.pairwise(tool_lists))
+    if not pairs:
+        return None
+    return sum(current[: len(previous)] == previous for previous, current in pairs) / len(pairs)
+
+
+@dataclass
+class ConversationReport:
+    """One scripted conversation sent turn by turn through the filtering wrapper."""
+
+    turns: list[str]
+    tools_per_request: list[list[str]]
+    tools_tokens_per_request: list[int]
+
+    @property
+    def prefix_stable_share(self) -> float | None:
+        return prefix_stable_share(self.tools_per_request)
+
+
 @dataclass
 class TokenReport:
     agent: str
@@ -48,6 +73,8 @@ class TokenReport:
     catalog_size: int
     search_method: str
     queries: list[QueryReport]
+    conversation: ConversationReport | None = None
+    selection_mode: str = "fresh"
 
     @property
     def totals(self) -> dict[str, Any]:
@@ -69,6 +96,8 @@ class TokenReport:
             "mean_tools_off": round(total("tools_off") / n, 2),
             "mean_tools_on": round(total("tools_on") / n, 2),
             "expected_tool_sent": f"{sum(checked)}/{len(checked)}" if checked else None,
+            "selection_mode": self.selection_mode,
+            "prefix_stable_share": self.conversation.prefix_stable_share if self.conversation else None,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -80,6 +109,7 @@ class TokenReport:
             "search_method": self.search_method,
             "totals": self.totals,
             "queries": [asdict(q) for q in self.queries],
+            "conversation": asdict(self.conversation) if self.conversation else None,
         }
 
 
@@ -89,8 +119,13 @@ async def build_token_report(
     manager: ToolFilterManager,
     queries: list[SampleQuery],
     encoding: str = "o200k_base",
+    conversation: list[str] | None = None,
 ) -> TokenReport:
-    """Send every query unfiltered and filtered through SK's real OpenAI connector; count tokens."""
+    """Send every query unfiltered and filtered through SK's real OpenAI connector; count tokens.
+
+    `conversation` (user turns) is also played as one conversation through the filtering wrapper,
+    with a canned assistant reply per turn, to measure how stable the tool list stays.
+    """
     from sk_toolfilter.agent import execution_settings
 
     transport = RecordingTransport()
@@ -130,6 +165,19 @@ async def build_token_report(
                 expected_sent=set(item.expect) <= set(selected) if item.expect else None,
             )
         )
+    played = None
+    if conversation:
+        history = ChatHistory(system_message=instructions) if instructions else ChatHistory()
+        conversation_wrapper = manager.wrap(plain)
+        lists, counts = [], []
+        for turn in conversation:
+            history.add_user_message(turn)
+            reply = await conversation_wrapper.get_chat_message_contents(history, settings, kernel=kernel)
+            history.add_message(reply[0])
+            tools = transport.requests[-1].get("tools") or []
+            lists.append([t["function"]["name"] for t in tools])
+            counts.append(count_json_tokens(tools, encoding) if tools else 0)
+        played = ConversationReport(list(conversation), lists, counts)
     return TokenReport(
         agent=spec.name,
         model=spec.model.name,
@@ -137,6 +185,8 @@ async def build_token_report(
         catalog_size=len(manager.index),
         search_method=manager.config.search_method,
         queries=rows,
+        conversation=played,
+        selection_mode=manager.config.selection_mode,
     )
 
 
@@ -160,7 +210,17 @@ def render_terminal(report: TokenReport) -> str:
     )
     if t["expected_tool_sent"]:
         lines.append(f"Expected tool sent: {t['expected_tool_sent']} queries")
+    if report.conversation:
+        share = report.conversation.prefix_stable_share
+        lines.append(
+            f"Sample conversation ({len(report.conversation.turns)} turns, selection_mode={report.selection_mode}): "
+            f"tools prefix unchanged from the previous request in {_percent(share)} of requests"
+        )
     return "\n".join(lines)
+
+
+def _percent(share: float | None) -> str:
+    return "n/a" if share is None else f"{100 * share:.0f}%"
 
 
 def render_markdown(report: TokenReport) -> str:
@@ -182,6 +242,25 @@ def render_markdown(report: TokenReport) -> str:
     ]
     if t["expected_tool_sent"]:
         out += [f"Expected tool sent for {t['expected_tool_sent']} queries.", ""]
+    if report.conversation:
+        out += [
+            f"Sample conversation, `selection_mode: {report.selection_mode}`: the tools prefix is unchanged from "
+            f"the previous request in {_percent(report.conversation.prefix_stable_share)} of requests "
+            "(providers cache the prompt prefix).",
+            "",
+            "| turn | tools sent | tools tokens |",
+            "|---|---|---|",
+            *(
+                f"| {turn.replace('|', '/')} | {', '.join(tools) or '(none)'} | {tokens} |"
+                for turn, tools, tokens in zip(
+                    report.conversation.turns,
+                    report.conversation.tools_per_request,
+                    report.conversation.tools_tokens_per_request,
+                    strict=True,
+                )
+            ),
+            "",
+        ]
     out += [
         "| query | tools off | tools on | tokens off | tokens on | expected sent | selected |",
         "|---|---|---|---|---|---|---|",

@@ -128,8 +128,8 @@ class FilteredChatCompletion(ChatCompletionClientBase):
         kept = [by_name[n] for n in order if n in by_name]
         self._last_selection = [n for n in order if n in by_name]
         behavior.filters = {"included_functions": self._last_selection or [NO_FUNCTION]}
-        state[1] = kept or None
-        settings.tools = state[1]  # type: ignore[attr-defined]
+        settings.tools = kept or None  # type: ignore[attr-defined]
+        state[1] = settings.tools  # type: ignore[attr-defined]  # (pydantic may store a copy)
         if not kept and hasattr(settings, "tool_choice"):
             settings.tool_choice = None  # type: ignore[attr-defined]
 

@@ -42,16 +42,19 @@ class StickyLists:
     def update(self, key: str, selected: Sequence[str]) -> list[str]:
         """Add `selected` to the conversation's list (new names at the end); return the list to send.
 
-        Beyond ``max_tools`` the least recently selected names leave (never ones selected now).
+        Beyond ``max_tools`` the least recently selected names leave (never ones selected now), a
+        quarter of the list at once: every eviction breaks the cached prefix, so evict rarely.
         """
         with self._lock:
             self._turn += 1
             loaded = self._lists.pop(key, {})
             for name in selected:
                 loaded[name] = self._turn  # dict keeps first-insertion order; the value is last use
-            while len(loaded) > max(self.max_tools, len(selected)):
-                stale = min((n for n in loaded if n not in selected), key=lambda n: loaded[n])
-                del loaded[stale]
+            if len(loaded) > max(self.max_tools, len(selected)):
+                target = max(self.max_tools - self.max_tools // 4, len(selected))
+                stale = sorted((n for n in loaded if n not in selected), key=lambda n: loaded[n])
+                for name in stale[: len(loaded) - target]:
+                    del loaded[name]
             self._lists[key] = loaded
             while len(self._lists) > MAX_CONVERSATIONS:
                 self._lists.popitem(last=False)

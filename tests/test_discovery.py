@@ -1,0 +1,118 @@
+import pytest
+
+from sk_toolfilter import ToolFilterConfig, ToolFilterManager
+from sk_toolfilter.discovery import coerce_limit, one_line_summary, render_matches
+from sk_toolfilter.metadata import ParameterMetadata, ToolMetadata
+
+
+def make_tools(n, plugins=3):
+    return [
+        ToolMetadata(
+            plugin=f"P{i % plugins}",
+            name=f"tool_{i}",
+            full_name=f"P{i % plugins}-tool_{i}",
+            description=f"Does thing number {i}. More detail here.",
+            parameters=(ParameterMetadata("x", "int", "An input", True),),
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("n", "tier", "marker"),
+    [
+        (3, "full", "P0-tool_0(x: int)"),
+        (20, "summary", "P0-tool_0 — Does thing number 0."),
+        (200, "names", "P0-tool_0"),
+    ],
+)
+def test_output_degrades_with_the_number_of_matches(n, tier, marker):
+    text, shown = render_matches(make_tools(n), "thing", max_chars=50_000)
+    assert marker in text.splitlines()[0]
+    assert f"[{n} tools matching 'thing'; showing {len(shown)} ({tier})." in text
+    assert len(shown) == n
+
+
+def test_many_matches_become_counts_per_plugin():
+    text, shown = render_matches(make_tools(1000), "thing", max_chars=50_000)
+    assert text.splitlines()[:3] == ["P0: 334 tools", "P1: 333 tools", "P2: 333 tools"]
+    assert "1000 tools matching 'thing'; too many to list" in text and shown == []
+
+
+def test_every_answer_ends_with_a_footer_saying_how_to_narrow():
+    text, _ = render_matches(make_tools(40), "thing", max_chars=50_000)
+    assert text.splitlines()[-1].startswith("[40 tools matching 'thing'; showing 40 (names).")
+    assert "Narrow with a more specific query" in text
+    empty, _ = render_matches([], "zzz")
+    assert empty.startswith("[0 tools matching 'zzz'")
+
+
+def test_the_size_cap_is_hard():
+    text, shown = render_matches(make_tools(300), "thing", detail="full", limit=300, max_chars=2000)
+    assert len(text) <= 2000
+    assert 0 < len(shown) < 300 and f"showing {len(shown)} (full)" in text
+
+
+def test_detail_and_limit_override_the_tier_and_accept_numeric_strings():
+    text, shown = render_matches(make_tools(3), "thing", detail="names", limit="2")
+    assert shown == ["P0-tool_0", "P1-tool_1"] and "(names)" in text
+    assert coerce_limit("5", 10) == 5 and coerce_limit(" 7 ", 10) == 7
+    assert coerce_limit("many", 10) == 10 and coerce_limit("-3", 10) == 10 and coerce_limit(None, 10) == 10
+
+
+@pytest.mark.parametrize(
+    ("description", "summary"),
+    [
+        ("Convert units, e.g. km to miles. Supports many units.", "Convert units, e.g. km to miles."),
+        ("Search files, i.e. grep them. Fast.", "Search files, i.e. grep them."),
+        ("Costs approx. 3.5 dollars per call. Billing applies.", "Costs approx. 3.5 dollars per call."),
+        ("No trailing period", "No trailing period"),
+        ("", "(no description)"),
+    ],
+)
+def test_one_line_summaries_do_not_stop_at_abbreviations(description, summary):
+    assert one_line_summary(description) == summary
+
+
+@pytest.fixture
+async def manager(demo_kernel):
+    config = ToolFilterConfig.from_mapping(
+        {
+            "search_method": "bm25",
+            "exclude": ["Files-delete_*", "Messaging-send_direct_message"],
+            "tools_overrides": {
+                "Time-today": {"searchable": False, "always_include": True},
+                "Text-reverse_text": {"enabled": False},
+                "Notes-recall_fact": {"keywords": ["favourite", "preference"]},
+            },
+        }
+    )
+    return await ToolFilterManager.from_kernel(demo_kernel, config)
+
+
+async def test_discovery_search_lists_matches_and_hides_what_is_not_searchable(demo_kernel, manager):
+    search = demo_kernel.get_function("ToolSearch", "search_tools")
+    text = str(await demo_kernel.invoke(search, query="delete a file"))
+    assert "Files-delete_file" not in text
+    everything = str(await demo_kernel.invoke(search, query="", detail="names", limit="500"))
+    for hidden in (
+        "Files-delete_file",
+        "Messaging-send_direct_message",
+        "Text-reverse_text",
+        "Time-today",
+        "ToolSearch-",
+    ):
+        assert hidden not in everything
+    assert "Files-read_file" in everything
+
+
+async def test_keywords_from_overrides_make_a_tool_findable(manager):
+    assert (await manager.filter_tools("my favourite"))[0] == "Notes-recall_fact"
+
+
+async def test_describe_tool_shows_the_signature_or_says_it_does_not_exist(demo_kernel, manager):
+    describe = demo_kernel.get_function("ToolSearch", "describe_tool")
+    assert "Messaging-send_email(to: str, subject: str, body: str)" in str(
+        await demo_kernel.invoke(describe, name="Messaging.send_email")
+    )
+    assert "No tool named" in str(await demo_kernel.invoke(describe, name="Files-delete_file"))
