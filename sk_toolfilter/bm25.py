@@ -38,11 +38,17 @@ def query_tokens(query: str, config: BM25Config) -> list[str]:
     return list(dict.fromkeys(tokenize(query, stem=config.stemming)))
 
 
+def tool_key(tool: ToolMetadata) -> str:
+    """Identifies a tool's indexed text: same key, same tokens and embedding."""
+    return f"{tool.full_name}\x00{tool.embedding_text()}"
+
+
 class BM25Index:
     """Precomputed BM25 statistics for a fixed list of tools."""
 
     def __init__(self, documents: Sequence[list[str]], config: BM25Config) -> None:
         self.config = config
+        self.token_cache: dict[str, list[str]] = {}
         self.size = len(documents)
         self._retriever: bm25s.BM25 | None = None
         if self.size and any(documents):
@@ -52,8 +58,20 @@ class BM25Index:
             self._retriever = retriever
 
     @classmethod
-    def from_tools(cls, tools: Sequence[ToolMetadata], config: BM25Config) -> BM25Index:
-        return cls([tool_tokens(t, config) for t in tools], config)
+    def from_tools(
+        cls, tools: Sequence[ToolMetadata], config: BM25Config, token_cache: dict[str, list[str]] | None = None
+    ) -> BM25Index:
+        """Index `tools`; `token_cache` (filled here) spares re-tokenizing unchanged tools on a rebuild."""
+        cache = token_cache if token_cache is not None else {}
+        documents = []
+        for tool in tools:
+            key = tool_key(tool)
+            if key not in cache:
+                cache[key] = tool_tokens(tool, config)
+            documents.append(cache[key])
+        index = cls(documents, config)
+        index.token_cache = cache
+        return index
 
     def raw_scores(self, query: str) -> np.ndarray:
         """Raw BM25 score of every tool (0 where no query term occurs)."""

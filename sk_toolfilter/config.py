@@ -36,6 +36,9 @@ class EmbeddingConfig(_Strict):
     dimensions: int | None = Field(default=None, gt=0)
     batch_size: int = Field(default=64, gt=0, le=2048)
     cache: bool = Field(default=True, description="Reuse tool embeddings across runs (on disk).")
+    timeout_seconds: float = Field(default=5.0, gt=0, description="Query-embedding timeout; then BM25.")
+    failure_threshold: int = Field(default=3, ge=1, description="Consecutive failures that open the circuit.")
+    cooldown_seconds: float = Field(default=30.0, ge=0, description="How long an open circuit skips the service.")
     cache_dir: str | None = Field(default=None, description="Default: $SK_TOOLFILTER_CACHE or ~/.cache/sk-toolfilter.")
 
     @property

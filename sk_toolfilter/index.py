@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -14,6 +14,7 @@ from sk_toolfilter.cache import EmbeddingCache
 from sk_toolfilter.config import BM25Config
 from sk_toolfilter.embeddings import embed_texts, embedding_model_id
 from sk_toolfilter.errors import EmbeddingServiceError
+from sk_toolfilter.faults import EmbeddingCircuit
 from sk_toolfilter.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.names import NameMatcher
 
@@ -44,6 +45,8 @@ class ToolIndex:
         embeddings: np.ndarray | None = None,
         embedding_service: EmbeddingGeneratorBase | None = None,
         bm25_config: BM25Config | None = None,
+        circuit: EmbeddingCircuit | None = None,
+        token_cache: dict[str, list[str]] | None = None,
     ) -> None:
         full_names = [t.full_name for t in tools]
         if len(set(full_names)) != len(full_names):
@@ -55,9 +58,10 @@ class ToolIndex:
         self.embeddings = embeddings
         self.embedding_service = embedding_service
         self.bm25_config = bm25_config or BM25Config()
-        self.bm25 = BM25Index.from_tools(self.tools, self.bm25_config)
+        self.bm25 = BM25Index.from_tools(self.tools, self.bm25_config, token_cache)
         self.name_matcher = NameMatcher(self.tools)
         self._position = {name: i for i, name in enumerate(full_names)}
+        self.circuit = circuit or EmbeddingCircuit()
 
     @classmethod
     async def build(
@@ -69,16 +73,34 @@ class ToolIndex:
         batch_size: int = 64,
         progress: ProgressCallback | None = None,
         cache: EmbeddingCache | None = None,
+        previous: ToolIndex | None = None,
+        circuit: EmbeddingCircuit | None = None,
     ) -> ToolIndex:
         """Index `tools`; with a service, embed every tool once, in batches (cached ones are reused).
+
+        With `previous` (the index this one replaces), unchanged tools reuse its vectors and tokens,
+        and its circuit breaker carries over: only what changed is re-indexed.
 
         Raises EmbeddingServiceError (with the cause) when the service fails or misbehaves.
         """
         embeddings = None
         if embedding_service is not None and tools:
             texts = [t.embedding_text()[:MAX_EMBED_CHARS] for t in tools]
-            embeddings = await _embed_catalog(embedding_service, texts, cache, batch_size, progress)
-        return cls(tools, embeddings=embeddings, embedding_service=embedding_service, bm25_config=bm25_config)
+            known = (
+                previous.vectors_by_text()
+                if previous is not None and previous.embedding_service is embedding_service
+                else {}
+            )
+            embeddings = await _embed_catalog(embedding_service, texts, cache, batch_size, progress, known)
+        reuse = previous is not None and previous.bm25_config == (bm25_config or BM25Config())
+        return cls(
+            tools,
+            embeddings=embeddings,
+            embedding_service=embedding_service,
+            bm25_config=bm25_config,
+            circuit=circuit or (previous.circuit if previous is not None else None),
+            token_cache=dict(previous.bm25.token_cache) if reuse and previous is not None else None,
+        )
 
     @classmethod
     async def build_from_kernel(
@@ -123,21 +145,42 @@ class ToolIndex:
         position = self._position.get(full_name)
         return None if position is None else self.tools[position]
 
+    def vectors_by_text(self) -> dict[str, np.ndarray]:
+        """Each tool's embedding keyed by the exact text embedded (for rebuilds)."""
+        if self.embeddings is None:
+            return {}
+        return {t.embedding_text()[:MAX_EMBED_CHARS]: v for t, v in zip(self.tools, self.embeddings, strict=True)}
+
+    def mask_of(self, names: Iterable[str]) -> np.ndarray:
+        """Boolean mask over the catalog of the given names (unknown names are ignored)."""
+        mask = np.zeros(len(self.tools), dtype=bool)
+        positions = [p for p in (self._position.get(n) for n in names) if p is not None]
+        mask[positions] = True
+        return mask
+
     def bm25_raw_scores(self, query: str) -> np.ndarray:
         return self.bm25.raw_scores(query)
 
     async def embed_queries(self, queries: list[str]) -> np.ndarray:
-        """Unit vectors of the queries, in one call. Raises EmbeddingServiceError on any failure or size mismatch."""
+        """Unit vectors of the queries, in one call, through the index's circuit breaker.
+
+        Raises EmbeddingServiceError on any failure, timeout, size mismatch, or while the circuit is open.
+        """
         if not self.has_embeddings:
             raise EmbeddingServiceError("this index has no embedding service")
         assert self.embedding_service is not None and self.embeddings is not None
-        vectors = await embed_texts(self.embedding_service, [q[:MAX_EMBED_CHARS] for q in queries])
-        if vectors.shape[1] != self.embeddings.shape[1]:
-            raise EmbeddingServiceError(
-                f"query embedding has {vectors.shape[1]} dimensions, tool embeddings have "
-                f"{self.embeddings.shape[1]}: the embedding model changed since the index was built"
-            )
-        return vectors
+        service, dims = self.embedding_service, self.embeddings.shape[1]
+
+        async def embed() -> np.ndarray:
+            vectors = await embed_texts(service, [q[:MAX_EMBED_CHARS] for q in queries])
+            if vectors.shape[1] != dims:
+                raise EmbeddingServiceError(
+                    f"query embedding has {vectors.shape[1]} dimensions, tool embeddings have {dims}: "
+                    "the embedding model changed since the index was built"
+                )
+            return vectors
+
+        return await self.circuit.call(embed)
 
     async def embed_query(self, query: str) -> np.ndarray:
         """The query's unit vector (see :meth:`embed_queries`)."""
@@ -154,10 +197,15 @@ async def _embed_catalog(
     cache: EmbeddingCache | None,
     batch_size: int,
     progress: ProgressCallback | None,
+    known: dict[str, np.ndarray] | None = None,
 ) -> np.ndarray:
-    """Embed tool texts in batches, reusing and filling the cache; report progress per batch."""
+    """Embed tool texts in batches, reusing `known` vectors and the cache, filling the cache."""
     model_id = embedding_model_id(service)
-    cached = cache.get(model_id, texts) if cache is not None else [None] * len(texts)
+    known = known or {}
+    cached: list[np.ndarray | None] = [known.get(t) for t in texts]
+    if cache is not None and any(v is None for v in cached):
+        from_disk = cache.get(model_id, texts)
+        cached = [v if v is not None else d for v, d in zip(cached, from_disk, strict=True)]
     missing = [i for i, vector in enumerate(cached) if vector is None]
     started = time.perf_counter()
     fresh: list[np.ndarray] = []

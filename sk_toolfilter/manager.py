@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
 
 from sk_toolfilter.cache import EmbeddingCache
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.discovery import MIN_MATCH_SCORE, DiscoveryPlugin, discovered_in
 from sk_toolfilter.embeddings import create_embedding_service
 from sk_toolfilter.errors import ConfigError, UnknownToolError
+from sk_toolfilter.faults import EmbeddingCircuit
 from sk_toolfilter.index import ProgressCallback, ToolIndex
 from sk_toolfilter.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.query import QueryStrategy, build_query
@@ -32,6 +36,22 @@ logger = logging.getLogger(__name__)
 SettingsT = TypeVar("SettingsT", bound="PromptExecutionSettings")
 
 DISCOVERY_FUNCTIONS = ("search_tools", "describe_tool")
+
+
+@dataclass(frozen=True)
+class _Catalog:
+    """Everything derived from one index, swapped as a whole when the kernel changes."""
+
+    index: ToolIndex
+    searchable_mask: np.ndarray
+    searchable: set[str]
+    visible: set[str]
+    discovery_names: list[str]
+
+
+def kernel_fingerprint(kernel: Kernel) -> tuple[Any, ...]:
+    """Cheap identity of the kernel's plugins and function counts (detects added or removed plugins)."""
+    return tuple((name, id(plugin), len(plugin.functions)) for name, plugin in kernel.plugins.items())
 
 
 @dataclass(frozen=True)
@@ -64,26 +84,48 @@ class ToolFilterManager:
     def __init__(
         self, index: ToolIndex, config: ToolFilterConfig | None = None, *, usage: UsageTracker | None = None
     ) -> None:
-        self.index = index
         self.config = config or ToolFilterConfig()
         self.usage = usage or UsageTracker()
         self.policy = ToolPolicy(self.config)
         for position, name in enumerate(self.config.always_include):
-            if name not in index or self.policy.is_hidden(name):
-                if self.policy.is_hidden(name):
-                    raise ConfigError(
-                        f"tool_filtering.always_include[{position}]: {name!r} is excluded or disabled for this agent"
-                    )
+            if self.policy.is_hidden(name):
+                raise ConfigError(
+                    f"tool_filtering.always_include[{position}]: {name!r} is excluded or disabled for this agent"
+                )
+            if name not in index:
                 raise UnknownToolError(f"tool_filtering.always_include[{position}]", name, index.names)
+        self._catalog = self._describe(index)
+        self._kernel: Kernel | None = None
+        self._fingerprint: tuple[Any, ...] | None = None
+        self._embedding_cache: EmbeddingCache | None = None
+        self._refreshing = threading.Lock()
+
+    def _describe(self, index: ToolIndex) -> _Catalog:
         plugin = self.config.discovery.plugin_name
-        self.discovery_names = [
-            f"{plugin}-{f}" for f in DISCOVERY_FUNCTIONS if self.config.discovery.enabled and f"{plugin}-{f}" in index
-        ]
-        self._searchable = {
-            t.full_name
+        searchable = [
+            not self.policy.is_hidden(t.full_name) and self.policy.is_searchable(t.full_name) and t.plugin != plugin
             for t in index.tools
-            if not self.policy.is_hidden(t.full_name) and self.policy.is_searchable(t.full_name) and t.plugin != plugin
-        }
+        ]
+        return _Catalog(
+            index=index,
+            searchable_mask=np.array(searchable, dtype=bool),
+            searchable={t.full_name for t, ok in zip(index.tools, searchable, strict=True) if ok},
+            visible={t.full_name for t in index.tools if not self.policy.is_hidden(t.full_name)},
+            discovery_names=[
+                f"{plugin}-{f}"
+                for f in DISCOVERY_FUNCTIONS
+                if self.config.discovery.enabled and f"{plugin}-{f}" in index
+            ],
+        )
+
+    @property
+    def index(self) -> ToolIndex:
+        """The current index (replaced, never mutated, when the kernel's plugins change)."""
+        return self._catalog.index
+
+    @property
+    def discovery_names(self) -> list[str]:
+        return self._catalog.discovery_names
 
     @classmethod
     async def from_kernel(
@@ -95,7 +137,11 @@ class ToolFilterManager:
         progress: ProgressCallback | None = None,
     ) -> ToolFilterManager:
         """Index `kernel` (embedding with `embedding_service`, or the one ``config.embedding`` names),
-        add the discovery plugin, and guard and count the functions the model calls on it."""
+        add the discovery plugin, and guard and count the functions the model calls on it.
+
+        The manager follows the kernel: plugins added or removed later are re-indexed (only what
+        changed) before the next selection.
+        """
         from sk_toolfilter.guard import attach_execution_guard
 
         config = config or ToolFilterConfig()
@@ -107,6 +153,7 @@ class ToolFilterManager:
             embedding_service = create_embedding_service(config.embedding)
         cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache and embedding_service else None
         policy = ToolPolicy(config)
+        fingerprint = kernel_fingerprint(kernel)
         crawled = crawl_kernel(kernel)
         policy.check_names([t.full_name for t in crawled])
         index = await ToolIndex.build(
@@ -116,13 +163,60 @@ class ToolFilterManager:
             batch_size=config.embedding.batch_size,
             progress=progress,
             cache=cache,
+            circuit=EmbeddingCircuit(
+                config.embedding.timeout_seconds, config.embedding.failure_threshold, config.embedding.cooldown_seconds
+            ),
         )
         manager = cls(index, config)
+        manager._kernel, manager._fingerprint, manager._embedding_cache = kernel, fingerprint, cache
         if discovery is not None:
             discovery._manager = manager
         manager.usage.attach(kernel)
         attach_execution_guard(kernel, manager)
         return manager
+
+    async def refresh(self, *, force: bool = False) -> bool:
+        """Re-index if the kernel's plugins changed (or `force`); True when a new index was swapped in.
+
+        Only new or changed tools are embedded and tokenized. The new index is built aside and
+        swapped in atomically; selections running meanwhile keep using the old one (and never emit
+        a function that is gone: names are checked against the kernel).
+        """
+        kernel = self._kernel
+        if kernel is None:
+            return False
+        fingerprint = kernel_fingerprint(kernel)
+        if fingerprint == self._fingerprint and not force:
+            return False
+        if not self._refreshing.acquire(blocking=False):
+            return False  # another task is rebuilding; this selection uses the current index
+        try:
+            old = self.index
+            crawled = crawl_kernel(kernel)
+            index = await ToolIndex.build(
+                self.policy.apply(crawled),
+                old.embedding_service,
+                bm25_config=self.config.bm25,
+                batch_size=self.config.embedding.batch_size,
+                cache=self._embedding_cache,
+                previous=old,
+            )
+            self._catalog = self._describe(index)
+            self._fingerprint = fingerprint
+            added = len(set(index.names) - set(old.names))
+            removed = len(set(old.names) - set(index.names))
+            logger.info("sk-toolfilter: re-indexed the kernel (+%d / -%d tools, %d total)", added, removed, len(index))
+            return True
+        finally:
+            self._refreshing.release()
+
+    def _exists(self, full_name: str) -> bool:
+        """The function is still in the kernel (always true without a kernel to check)."""
+        if self._kernel is None:
+            return True
+        plugin_name, _, function_name = full_name.partition("-")
+        plugin = self._kernel.plugins.get(plugin_name)
+        return plugin is not None and function_name in plugin.functions
 
     # --- visibility ---------------------------------------------------------------------------
     def is_hidden(self, full_name: str) -> bool:
@@ -131,20 +225,24 @@ class ToolFilterManager:
 
     def find_visible_tool(self, name: str) -> ToolMetadata | None:
         """A searchable tool by full name (``Plugin-function`` or ``Plugin.function``) or unique bare name."""
+        catalog = self._catalog
         name = name.strip()
-        candidates = {name, name.replace(".", "-", 1)}
-        for candidate in candidates:
-            if candidate in self._searchable:
-                return self.index.get(candidate)
-        bare = [n for n in self._searchable if n.split("-", 1)[-1] == name]
-        return self.index.get(bare[0]) if len(bare) == 1 else None
+        for candidate in (name, name.replace(".", "-", 1)):
+            if candidate in catalog.searchable and self._exists(candidate):
+                return catalog.index.get(candidate)
+        bare = [n for n in catalog.searchable if n.split("-", 1)[-1] == name]
+        return catalog.index.get(bare[0]) if len(bare) == 1 and self._exists(bare[0]) else None
 
     async def discover(self, query: str) -> list[ToolMetadata]:
         """Searchable tools matching `query` (best first); every searchable tool for an empty query."""
+        await self.refresh()
+        catalog = self._catalog
         if not query.strip():
-            return [t for t in self.index.tools if t.full_name in self._searchable]
-        ranking = await rank_tools(self.index, query, self.config, allowed=self._searchable)
-        return [s.tool for s in ranking.tools if s.name_match or s.score >= MIN_MATCH_SCORE]
+            return [t for t in catalog.index.tools if t.full_name in catalog.searchable and self._exists(t.full_name)]
+        ranking = await rank_tools(catalog.index, query, self.config, allowed=catalog.searchable_mask)
+        return [
+            s.tool for s in ranking.tools if (s.name_match or s.score >= MIN_MATCH_SCORE) and self._exists(s.full_name)
+        ]
 
     # --- selection ----------------------------------------------------------------------------
     async def select(
@@ -155,15 +253,20 @@ class ToolFilterManager:
         `allowed` narrows everything (e.g. the caller's own filters); `extra_pins` are
         ``(name, reason)`` pairs such as tools found with discovery.
         """
-        config = self.config
-        candidates = self._searchable if allowed is None else self._searchable & set(allowed)
-        ranking = await rank_tools(self.index, query, config, limit=max(config.top_k * 4, 20), allowed=candidates)
+        await self.refresh()
+        config, catalog = self.config, self._catalog
+        candidates = catalog.searchable_mask
+        if allowed is not None:
+            candidates = candidates & catalog.index.mask_of(allowed)
+        ranking = await rank_tools(catalog.index, query, config, limit=max(config.top_k * 4, 20), allowed=candidates)
         decisions: list[ToolDecision] = []
         names: list[str] = []
         previous: float | None = None
         cut_by_gap = False
         for scored in ranking.tools:
             name = scored.full_name
+            if not self._exists(name):
+                continue
             gap = previous is not None and scored.score < config.autocut_ratio * previous
             if len(names) >= config.top_k:
                 reason, kept = f"cut: beyond top_k={config.top_k}", False
@@ -191,13 +294,15 @@ class ToolFilterManager:
 
         pins = [*extra_pins]
         pins += [(n, "pinned: always_include") for n in [*config.always_include, *self.policy.pinned()]]
-        visible = {t.full_name for t in self.index.tools if not self.policy.is_hidden(t.full_name)}
+        visible = catalog.visible
         for name in self.usage.most_used(config.always_include_top_n_used, visible):
             pins.append((name, f"pinned: among the {config.always_include_top_n_used} most used tools"))
         if config.enabled:
-            pins += [(n, "pinned: discovery tool") for n in self.discovery_names]
+            pins += [(n, "pinned: discovery tool") for n in catalog.discovery_names]
         for name, reason in pins:
             if name in names or name not in visible or (allowed is not None and name not in allowed):
+                continue
+            if not self._exists(name):
                 continue
             names.append(name)
             decisions = [d for d in decisions if d.full_name != name]

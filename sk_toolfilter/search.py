@@ -60,13 +60,14 @@ async def rank_tools(
     config: ToolFilterConfig,
     *,
     limit: int | None = None,
-    allowed: Collection[str] | None = None,
+    allowed: Collection[str] | np.ndarray | None = None,
 ) -> Ranking:
     """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools.
 
-    With `allowed`, every other tool is removed before scores are normalized, so the best allowed
-    tool scores 1.0. A multi-part request (``config.min_query_parts`` sentences or more) is also
-    ranked part by part, and the rankings are interleaved, so each part's best tool is near the top.
+    With `allowed` (names, or a boolean mask over the catalog), every other tool is removed before
+    scores are normalized, so the best allowed tool scores 1.0. A multi-part request
+    (``config.min_query_parts`` sentences or more) is also ranked part by part, and the rankings
+    are interleaved, so each part's best tool is near the top.
 
     Without embeddings, or when embedding the query fails, semantic and hybrid fall back to BM25
     (``Ranking.fallback_reason`` says why; the failure is logged as a warning).
@@ -76,7 +77,7 @@ async def rank_tools(
     if not query.strip() or len(index) == 0:
         return Ranking(query, requested, requested)
 
-    mask = None if allowed is None else np.isin(index.names, list(allowed))
+    mask = allowed if allowed is None or isinstance(allowed, np.ndarray) else index.mask_of(allowed)
     texts = [query]
     if config.split_queries:
         parts = split_query_parts(query)
@@ -98,9 +99,9 @@ async def rank_tools(
         _score_text(index, text, None if vectors is None else vectors[i], config, mask) for i, text in enumerate(texts)
     ]
     method, final, method_scores = scored[0]
-    order = rank_order(final).tolist()
+    order = rank_order(final, limit).tolist()
     if len(scored) > 1:
-        order = _interleave([order] + [rank_order(s[1]).tolist() for s in scored[1:]])
+        order = _interleave([order] + [rank_order(s[1], limit).tolist() for s in scored[1:]])
         final = np.maximum.reduce([s[1] for s in scored])
 
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]

@@ -53,11 +53,12 @@ def humanize_identifier(name: str) -> str:
 
 @lru_cache(maxsize=65536)
 def _normalize_word(word: str) -> tuple[str, ...]:
-    word = word.lower()
-    if _CJK.search(word):
-        return _cjk_tokens(word)
-    folded = "".join(ch for ch in unicodedata.normalize("NFKD", word) if not unicodedata.combining(ch))
-    return (folded or word,)
+    # Compatibility-fold first (accents off, "𝐀" → "A", "ﬁ" → "fi"), then lowercase.
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", word) if not unicodedata.combining(ch)) or word
+    folded = folded.lower()
+    if _CJK.search(folded):
+        return _cjk_tokens(folded)
+    return (folded,)
 
 
 def _cjk_tokens(word: str) -> tuple[str, ...]:

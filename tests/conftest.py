@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import inspect
 from typing import Any
@@ -12,6 +13,10 @@ from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGene
 
 from sk_toolfilter.demo import ALL_PLUGINS
 from sk_toolfilter.text import tokenize
+
+
+class RateLimited(Exception):
+    """What a rate-limited embedding API raises (HTTP 429)."""
 
 
 class HashEmbedder(EmbeddingGeneratorBase):
@@ -48,6 +53,10 @@ class HashEmbedder(EmbeddingGeneratorBase):
         self._texts += len(texts)
         if self._mode == "raise":
             raise RuntimeError("service unavailable")
+        if self._mode == "ratelimit":
+            raise RateLimited("429 Too Many Requests")
+        if self._mode == "slow":
+            await asyncio.sleep(5)
         if self._mode == "nan":
             return np.full((len(texts), self.dims), np.nan)
         if self._mode == "wrong_dims":

@@ -1,0 +1,89 @@
+"""Surviving a failing embedding service at query time: timeout, circuit breaker, one warning per incident.
+
+A request whose query embedding fails (exception, timeout, wrong shape, NaN, rate limit) is ranked
+with BM25 instead. After ``failure_threshold`` consecutive failures the circuit opens: for
+``cooldown_seconds`` no embedding call is made at all (a dead service must not add its timeout to
+every request); then one trial call decides whether it closes again. A warning is logged when an
+incident starts, and an info line when the service recovers — not one per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+
+from sk_toolfilter.errors import EmbeddingServiceError
+
+logger = logging.getLogger(__name__)
+
+
+class CircuitOpenError(EmbeddingServiceError):
+    """The embedding service failed repeatedly; it is not called until the cooldown ends."""
+
+
+class EmbeddingCircuit:
+    """Timeout + circuit breaker around query-embedding calls (thread- and task-safe)."""
+
+    def __init__(
+        self,
+        timeout_seconds: float = 5.0,
+        failure_threshold: int = 3,
+        cooldown_seconds: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.timeout_seconds = timeout_seconds
+        self.failure_threshold = failure_threshold
+        self.cooldown_seconds = cooldown_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._consecutive_failures = 0
+        self._open_until: float | None = None
+        self._incident = False
+
+    @property
+    def is_open(self) -> bool:
+        with self._lock:
+            return self._open_until is not None and self._clock() < self._open_until
+
+    async def call(self, embed: Callable[[], Awaitable[np.ndarray]]) -> np.ndarray:
+        """Run `embed` unless the circuit is open; count failures; raise EmbeddingServiceError on any."""
+        with self._lock:
+            if self._open_until is not None and self._clock() < self._open_until:
+                raise CircuitOpenError(
+                    f"embedding service failed {self._consecutive_failures} times in a row; "
+                    f"not calling it for {self._open_until - self._clock():.0f}s more"
+                )
+        try:
+            vectors = await asyncio.wait_for(embed(), timeout=self.timeout_seconds)
+        except asyncio.TimeoutError:
+            self._failed(f"timed out after {self.timeout_seconds:g}s")
+            raise EmbeddingServiceError(f"embedding service timed out after {self.timeout_seconds:g}s") from None
+        except EmbeddingServiceError as exc:
+            self._failed(str(exc))
+            raise
+        self.succeeded()
+        return vectors
+
+    def succeeded(self) -> None:
+        with self._lock:
+            recovered = self._incident
+            self._consecutive_failures = 0
+            self._open_until = None
+            self._incident = False
+        if recovered:
+            logger.info("sk-toolfilter: embedding service recovered; semantic search is back")
+
+    def _failed(self, reason: str) -> None:
+        with self._lock:
+            self._consecutive_failures += 1
+            first = not self._incident
+            self._incident = True
+            if self._consecutive_failures >= self.failure_threshold:
+                self._open_until = self._clock() + self.cooldown_seconds
+        if first:
+            logger.warning("sk-toolfilter: embedding service failing (%s); ranking with BM25 until it recovers", reason)
