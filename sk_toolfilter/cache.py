@@ -17,8 +17,10 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 
 logger = logging.getLogger(__name__)
 
@@ -118,3 +120,29 @@ class EmbeddingCache:
             except OSError as exc:
                 logger.warning("sk-toolfilter: cannot write embedding cache %s (%s); continuing without it", path, exc)
                 self._memory.setdefault(model_id, {}).update(new)
+
+
+class CachedEmbeddings(EmbeddingGeneratorBase):
+    """Any embedding service behind the on-disk cache: a text embedded once is never embedded again.
+
+    For evaluation runs, where the same queries are embedded for every method and every run.
+    """
+
+    inner: EmbeddingGeneratorBase
+    cache: Any
+
+    async def generate_embeddings(self, texts: list[str], settings: Any = None, **kwargs: Any) -> np.ndarray:
+        model_id = str(getattr(self.inner, "ai_model_id", None) or type(self.inner).__name__)
+        found = self.cache.get(model_id, texts)
+        missing = [i for i, v in enumerate(found) if v is None]
+        if missing:
+            fresh = np.asarray(await self.inner.generate_embeddings([texts[i] for i in missing], settings, **kwargs))
+            self.cache.put(model_id, [texts[i] for i in missing], fresh)
+            for row, i in enumerate(missing):
+                found[i] = fresh[row]
+        return np.stack(found) if found else np.zeros((0, 0), dtype=np.float32)
+
+
+def cached(service: EmbeddingGeneratorBase, cache: EmbeddingCache) -> CachedEmbeddings:
+    """`service` behind `cache`, keeping the service's model id (so cache keys stay the same)."""
+    return CachedEmbeddings(inner=service, cache=cache, ai_model_id=getattr(service, "ai_model_id", None) or "")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from sk_toolfilter.cache import EmbeddingCache
+from sk_toolfilter.cache import EmbeddingCache, cached
 from sk_toolfilter.catalog import load_catalog
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.embeddings import create_embedding_service
@@ -83,13 +83,16 @@ async def run_eval(args: argparse.Namespace) -> int:
     tools, config, toolset = await _load_tools(args)
     try:
         service = create_embedding_service(config.embedding) if set(methods) - {"bm25"} else None
+        cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache else None
+        if service is not None and cache is not None:
+            service = cached(service, cache)  # queries too are embedded once across methods and runs
         index = await ToolIndex.build(
             tools,
             service,
             bm25_config=config.bm25,
             batch_size=config.embedding.batch_size,
             progress=Progress("embedding tools") if service else None,
-            cache=EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache else None,
+            cache=cache,
         )
         unknown_gold = sorted({g for q in queries for g in q.gold if g not in index})
         if unknown_gold:
