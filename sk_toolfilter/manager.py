@@ -19,7 +19,7 @@ from sk_toolfilter.faults import EmbeddingCircuit
 from sk_toolfilter.index import ProgressCallback, ToolIndex
 from sk_toolfilter.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.query import QueryStrategy, build_query
-from sk_toolfilter.search import Ranking, rank_tools
+from sk_toolfilter.search import Ranking, ScoredTool, rank_tools
 from sk_toolfilter.settings import allowed_by_behavior, clone_with_functions
 from sk_toolfilter.usage import UsageTracker
 from sk_toolfilter.visibility import ToolPolicy
@@ -47,6 +47,37 @@ class _Catalog:
     searchable: set[str]
     visible: set[str]
     discovery_names: list[str]
+
+
+def apply_cutoff(ranked: Sequence[ScoredTool], config: ToolFilterConfig) -> list[ToolDecision]:
+    """Keep or cut each ranked tool: named tools, then ``similarity_threshold`` (or AutoCut), at most ``top_k``."""
+    decisions: list[ToolDecision] = []
+    kept_count = 0
+    previous: float | None = None
+    cut_by_gap = False
+    for scored in ranked:
+        gap = previous is not None and scored.score < config.autocut_ratio * previous
+        if kept_count >= config.top_k:
+            reason, kept = f"cut: beyond top_k={config.top_k}", False
+        elif scored.name_match:
+            reason, kept = "kept: the query names this tool", True
+        elif config.cutoff == "autocut":
+            cut_by_gap = cut_by_gap or gap
+            kept = not cut_by_gap
+            reason = (
+                f"cut: after a score gap (below {config.autocut_ratio:.2f} x the previous score)"
+                if cut_by_gap
+                else f"kept: score {scored.score:.2f}, no gap before it"
+            )
+        elif scored.score >= config.similarity_threshold:
+            reason, kept = f"kept: score {scored.score:.2f} >= threshold {config.similarity_threshold:.2f}", True
+        else:
+            reason, kept = f"cut: score {scored.score:.2f} < threshold {config.similarity_threshold:.2f}", False
+        kept_count += kept
+        if not scored.name_match:
+            previous = scored.score
+        decisions.append(ToolDecision(scored.full_name, kept, reason, scored.score, scored.method_scores))
+    return decisions
 
 
 def kernel_fingerprint(kernel: Kernel) -> tuple[Any, ...]:
@@ -259,38 +290,8 @@ class ToolFilterManager:
         if allowed is not None:
             candidates = candidates & catalog.index.mask_of(allowed)
         ranking = await rank_tools(catalog.index, query, config, limit=max(config.top_k * 4, 20), allowed=candidates)
-        decisions: list[ToolDecision] = []
-        names: list[str] = []
-        previous: float | None = None
-        cut_by_gap = False
-        for scored in ranking.tools:
-            name = scored.full_name
-            if not self._exists(name):
-                continue
-            gap = previous is not None and scored.score < config.autocut_ratio * previous
-            if len(names) >= config.top_k:
-                reason, kept = f"cut: beyond top_k={config.top_k}", False
-            elif scored.name_match:
-                reason, kept = "kept: the query names this tool", True
-            elif config.cutoff == "autocut":
-                cut_by_gap = cut_by_gap or gap
-                kept = not cut_by_gap
-                reason = (
-                    f"cut: after a score gap (below {config.autocut_ratio:.2f} x the previous score)"
-                    if cut_by_gap
-                    else f"kept: score {scored.score:.2f}, no gap before it"
-                )
-            elif scored.score >= config.similarity_threshold:
-                reason = f"kept: score {scored.score:.2f} >= threshold {config.similarity_threshold:.2f}"
-                kept = True
-            else:
-                reason = f"cut: score {scored.score:.2f} < threshold {config.similarity_threshold:.2f}"
-                kept = False
-            if kept:
-                names.append(name)
-            if not scored.name_match:
-                previous = scored.score
-            decisions.append(ToolDecision(name, kept, reason, scored.score, scored.method_scores))
+        decisions = [d for d in apply_cutoff(ranking.tools, config) if self._exists(d.full_name)]
+        names = [d.full_name for d in decisions if d.kept]
 
         pins = [*extra_pins]
         pins += [(n, "pinned: always_include") for n in [*config.always_include, *self.policy.pinned()]]

@@ -182,7 +182,7 @@ async def build_token_report(
         agent=spec.name,
         model=spec.model.name,
         encoding=encoding,
-        catalog_size=len(manager.index),
+        catalog_size=len(manager.index) - len(manager.discovery_names),
         search_method=manager.config.search_method,
         queries=rows,
         conversation=played,
@@ -206,7 +206,8 @@ def render_terminal(report: TokenReport) -> str:
     lines.append(
         f"\nTools tokens: {t['tools_tokens_off']:,} off → {t['tools_tokens_on']:,} on "
         f"({t['saved_percent']:.1f}% saved); whole request: {t['body_tokens_off']:,} → {t['body_tokens_on']:,} "
-        f"({t['body_saved_percent']:.1f}% saved); mean tools sent {t['mean_tools_on']} of {report.catalog_size}"
+        f"({t['body_saved_percent']:.1f}% saved); mean tools sent {t['mean_tools_on']} of {report.catalog_size} "
+        "(discovery tools included)"
     )
     if t["expected_tool_sent"]:
         lines.append(f"Expected tool sent: {t['expected_tool_sent']} queries")
