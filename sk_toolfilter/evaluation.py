@@ -14,6 +14,7 @@ import numpy as np
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
 from sk_toolfilter.errors import ConfigError
 from sk_toolfilter.index import ToolIndex
+from sk_toolfilter.manager import apply_cutoff
 from sk_toolfilter.metrics import complete_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
 from sk_toolfilter.search import rank_tools
 
@@ -85,9 +86,7 @@ async def evaluate_method(
         ranking = await rank_tools(index, item.query, method_config, limit=depth)
         latencies.append((time.perf_counter() - started) * 1000)
         ranked = [t.full_name for t in ranking.tools]
-        sent = [t.full_name for t in ranking.tools if t.name_match or t.score >= config.similarity_threshold][
-            : config.top_k
-        ]
+        sent = [d.full_name for d in apply_cutoff(ranking.tools, method_config) if d.kept]
         row = {f"recall@{k}": recall_at_k(ranked, item.gold, k) for k in ks}
         row.update({f"complete@{k}": complete_at_k(ranked, item.gold, k) for k in ks})
         row["ndcg@10"] = ndcg_at_k(ranked, item.gold, 10)
