@@ -45,11 +45,12 @@ async def _load_tools(args: argparse.Namespace) -> tuple[list[ToolMetadata], Too
 
 
 def render_table(results: list[MethodResult], columns: tuple[str, ...] = COLUMNS) -> str:
-    header = f"{'method':10}" + "".join(f"{c:>13}" for c in (*columns, "tokens_sent", "p50_ms"))
-    rows = [header]
+    names = (*columns, "tokens_sent", "p50_ms")
+    widths = [max(10, len(c) + 2) for c in names]
+    rows = [f"{'method':10}" + "".join(f"{c:>{w}}" for c, w in zip(names, widths, strict=True))]
     for r in results:
-        values = [r.metrics.get(c, float("nan")) for c in (*columns, "tokens_sent", "p50_ms")]
-        rows.append(f"{r.method:10}" + "".join(f"{v:13.3f}" for v in values))
+        values = [r.metrics.get(c, float("nan")) for c in names]
+        rows.append(f"{r.method:10}" + "".join(f"{v:{w}.3f}" for v, w in zip(values, widths, strict=True)))
     return "\n".join(rows)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from sk_toolfilter.cache import EmbeddingCache
 from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.cutoff import ToolDecision, apply_cutoff
 from sk_toolfilter.discovery import MIN_MATCH_SCORE, DiscoveryPlugin, discovered_in
 from sk_toolfilter.embeddings import create_embedding_service
 from sk_toolfilter.errors import ConfigError, UnknownToolError
@@ -19,7 +20,7 @@ from sk_toolfilter.faults import EmbeddingCircuit
 from sk_toolfilter.index import ProgressCallback, ToolIndex
 from sk_toolfilter.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.query import QueryStrategy, build_query
-from sk_toolfilter.search import Ranking, ScoredTool, rank_tools
+from sk_toolfilter.search import Ranking, rank_tools
 from sk_toolfilter.settings import allowed_by_behavior, clone_with_functions
 from sk_toolfilter.usage import UsageTracker
 from sk_toolfilter.visibility import ToolPolicy
@@ -49,51 +50,9 @@ class _Catalog:
     discovery_names: list[str]
 
 
-def apply_cutoff(ranked: Sequence[ScoredTool], config: ToolFilterConfig) -> list[ToolDecision]:
-    """Keep or cut each ranked tool: named tools, then ``similarity_threshold`` (or AutoCut), at most ``top_k``."""
-    decisions: list[ToolDecision] = []
-    kept_count = 0
-    previous: float | None = None
-    cut_by_gap = False
-    for scored in ranked:
-        gap = previous is not None and scored.score < config.autocut_ratio * previous
-        if kept_count >= config.top_k:
-            reason, kept = f"cut: beyond top_k={config.top_k}", False
-        elif scored.name_match:
-            reason, kept = "kept: the query names this tool", True
-        elif config.cutoff == "autocut":
-            cut_by_gap = cut_by_gap or gap
-            kept = not cut_by_gap
-            reason = (
-                f"cut: after a score gap (below {config.autocut_ratio:.2f} x the previous score)"
-                if cut_by_gap
-                else f"kept: score {scored.score:.2f}, no gap before it"
-            )
-        elif scored.score >= config.similarity_threshold:
-            reason, kept = f"kept: score {scored.score:.2f} >= threshold {config.similarity_threshold:.2f}", True
-        else:
-            reason, kept = f"cut: score {scored.score:.2f} < threshold {config.similarity_threshold:.2f}", False
-        kept_count += kept
-        if not scored.name_match:
-            previous = scored.score
-        decisions.append(ToolDecision(scored.full_name, kept, reason, scored.score, scored.method_scores))
-    return decisions
-
-
 def kernel_fingerprint(kernel: Kernel) -> tuple[Any, ...]:
     """Cheap identity of the kernel's plugins and function counts (detects added or removed plugins)."""
     return tuple((name, id(plugin), len(plugin.functions)) for name, plugin in kernel.plugins.items())
-
-
-@dataclass(frozen=True)
-class ToolDecision:
-    """Why one tool was kept or cut for a query (see :meth:`ToolFilterManager.explain`)."""
-
-    full_name: str
-    kept: bool
-    reason: str
-    score: float | None = None
-    method_scores: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,51 @@
+"""Which ranked tools are sent: exact-name hits, then the relative threshold (or AutoCut), at most top_k."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.search import ScoredTool
+
+
+@dataclass(frozen=True)
+class ToolDecision:
+    """Why one tool was kept or cut for a query (see :meth:`ToolFilterManager.explain`)."""
+
+    full_name: str
+    kept: bool
+    reason: str
+    score: float | None = None
+    method_scores: dict[str, float] | None = None
+
+
+def apply_cutoff(ranked: Sequence[ScoredTool], config: ToolFilterConfig) -> list[ToolDecision]:
+    """Keep or cut each ranked tool: named tools, then ``similarity_threshold`` (or AutoCut), at most ``top_k``."""
+    decisions: list[ToolDecision] = []
+    kept_count = 0
+    previous: float | None = None
+    cut_by_gap = False
+    for scored in ranked:
+        gap = previous is not None and scored.score < config.autocut_ratio * previous
+        if kept_count >= config.top_k:
+            reason, kept = f"cut: beyond top_k={config.top_k}", False
+        elif scored.name_match:
+            reason, kept = "kept: the query names this tool", True
+        elif config.cutoff == "autocut":
+            cut_by_gap = cut_by_gap or gap
+            kept = not cut_by_gap
+            reason = (
+                f"cut: after a score gap (below {config.autocut_ratio:.2f} x the previous score)"
+                if cut_by_gap
+                else f"kept: score {scored.score:.2f}, no gap before it"
+            )
+        elif scored.score >= config.similarity_threshold:
+            reason, kept = f"kept: score {scored.score:.2f} >= threshold {config.similarity_threshold:.2f}", True
+        else:
+            reason, kept = f"cut: score {scored.score:.2f} < threshold {config.similarity_threshold:.2f}", False
+        kept_count += kept
+        if not scored.name_match:
+            previous = scored.score
+        decisions.append(ToolDecision(scored.full_name, kept, reason, scored.score, scored.method_scores))
+    return decisions
