@@ -71,8 +71,13 @@ def render_matches(
     detail: str = "auto",
     limit: Any = None,
     max_chars: int = 6000,
+    max_loaded: int = 5,
 ) -> tuple[str, list[str]]:
-    """The tiered answer for `matches` (best first) and the names it shows."""
+    """The tiered answer for `matches` (best first) and the names it shows.
+
+    The footer says which tools the model can call next: the first `max_loaded` shown in the full
+    or summary tier (those are sent on its next request); any other through ``describe_tool``.
+    """
     total = len(matches)
     tier = (detail or "auto").strip().lower()
     if tier not in TIERS:
@@ -112,7 +117,12 @@ def render_matches(
         footer = f"[0 tools {what}. Try other words, or an empty query to list the catalog."
     elif len(shown) < total or tier != "full":
         footer += " Narrow with a more specific query, or set detail=full|summary|names and limit=N."
-    footer += " Tools shown here can be called on your next step.]"
+    if shown and tier in ("full", "summary"):
+        first = "The tools shown" if len(shown) <= max_loaded else f"The first {max_loaded} tools shown"
+        footer += f" {first} can be called on your next step; describe_tool(name) loads any other."
+    elif total:
+        footer += " describe_tool(name) loads a tool so you can call it on your next step."
+    footer += "]"
     return "\n".join([*body, footer]), shown
 
 
@@ -134,7 +144,8 @@ class DiscoveryPlugin:
         limit: Annotated[str, "Maximum number of tools to show, e.g. 5"] = "",
     ) -> str:
         matches = await self._manager.discover(query)
-        text, _ = render_matches(matches, query, detail, limit, self._manager.config.discovery.max_chars)
+        discovery = self._manager.config.discovery
+        text, _ = render_matches(matches, query, detail, limit, discovery.max_chars, discovery.max_loaded)
         return text
 
     @kernel_function(
@@ -149,39 +160,30 @@ class DiscoveryPlugin:
 
 
 def discovered_in(history: ChatHistory, manager: ToolFilterManager, max_loaded: int) -> list[str]:
-    """Tools the model found through discovery in this conversation, most recent first.
+    """Tools the model found through discovery in this conversation, to send on its next request.
 
-    ``describe_tool`` targets come first, then the tools listed by the latest ``search_tools`` answers
-    (full and summary tiers), then functions the model tried to call without having them.
+    The targets of its latest ``describe_tool`` calls, the first `max_loaded` tools of its latest
+    ``search_tools`` answer (full and summary tiers, in the order shown — what that answer's footer
+    promises), and the tools it called most recently; at most `max_loaded` of each.
     """
     from semantic_kernel.contents import FunctionCallContent, FunctionResultContent
 
     plugin = manager.config.discovery.plugin_name
-    found: dict[str, None] = {}
+    described: list[str] = []
+    searched: list[str] | None = None
+    called: list[str] = []
     for message in reversed(history.messages):
         for item in message.items:
-            if (
-                isinstance(item, FunctionCallContent)
-                and item.plugin_name == plugin
-                and item.function_name == "describe_tool"
-            ):
-                args = item.to_kernel_arguments() if item.arguments else {}
-                tool = manager.find_visible_tool(str(args.get("name", "")))
-                if tool is not None:
-                    found.setdefault(tool.full_name)
-            elif (
-                isinstance(item, FunctionResultContent)
-                and item.plugin_name == plugin
-                and item.function_name == "search_tools"
-            ):
-                text = str(item.result)
-                for name in re.findall(r"^([\w-]+)(?:\(| — )", text, flags=re.MULTILINE):
-                    if manager.find_visible_tool(name) is not None:
-                        found.setdefault(name)
-            elif isinstance(item, FunctionCallContent) and item.plugin_name != plugin:
-                tool = manager.find_visible_tool(item.name or "")
-                if tool is not None:
-                    found.setdefault(tool.full_name)
-        if len(found) >= max_loaded:
-            break
-    return list(found)[:max_loaded]
+            if isinstance(item, FunctionResultContent):
+                if searched is None and item.plugin_name == plugin and item.function_name == "search_tools":
+                    names = re.findall(r"^([\w-]+)(?:\(| — )", str(item.result), flags=re.MULTILINE)
+                    searched = [n for n in names if manager.find_visible_tool(n) is not None][:max_loaded]
+            elif isinstance(item, FunctionCallContent):
+                if item.plugin_name == plugin:
+                    if item.function_name == "describe_tool" and item.arguments:
+                        tool = manager.find_visible_tool(str(item.to_kernel_arguments().get("name", "")))
+                        if tool is not None:
+                            described.append(tool.full_name)
+                elif (tool := manager.find_visible_tool(item.name or "")) is not None:
+                    called.append(tool.full_name)
+    return list(dict.fromkeys([*described[:max_loaded], *(searched or []), *called[:max_loaded]]))

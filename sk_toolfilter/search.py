@@ -70,7 +70,7 @@ async def rank_tools(
     are interleaved, so each part's best tool is near the top.
 
     Without embeddings, or when embedding the query fails, semantic and hybrid fall back to BM25
-    (``Ranking.fallback_reason`` says why; the failure is logged as a warning).
+    (``Ranking.fallback_reason`` says why; the index's circuit breaker logs one warning per incident).
     """
     requested: SearchMethod = config.search_method
     query = (query or "")[:MAX_QUERY_CHARS]
@@ -92,8 +92,9 @@ async def rank_tools(
             try:
                 vectors = await index.embed_queries(texts)
             except EmbeddingServiceError as exc:
+                # The circuit breaker logs one warning per incident; per request only at debug level.
                 fallback_reason = f"query embedding failed ({exc})"
-                logger.warning("sk-toolfilter: %s; using BM25 for this request", fallback_reason)
+                logger.debug("sk-toolfilter: %s; using BM25 for this request", fallback_reason)
 
     scored = [
         _score_text(index, text, None if vectors is None else vectors[i], config, mask) for i, text in enumerate(texts)

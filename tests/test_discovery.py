@@ -116,3 +116,41 @@ async def test_describe_tool_shows_the_signature_or_says_it_does_not_exist(demo_
         await demo_kernel.invoke(describe, name="Messaging.send_email")
     )
     assert "No tool named" in str(await demo_kernel.invoke(describe, name="Files-delete_file"))
+
+
+async def test_limit_accepts_numbers_and_numeric_strings_through_the_kernel(demo_kernel, manager):
+    search = demo_kernel.get_function("ToolSearch", "search_tools")
+    for limit in (2, "2"):
+        text = str(await demo_kernel.invoke(search, query="", detail="names", limit=limit))
+        assert "showing 2 (names)" in text
+
+
+async def test_tools_found_with_discovery_are_selected_for_the_next_request(demo_kernel, manager):
+    from semantic_kernel.contents import ChatHistory, ChatMessageContent, FunctionCallContent, FunctionResultContent
+
+    search = FunctionCallContent(id="1", name="ToolSearch-search_tools", arguments='{"query": "units"}')
+    describe = FunctionCallContent(id="2", name="ToolSearch-describe_tool", arguments='{"name": "Text.slugify"}')
+    describe_hidden = FunctionCallContent(
+        id="3", name="ToolSearch-describe_tool", arguments='{"name": "Text-reverse_text"}'
+    )
+    answer = str(
+        await demo_kernel.invoke(demo_kernel.get_function("ToolSearch", "search_tools"), query="convert units")
+    )
+    history = ChatHistory()
+    history.add_user_message("hi")
+    history.add_message(ChatMessageContent(role="assistant", items=[search]))
+    history.add_message(
+        ChatMessageContent(
+            role="tool", items=[FunctionResultContent.from_function_call_content_and_result(search, answer)]
+        )
+    )
+    history.add_message(ChatMessageContent(role="assistant", items=[describe, describe_hidden]))
+    selection = await manager.select_for_history(history)
+    assert "Math-convert_units" in answer and "Math-convert_units" in selection.names
+    assert "Text-slugify" in selection.names
+    assert "Text-reverse_text" not in selection.names  # disabled by an override: describe_tool cannot load it
+    reasons = {d.full_name: d.reason for d in selection.decisions}
+    assert {reasons["Math-convert_units"], reasons["Text-slugify"]} <= {
+        "pinned: found with discovery",
+        *(r for r in reasons.values() if r.startswith("kept")),
+    }

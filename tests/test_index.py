@@ -63,7 +63,7 @@ async def test_query_embedding_of_another_size_falls_back_to_bm25(demo_kernel, h
     assert ranking.method == "bm25"
     assert "dimensions" in ranking.fallback_reason
     assert ranking.tools[0].full_name == "Messaging-send_email"
-    assert "using BM25" in caplog.text
+    assert "ranking with BM25 until it recovers" in caplog.text
 
 
 @pytest.mark.parametrize("mode", ["raise", "nan"])
