@@ -1,0 +1,23 @@
+"""The README's runnable example works as documented (offline)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quickstart_example_runs_and_filters_the_wire(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env={"SK_TOOLFILTER_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("['Time-current_time'")
+    assert "'Math-convert_units'" in lines[1]
+    assert lines[2].startswith("tools on the wire: ['Text-reverse_text'")
