@@ -35,7 +35,8 @@ async def main() -> None:
     transport = RecordingTransport()  # a real OpenAIChatCompletion, HTTP answered offline
     kernel.add_service(offline_chat_service(transport))
     enable_tool_filtering(kernel, manager)
-    await kernel.invoke_prompt("{{$input}}", arguments=KernelArguments(settings=base, input="reverse the text stressed"))
+    arguments = KernelArguments(settings=base, input="reverse the text stressed")
+    await kernel.invoke_prompt("{{$input}}", arguments=arguments)
     print("tools on the wire:", transport.tool_names())
 
 
