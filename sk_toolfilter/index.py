@@ -182,10 +182,6 @@ class ToolIndex:
 
         return await self.circuit.call(embed)
 
-    async def embed_query(self, query: str) -> np.ndarray:
-        """The query's unit vector (see :meth:`embed_queries`)."""
-        return (await self.embed_queries([query]))[0]
-
     def cosine_scores(self, query_vector: np.ndarray) -> np.ndarray:
         assert self.embeddings is not None
         return self.embeddings @ query_vector

@@ -36,13 +36,7 @@ class ToolMetadata:
     full_name: str
     description: str = ""
     parameters: tuple[ParameterMetadata, ...] = ()
-    defer_loading: bool = False
     keywords: tuple[str, ...] = field(default=())
-
-    @property
-    def summary(self) -> str:
-        """The first line of the description."""
-        return self.description.strip().split("\n", 1)[0]
 
     def lexical_fields(self) -> dict[str, str]:
         """Text per indexed field: name, plugin, description, parameters, keywords."""

@@ -36,10 +36,6 @@ class UsageTracker:
         items.sort(key=lambda item: (-item[1], item[0]))
         return [name for name, _ in items[:n]]
 
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
     def _make_filter(self) -> Callable[[Any, Callable[[Any], Awaitable[None]]], Awaitable[None]]:
         """An SK auto-function-invocation filter that records every function the model calls."""
 
