@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
     from semantic_kernel.contents import ChatHistory
 
+    from sk_toolfilter.service import FilteredChatCompletion
+
 logger = logging.getLogger(__name__)
 
 SettingsT = TypeVar("SettingsT", bound="PromptExecutionSettings")
@@ -260,9 +262,8 @@ class ToolFilterManager:
         if config.enabled:
             pins += [(n, "pinned: discovery tool") for n in catalog.discovery_names]
         for name, reason in pins:
-            if name in names or name not in visible or (allowed is not None and name not in allowed):
-                continue
-            if not self._exists(name):
+            usable = name in visible and (allowed is None or name in allowed) and self._exists(name)
+            if name in names or not usable:
                 continue
             names.append(name)
             decisions = [d for d in decisions if d.full_name != name]
@@ -291,7 +292,9 @@ class ToolFilterManager:
         """Per ranked tool: the score of each method, and why it was kept or cut."""
         return (await self.select(query)).decisions
 
-    def wrap(self, service: ChatCompletionClientBase, query_strategy: QueryStrategy | None = None) -> Any:
+    def wrap(
+        self, service: ChatCompletionClientBase, query_strategy: QueryStrategy | None = None
+    ) -> FilteredChatCompletion:
         """`service` wrapped so that every request it sends carries only the selected tools.
 
         The query is built from the chat history (``query_strategy``, default from the config).
