@@ -54,7 +54,11 @@ class PluginSource(_Strict):
 
 
 class MCPSource(_Strict):
-    """A stdio MCP server, started through SK's ``MCPStdioPlugin``."""
+    """A stdio MCP server, started through SK's ``MCPStdioPlugin``.
+
+    ``command: python`` (or ``python3``) runs the current interpreter; ``cwd`` defaults to the agent
+    file's folder, so relative script paths are relative to the file.
+    """
 
     type: Literal["mcp"]
     name: str = Field(pattern=r"^[0-9A-Za-z_]+$")
@@ -62,7 +66,9 @@ class MCPSource(_Strict):
     command: str
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] | None = None
+    cwd: str | None = Field(default=None, description="Working directory; default: the agent file's folder.")
     load_prompts: bool = False
+    startup_timeout_seconds: float = Field(default=30.0, gt=0)
     optional: bool = False
 
 

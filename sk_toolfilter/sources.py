@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import inspect
 import logging
+import os
 import re
+import sys
 import unicodedata
 from functools import partial
 from typing import Any
@@ -36,6 +39,22 @@ class SafeMCPStdioPlugin(MCPStdioPlugin):
     the whole server; here every character outside ``[A-Za-z0-9_-]`` becomes "_", and pydantic's
     ``title`` keys (tokens the model gains nothing from) are dropped from parameter schemas.
     """
+
+    def get_mcp_client(self) -> Any:
+        """SK's stdio client, with the server's stderr going to ours when ours is a real file
+        (under capture, e.g. in tests, it has no file descriptor: then to /dev/null)."""
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params: dict[str, Any] = {"command": self.command, "args": self.args, "env": self.env}
+        if self.encoding:
+            params["encoding"] = self.encoding
+        params.update(self._client_kwargs or {})
+        try:
+            sys.stderr.fileno()
+            errlog: Any = sys.stderr
+        except (AttributeError, OSError, ValueError):
+            errlog = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the server process
+        return stdio_client(server=StdioServerParameters(**params), errlog=errlog)
 
     async def load_tools(self) -> None:
         from semantic_kernel.connectors.mcp import _get_parameter_dicts_from_mcp_tool
@@ -161,17 +180,27 @@ async def _add_source(
             kernel.add_plugin(plugin)
         return sum(len(p.functions) for p in plugins)
     assert isinstance(source, MCPSource)
+    # "python" means this interpreter, so a Python MCP server runs with the packages installed here.
+    command = sys.executable if source.command in ("python", "python3") else source.command
     mcp = SafeMCPStdioPlugin(
         name=source.name,
         description=source.description or None,
-        command=source.command,
+        command=command,
         args=source.args,
         env=source.env,
         load_prompts=source.load_prompts,
+        cwd=str(spec.resolve(source.cwd or ".")),
     )
     failure: BaseException | None = None
     try:
-        await mcp.connect()
+        await asyncio.wait_for(mcp.connect(), timeout=source.startup_timeout_seconds)
+    except asyncio.TimeoutError:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(mcp.close(), timeout=5)
+        raise ConfigError(
+            f"{where}: MCP server {source.command!r} did not answer within {source.startup_timeout_seconds:g}s "
+            "(does it start? are its arguments right? paths are relative to the agent file's folder)"
+        ) from None
     except Exception as exc:  # the MCP client raises ExceptionGroups
         failure = exc
     if failure is None and mcp.session is None:

@@ -103,3 +103,24 @@ def test_console_script_help_works():
         [sys.executable, "-m", "sk_toolfilter.cli", "search", "--help"], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0 and "--explain" in result.stdout
+
+
+def test_the_mcp_example_validates_with_paths_relative_to_the_file(capsys):
+    assert main(["validate", str(ROOT / "examples" / "mcp_agent.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "Weather: 2 tools" in out and "Time: 7 tools" in out
+
+
+def test_eval_on_an_agent_file(bm25_agent, tmp_path, capsys):
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"id": "1", "query": "convert 5 km to miles", "gold": ["Math-convert_units"]}) + "\n")
+    assert main(["eval", "--agent", str(bm25_agent), "--queries", str(queries), "--methods", "bm25"]) == 0
+    assert "bm25" in capsys.readouterr().out
+
+
+def test_chat_without_a_key_says_so_in_one_line(bm25_agent, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert main(["chat", str(bm25_agent)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "no API key" in err and "\n" not in err

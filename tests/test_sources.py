@@ -104,3 +104,15 @@ async def test_an_mcp_server_that_fails_to_start_is_a_clear_error():
 async def test_an_optional_mcp_server_that_fails_is_skipped():
     _, counts, _ = await load([{"type": "mcp", "name": "Broken", "command": "/no/such/binary-xyz", "optional": True}])
     assert counts == {}
+
+
+async def test_an_mcp_server_that_never_answers_times_out_with_a_clear_error():
+    source = {
+        "type": "mcp",
+        "name": "Silent",
+        "command": "python",
+        "args": ["-c", "import time; time.sleep(30)"],
+        "startup_timeout_seconds": 1,
+    }
+    with pytest.raises(ConfigError, match=r"tools\[0\] \(Silent\): MCP server 'python' did not answer within 1s"):
+        await load([source])
