@@ -279,7 +279,7 @@ def render_markdown(report: TokenReport) -> str:
 
 def render_chart_svg(report: TokenReport) -> str:
     """Grouped horizontal bars: tools tokens per query, filtering off vs on."""
-    bar, gap, left, width = 9, 10, 330, 520
+    bar, gap, left, width = 9, 10, 360, 520
     top = 50
     height = top + len(report.queries) * (2 * bar + gap) + 40
     peak = max([q.tools_tokens_off for q in report.queries] + [1])
@@ -296,7 +296,7 @@ def render_chart_svg(report: TokenReport) -> str:
     for i, q in enumerate(report.queries):
         y = top + i * (2 * bar + gap)
         parts.append(
-            f'<text x="{left - 6}" y="{y + bar + 3}" text-anchor="end">{html.escape(_short(q.query, 52))}</text>'
+            f'<text x="{left - 6}" y="{y + bar + 3}" text-anchor="end">{html.escape(_short(q.query, 50))}</text>'
         )
         for j, (value, colour) in enumerate(((q.tools_tokens_off, "#c0392b"), (q.tools_tokens_on, "#27ae60"))):
             w = max(value / peak * width, 1 if value else 0)
