@@ -87,8 +87,8 @@ def render_matches(
     shown: list[str] = []
     used = 0
     footer_room = 300
+    counts = Counter(t.plugin for t in matches)
     if tier == "counts":
-        counts = Counter(t.plugin for t in matches)
         for plugin, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
             line = f"{plugin}: {count} tools"
             if used + len(line) + 1 > max_chars - footer_room:
@@ -110,7 +110,7 @@ def render_matches(
             used += len(block) + 1
     what = f"matching {query!r}" if query.strip() else "in the catalog"
     if tier == "counts":
-        footer = f"[{total} tools {what}; too many to list, counts per plugin shown."
+        footer = f"[{total} tools {what}; too many to list: counts for {len(body)} of {len(counts)} plugins shown."
     else:
         footer = f"[{total} tools {what}; showing {len(shown)} ({tier})."
     if not total:

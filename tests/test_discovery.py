@@ -36,7 +36,7 @@ def test_output_degrades_with_the_number_of_matches(n, tier, marker):
 def test_many_matches_become_counts_per_plugin():
     text, shown = render_matches(make_tools(1000), "thing", max_chars=50_000)
     assert text.splitlines()[:3] == ["P0: 334 tools", "P1: 333 tools", "P2: 333 tools"]
-    assert "1000 tools matching 'thing'; too many to list" in text and shown == []
+    assert "1000 tools matching 'thing'; too many to list: counts for 3 of 3 plugins shown." in text and shown == []
 
 
 def test_every_answer_ends_with_a_footer_saying_how_to_narrow():
