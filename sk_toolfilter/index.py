@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sk_toolfilter.batching import QueryBatcher
 from sk_toolfilter.bm25 import BM25Index
 from sk_toolfilter.cache import EmbeddingCache
 from sk_toolfilter.config import BM25Config
@@ -62,6 +64,9 @@ class ToolIndex:
         self.name_matcher = NameMatcher(self.tools)
         self._position = {name: i for i, name in enumerate(full_names)}
         self.circuit = circuit or EmbeddingCircuit()
+        # Concurrent requests' query embeddings go out together (see sk_toolfilter.batching); a hung
+        # call is abandoned after the circuit's timeout so it cannot hold up the requests behind it.
+        self._batcher = QueryBatcher(self._embed_batch)
 
     @classmethod
     async def build(
@@ -169,10 +174,10 @@ class ToolIndex:
         if not self.has_embeddings:
             raise EmbeddingServiceError("this index has no embedding service")
         assert self.embedding_service is not None and self.embeddings is not None
-        service, dims = self.embedding_service, self.embeddings.shape[1]
+        dims = self.embeddings.shape[1]
 
         async def embed() -> np.ndarray:
-            vectors = await embed_texts(service, [q[:MAX_EMBED_CHARS] for q in queries])
+            vectors = await self._batcher.embed([q[:MAX_EMBED_CHARS] for q in queries])
             if vectors.shape[1] != dims:
                 raise EmbeddingServiceError(
                     f"query embedding has {vectors.shape[1]} dimensions, tool embeddings have {dims}: "
@@ -181,6 +186,11 @@ class ToolIndex:
             return vectors
 
         return await self.circuit.call(embed)
+
+    async def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        if self.embedding_service is None:
+            raise EmbeddingServiceError("this index has no embedding service")
+        return await asyncio.wait_for(embed_texts(self.embedding_service, texts), self.circuit.timeout_seconds)
 
     def cosine_scores(self, query_vector: np.ndarray) -> np.ndarray:
         assert self.embeddings is not None
@@ -227,3 +237,4 @@ async def _embed_catalog(
             time.perf_counter() - started,
         )
     return np.stack(cached).astype(np.float32)  # type: ignore[arg-type]
+

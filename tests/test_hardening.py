@@ -187,3 +187,13 @@ async def test_an_open_circuit_skips_the_dead_service_until_the_cooldown_ends(de
     assert (await rank_tools(manager.index, "add numbers", manager.config)).method == "bm25"  # still open
     now[0] = 31.0
     assert (await rank_tools(manager.index, "add numbers", manager.config)).method == "hybrid"
+
+
+async def test_concurrent_query_embeddings_are_batched_into_fewer_calls(demo_kernel, hash_embedder):
+    manager = await start(demo_kernel, hash_embedder)
+    alone = {q: (await manager.index.embed_queries([q]))[0] for q in QUERIES}
+    calls = hash_embedder.calls
+    queries = [QUERIES[i % len(QUERIES)] for i in range(60)]
+    vectors = await asyncio.gather(*(manager.index.embed_queries([q]) for q in queries))
+    assert hash_embedder.calls - calls < 10  # 60 requests, a handful of service calls
+    assert all(np.allclose(v[0], alone[q]) for q, v in zip(queries, vectors, strict=True))
