@@ -108,7 +108,8 @@ def render_matches(
             body.append(block)
             shown.append(tool.full_name)
             used += len(block) + 1
-    what = f"matching {query!r}" if query.strip() else "in the catalog"
+    shown_query = query.strip() if len(query.strip()) <= 60 else query.strip()[:59] + "…"
+    what = f"matching {shown_query!r}" if query.strip() else "in the catalog"
     if tier == "counts":
         footer = f"[{total} tools {what}; too many to list: counts for {len(body)} of {len(counts)} plugins shown."
     else:

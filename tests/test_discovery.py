@@ -50,6 +50,8 @@ def test_every_answer_ends_with_a_footer_saying_how_to_narrow():
 def test_the_size_cap_is_hard():
     text, shown = render_matches(make_tools(300), "thing", detail="full", limit=300, max_chars=2000)
     assert len(text) <= 2000
+    huge_query, _ = render_matches(make_tools(300), "thing " * 5000, detail="summary", max_chars=2000)
+    assert len(huge_query) <= 2000
     assert 0 < len(shown) < 300 and f"showing {len(shown)} (full)" in text
 
 
