@@ -168,12 +168,16 @@ def enable_tool_filtering(kernel: Kernel, manager: ToolFilterManager) -> list[st
     """Drop-in: replace every chat service registered on `kernel` by its filtered wrapper.
 
     Existing invoke code (``kernel.invoke_prompt``, agents, direct service calls through the kernel)
-    is unchanged. Returns the wrapped service ids.
+    is unchanged; the execution guard and usage counting are registered on `kernel` too. Returns the
+    wrapped service ids.
     """
     wrapped = []
     for service_id, service in list(kernel.services.items()):
         if isinstance(service, ChatCompletionClientBase) and not isinstance(service, FilteredChatCompletion):
             kernel.services[service_id] = wrap_chat_service(service, manager)
             wrapped.append(service_id)
+    from sk_toolfilter.guard import attach_execution_guard
+
     manager.usage.attach(kernel)
+    attach_execution_guard(kernel, manager)
     return wrapped
