@@ -41,7 +41,10 @@ async def _load_tools(args: argparse.Namespace) -> tuple[list[ToolMetadata], Too
         update={"tool_filtering": spec.tool_filtering.model_copy(update={"search_method": "bm25"})}
     )
     toolset = await open_toolset(bm25_only)
-    return crawl_kernel(toolset.kernel), spec.tool_filtering, toolset
+    # The agent's own tools only: the discovery plugin is pinned, never ranked.
+    discovery = spec.tool_filtering.discovery.plugin_name
+    tools = [t for t in crawl_kernel(toolset.kernel) if t.plugin != discovery]
+    return tools, spec.tool_filtering, toolset
 
 
 def render_table(results: list[MethodResult], columns: tuple[str, ...] = COLUMNS) -> str:
@@ -102,10 +105,8 @@ async def run_eval(args: argparse.Namespace) -> int:
         results = []
         for method in methods:
             result = await evaluate_method(
-                index, queries, method, config, ks, progress=Progress(f"querying ({method})")
+                index, queries, method, config, ks, progress=Progress(f"querying ({method})"), tool_tokens=tool_tokens
             )
-            sent = await _mean_tokens_sent(index, queries, method, config, tool_tokens)
-            result.metrics["tokens_sent"] = sent
             result.metrics["tokens_all"] = float(tool_tokens.sum())
             results.append(result)
     finally:
@@ -128,16 +129,3 @@ async def run_eval(args: argparse.Namespace) -> int:
             for category, m in r.by_category.items():
                 print(f"{r.method:10} {category:24} recall@5 {m['recall@5']:.3f} mrr {m['mrr']:.3f}")
     return 0
-
-
-async def _mean_tokens_sent(
-    index: ToolIndex, queries: list[Any], method: str, config: ToolFilterConfig, tool_tokens: np.ndarray
-) -> float:
-    from sk_toolfilter.manager import ToolFilterManager
-
-    manager = ToolFilterManager(index, config.model_copy(update={"search_method": method}))
-    total = 0
-    for item in queries:
-        names = await manager.filter_tools(item.query)
-        total += int(sum(tool_tokens[index.position(n)] for n in names))
-    return total / max(len(queries), 1)

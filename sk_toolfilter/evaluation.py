@@ -74,8 +74,12 @@ async def evaluate_method(
     ks: Sequence[int] = (1, 3, 5, 10),
     *,
     progress: Callable[[int, int], None] | None = None,
+    tool_tokens: np.ndarray | None = None,
 ) -> MethodResult:
-    """Rank every query with `method`; strict metrics (only gold names count)."""
+    """Rank every query with `method`; strict metrics (only gold names count).
+
+    With `tool_tokens` (schema tokens per catalog position), also the mean ``tokens_sent``.
+    """
     method_config = config.model_copy(update={"search_method": method})
     depth = max(max(ks), 10, config.top_k)
     rows: list[dict[str, float]] = []
@@ -93,6 +97,8 @@ async def evaluate_method(
         row["mrr"] = reciprocal_rank(ranked, item.gold)
         row["recall_sent"] = recall_at_k(sent, item.gold, len(sent)) if sent else 0.0
         row["mean_tools_sent"] = float(len(sent))
+        if tool_tokens is not None:
+            row["tokens_sent"] = float(sum(tool_tokens[index.position(n)] for n in sent))
         rows.append(row)
         categories.setdefault(item.category, []).append(row)
         if progress is not None:

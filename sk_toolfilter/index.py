@@ -237,4 +237,3 @@ async def _embed_catalog(
             time.perf_counter() - started,
         )
     return np.stack(cached).astype(np.float32)  # type: ignore[arg-type]
-

@@ -251,7 +251,8 @@ class ToolFilterManager:
         if allowed is not None:
             candidates = candidates & catalog.index.mask_of(allowed)
         ranking = await rank_tools(catalog.index, query, config, limit=max(config.top_k * 4, 20), allowed=candidates)
-        decisions = [d for d in apply_cutoff(ranking.tools, config) if self._exists(d.full_name)]
+        # Functions removed while this (older) index was in use are dropped before the cut, not after it.
+        decisions = apply_cutoff([t for t in ranking.tools if self._exists(t.full_name)], config)
         names = [d.full_name for d in decisions if d.kept]
 
         pins = [*extra_pins]
