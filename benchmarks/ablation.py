@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from sk_toolfilter import LocalEmbeddingGenerator, ToolFilterConfig, ToolIndex
-from sk_toolfilter.cache import EmbeddingCache, cached
-from sk_toolfilter.catalog import load_catalog
-from sk_toolfilter.evaluation import evaluate_method, load_queries
+from sk_toolfilter.agents.catalog import load_catalog
+from sk_toolfilter.measure.evaluation import evaluate_method, load_queries
+from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default (hybrid: z-score blend 0.7/0.3, query splitting)": {},

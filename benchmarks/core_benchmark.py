@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import synthetic_queries, synthetic_tools
 
 from sk_toolfilter import LocalEmbeddingGenerator, ToolFilterConfig, ToolFilterManager, ToolIndex
-from sk_toolfilter.cache import EmbeddingCache
-from sk_toolfilter.catalog import load_catalog
-from sk_toolfilter.evaluation import evaluate_method, load_queries
+from sk_toolfilter.agents.catalog import load_catalog
+from sk_toolfilter.measure.evaluation import evaluate_method, load_queries
+from sk_toolfilter.retrieval.cache import EmbeddingCache
 
 METHODS = ("bm25", "semantic", "hybrid")
 

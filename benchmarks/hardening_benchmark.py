@@ -24,7 +24,13 @@ from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoic
 from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
 from synthetic import synthetic_kernel, synthetic_queries, synthetic_tools
 
-from sk_toolfilter import LocalEmbeddingGenerator, ToolFilterConfig, ToolFilterManager, ToolIndex
+from sk_toolfilter import (
+    LocalEmbeddingGenerator,
+    ToolFilterConfig,
+    ToolFilterManager,
+    ToolIndex,
+    create_tool_filter,
+)
 from sk_toolfilter.config import EmbeddingConfig
 
 
@@ -35,7 +41,7 @@ def row(what: str, value: str) -> None:
 async def start(kernel, cache_dir, service):
     config = ToolFilterConfig(embedding=EmbeddingConfig(cache_dir=str(cache_dir)), discovery={"enabled": False})
     started = time.perf_counter()
-    manager = await ToolFilterManager.from_kernel(kernel, config, embedding_service=service)
+    manager = await create_tool_filter(kernel, config, embedding_service=service)
     return manager, time.perf_counter() - started
 
 

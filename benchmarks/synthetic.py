@@ -7,7 +7,7 @@ import random
 from semantic_kernel import Kernel
 from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, kernel_function
 
-from sk_toolfilter.metadata import ParameterMetadata, ToolMetadata
+from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
 
 VERBS = [
     "get",

@@ -10,10 +10,13 @@ from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoic
 from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
 from semantic_kernel.functions import KernelArguments
 
-from sk_toolfilter import ToolFilterConfig, ToolFilterManager
+from sk_toolfilter import (
+    ToolFilterConfig,
+    create_tool_filter,
+    enable_tool_filtering,
+)
 from sk_toolfilter.demo import MathPlugin, TextPlugin, TimePlugin
-from sk_toolfilter.service import enable_tool_filtering
-from sk_toolfilter.wire import RecordingTransport, offline_chat_service
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
 
 
 async def main() -> None:
@@ -23,7 +26,7 @@ async def main() -> None:
     kernel.add_plugin(TextPlugin(), "Text")
 
     config = ToolFilterConfig(top_k=3)  # hybrid search with the offline embedding model
-    manager = await ToolFilterManager.from_kernel(kernel, config)
+    manager = await create_tool_filter(kernel, config)
 
     print(await manager.filter_tools("what time is it in Tokyo?"))
 

@@ -4,23 +4,29 @@ Per request, rank the kernel's functions against the conversation and send only 
 matter. See README.md for the data flow and examples.
 """
 
+from sk_toolfilter import _compat
 from sk_toolfilter.config import BM25Config, EmbeddingConfig, ToolFilterConfig
-from sk_toolfilter.embeddings import LocalEmbeddingGenerator, create_embedding_service
 from sk_toolfilter.errors import ConfigError, EmbeddingServiceError, ToolFilterError, UnknownToolError
-from sk_toolfilter.index import ToolIndex
-from sk_toolfilter.manager import Selection, ToolDecision, ToolFilterManager
-from sk_toolfilter.metadata import ParameterMetadata, ToolMetadata
-from sk_toolfilter.search import Ranking, ScoredTool, rank_tools
-from sk_toolfilter.settings import clone_with_functions
-from sk_toolfilter.usage import UsageTracker
+from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
+from sk_toolfilter.integration.setup import attach_to_kernel, create_tool_filter, enable_tool_filtering
+from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, create_embedding_service
+from sk_toolfilter.retrieval.index import ToolIndex
+from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
+from sk_toolfilter.retrieval.search import Ranking, ScoredTool, rank_tools
+from sk_toolfilter.selection.manager import Selection, ToolDecision, ToolFilterManager
+from sk_toolfilter.selection.settings import clone_with_functions
+from sk_toolfilter.selection.usage import UsageTracker
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+_compat.install()
 
 __all__ = [
     "BM25Config",
     "ConfigError",
     "EmbeddingConfig",
     "EmbeddingServiceError",
+    "FilteredChatCompletion",
     "LocalEmbeddingGenerator",
     "ParameterMetadata",
     "Ranking",
@@ -35,7 +41,11 @@ __all__ = [
     "UnknownToolError",
     "UsageTracker",
     "__version__",
+    "attach_to_kernel",
     "clone_with_functions",
     "create_embedding_service",
+    "create_tool_filter",
+    "enable_tool_filtering",
     "rank_tools",
+    "wrap_chat_service",
 ]

@@ -11,33 +11,14 @@ import asyncio
 import json
 import logging
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sk_toolfilter.errors import ToolFilterError
+from sk_toolfilter.progress import Progress
 
 log = logging.getLogger("sk_toolfilter.cli")
-
-
-class Progress:
-    """A one-line progress indicator on stderr (silent when stderr is not a terminal, except the end)."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.started = time.perf_counter()
-        self.interactive = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.interactive:
-            width = 30
-            filled = int(width * done / max(total, 1))
-            sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        if done >= total:
-            elapsed = time.perf_counter() - self.started
-            sys.stderr.write(f"\r{self.label}: {total} done in {elapsed:.1f}s{' ' * 20}\n")
-        sys.stderr.flush()
 
 
 def _print_counts(tools: Any) -> None:
@@ -48,7 +29,7 @@ def _print_counts(tools: Any) -> None:
 
 
 async def cmd_validate(args: argparse.Namespace) -> int:
-    from sk_toolfilter.agent import open_toolset
+    from sk_toolfilter.agents.agent import open_toolset
 
     async with await open_toolset(args.agent, progress=Progress("embedding tools")) as tools:
         print(f"{tools.spec.name}: OK")
@@ -57,8 +38,8 @@ async def cmd_validate(args: argparse.Namespace) -> int:
 
 
 async def cmd_search(args: argparse.Namespace) -> int:
-    from sk_toolfilter.agent import open_toolset
-    from sk_toolfilter.agent_file import load_agent_file
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import load_agent_file
 
     spec = load_agent_file(args.agent)
     overrides: dict[str, Any] = {}
@@ -88,9 +69,9 @@ async def cmd_search(args: argparse.Namespace) -> int:
 
 
 async def cmd_report(args: argparse.Namespace) -> int:
-    from sk_toolfilter.agent import open_toolset
-    from sk_toolfilter.agent_file import SampleQuery, load_agent_file
-    from sk_toolfilter.report import build_token_report, render_terminal, write_report
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import SampleQuery, load_agent_file
+    from sk_toolfilter.measure.report import build_token_report, render_terminal, write_report
 
     spec = load_agent_file(args.agent)
     queries = spec.sample_queries
@@ -115,7 +96,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _read_queries(path: Path) -> list[Any]:
-    from sk_toolfilter.agent_file import SampleQuery
+    from sk_toolfilter.agents.agent_file import SampleQuery
     from sk_toolfilter.errors import ConfigError
 
     try:
@@ -140,7 +121,7 @@ def _read_queries(path: Path) -> list[Any]:
 async def cmd_chat(args: argparse.Namespace) -> int:
     from semantic_kernel.contents import ChatHistory
 
-    from sk_toolfilter.agent import load_agent
+    from sk_toolfilter.agents.agent import load_agent
 
     async with await load_agent(args.agent, progress=Progress("embedding tools")) as loaded:
         print(
@@ -165,7 +146,7 @@ async def cmd_chat(args: argparse.Namespace) -> int:
 
 
 async def cmd_eval(args: argparse.Namespace) -> int:
-    from sk_toolfilter.eval_run import run_eval
+    from sk_toolfilter.measure.eval_run import run_eval
 
     return await run_eval(args)
 

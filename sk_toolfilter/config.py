@@ -12,7 +12,8 @@ SearchMethod = Literal["semantic", "bm25", "hybrid"]
 
 SECRET_KEYS = ("api_key",)
 
-DEFAULT_WEIGHTS = {"semantic": 0.7, "bm25": 0.3}
+RankingMethod = Literal["semantic", "bm25"]
+DEFAULT_WEIGHTS: dict[RankingMethod, float] = {"semantic": 0.7, "bm25": 0.3}
 
 
 class _Strict(BaseModel):
@@ -96,14 +97,14 @@ class ToolFilterConfig(_Strict):
     always_include_top_n_used: int = Field(default=0, ge=0, le=128)
     search_method: SearchMethod = "hybrid"
     query_strategy: Literal["last_message", "conversation"] = Field(
-        default="conversation", description="What the query is built from in chat (see sk_toolfilter.query)."
+        default="conversation", description="What the query is built from in chat (see sk_toolfilter.selection.query)."
     )
     fusion: Literal["zscore", "rrf"] = Field(
         default="zscore",
         description="How hybrid combines methods: weighted z-scores of raw scores, or Reciprocal Rank Fusion.",
     )
     rrf_k: int = Field(default=60, gt=0, description="Reciprocal Rank Fusion constant.")
-    method_weights: dict[Literal["semantic", "bm25"], float] = Field(
+    method_weights: dict[RankingMethod, float] = Field(
         default_factory=lambda: dict(DEFAULT_WEIGHTS),
         description="Per-method weights in hybrid fusion.",
     )
@@ -144,7 +145,7 @@ class ToolFilterConfig(_Strict):
 
     @field_validator("method_weights")
     @classmethod
-    def _weights_non_negative(cls, value: dict[str, float]) -> dict[str, float]:
+    def _weights_non_negative(cls, value: dict[RankingMethod, float]) -> dict[RankingMethod, float]:
         if any(w < 0 for w in value.values()):
             raise ValueError("weights must be >= 0")
         return {**DEFAULT_WEIGHTS, **value}

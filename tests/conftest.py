@@ -12,7 +12,7 @@ from semantic_kernel import Kernel
 from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 
 from sk_toolfilter.demo import ALL_PLUGINS
-from sk_toolfilter.text import tokenize
+from sk_toolfilter.retrieval.text import tokenize
 
 
 class RateLimited(Exception):

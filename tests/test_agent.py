@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from sk_toolfilter import ConfigError
-from sk_toolfilter.agent import load_agent
-from sk_toolfilter.agent_file import parse_agent
-from sk_toolfilter.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
+from sk_toolfilter.agents.agent import load_agent
+from sk_toolfilter.agents.agent_file import parse_agent
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
 
 ROOT = Path(__file__).resolve().parents[1]
 

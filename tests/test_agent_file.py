@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from sk_toolfilter import ConfigError
-from sk_toolfilter.agent_file import load_agent_file, parse_agent, substitute_env
+from sk_toolfilter.agents.agent_file import load_agent_file, parse_agent, substitute_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,9 +3,9 @@ import math
 import numpy as np
 import pytest
 
-from sk_toolfilter.bm25 import BM25Index
 from sk_toolfilter.config import BM25Config
-from sk_toolfilter.fusion import normalize_by_max, normalize_cosine, rank_order, reciprocal_rank_fusion
+from sk_toolfilter.retrieval.bm25 import BM25Index
+from sk_toolfilter.retrieval.fusion import normalize_by_max, normalize_cosine, rank_order, reciprocal_rank_fusion
 
 CONFIG = BM25Config(k1=2.0, b=0.5, stemming=False)
 

@@ -3,8 +3,8 @@
 import pytest
 from semantic_kernel.agents import ChatHistoryAgentThread
 
-from sk_toolfilter.agent import load_agent
-from sk_toolfilter.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
+from sk_toolfilter.agents.agent import load_agent
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
 from tests.test_agent import spec  # noqa: F401  (fixture)
 
 

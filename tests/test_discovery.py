@@ -1,8 +1,8 @@
 import pytest
 
-from sk_toolfilter import ToolFilterConfig, ToolFilterManager
-from sk_toolfilter.discovery import coerce_limit, one_line_summary, render_matches
-from sk_toolfilter.metadata import ParameterMetadata, ToolMetadata
+from sk_toolfilter import ToolFilterConfig, create_tool_filter
+from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
+from sk_toolfilter.selection.discovery import coerce_limit, one_line_summary, render_matches
 
 
 def make_tools(n, plugins=3):
@@ -89,7 +89,7 @@ async def manager(demo_kernel):
             },
         }
     )
-    return await ToolFilterManager.from_kernel(demo_kernel, config)
+    return await create_tool_filter(demo_kernel, config)
 
 
 async def test_discovery_search_lists_matches_and_hides_what_is_not_searchable(demo_kernel, manager):

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from semantic_kernel.functions import kernel_function
 
-from sk_toolfilter import ToolFilterConfig, ToolFilterManager
-from sk_toolfilter.cache import EmbeddingCache
-from sk_toolfilter.faults import EmbeddingCircuit
-from sk_toolfilter.search import rank_tools
+from sk_toolfilter import ToolFilterConfig, create_tool_filter
+from sk_toolfilter.retrieval.cache import EmbeddingCache
+from sk_toolfilter.retrieval.faults import EmbeddingCircuit
+from sk_toolfilter.retrieval.search import rank_tools
 from tests.conftest import build_demo_kernel
 
 CONFIG = {"search_method": "hybrid", "discovery": {"enabled": False}}
@@ -31,7 +31,7 @@ class InvoicePlugin:
 
 
 async def start(kernel, embedder, **extra):
-    return await ToolFilterManager.from_kernel(
+    return await create_tool_filter(
         kernel, ToolFilterConfig.from_mapping({**CONFIG, **extra}), embedding_service=embedder
     )
 
@@ -77,7 +77,7 @@ def test_two_processes_sharing_a_cache_keep_both_writes(tmp_path):
     script = textwrap.dedent(
         """
         import sys, numpy as np
-        from sk_toolfilter.cache import EmbeddingCache
+        from sk_toolfilter.retrieval.cache import EmbeddingCache
         cache = EmbeddingCache(sys.argv[1])
         for i in range(30):
             cache.put("m", [f"{sys.argv[2]}-{i}"], np.full((1, 8), i, dtype=np.float32))

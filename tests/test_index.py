@@ -4,7 +4,7 @@ from semantic_kernel import Kernel
 from semantic_kernel.functions import kernel_function
 
 from sk_toolfilter import EmbeddingServiceError, ToolFilterConfig, ToolIndex
-from sk_toolfilter.search import rank_tools
+from sk_toolfilter.retrieval.search import rank_tools
 
 
 async def test_index_records_every_function_with_sk_full_names(demo_kernel):

@@ -5,10 +5,10 @@ import math
 import pytest
 
 from sk_toolfilter import ToolFilterConfig
-from sk_toolfilter.cutoff import apply_cutoff
-from sk_toolfilter.metadata import ToolMetadata
-from sk_toolfilter.metrics import complete_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
-from sk_toolfilter.search import ScoredTool
+from sk_toolfilter.measure.metrics import complete_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
+from sk_toolfilter.retrieval.cutoff import apply_cutoff
+from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.retrieval.search import ScoredTool
 
 RANKED = ["a", "x", "b", "y", "z", "c"]
 

@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sk_toolfilter import ConfigError, ToolFilterConfig, ToolFilterManager, ToolIndex
-from sk_toolfilter.agent_file import parse_agent
-from sk_toolfilter.metadata import ParameterMetadata, ToolMetadata
-from sk_toolfilter.text import tokenize
+from sk_toolfilter.agents.agent_file import parse_agent
+from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
+from sk_toolfilter.retrieval.text import tokenize
 from tests.conftest import HashEmbedder
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -5,10 +5,10 @@ import pytest
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from semantic_kernel.contents import ChatHistory
 
-from sk_toolfilter.agent import execution_settings, open_toolset
-from sk_toolfilter.agent_file import SampleQuery
-from sk_toolfilter.report import build_token_report, render_markdown, write_report
-from sk_toolfilter.wire import RecordingTransport, offline_chat_service
+from sk_toolfilter.agents.agent import execution_settings, open_toolset
+from sk_toolfilter.agents.agent_file import SampleQuery
+from sk_toolfilter.measure.report import build_token_report, render_markdown, write_report
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
 from tests.test_agent import spec  # noqa: F401  (fixture)
 
 QUERIES = [

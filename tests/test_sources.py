@@ -6,8 +6,8 @@ import pytest
 from semantic_kernel import Kernel
 
 from sk_toolfilter import ConfigError
-from sk_toolfilter.agent_file import parse_agent
-from sk_toolfilter.sources import add_sources
+from sk_toolfilter.agents.agent_file import parse_agent
+from sk_toolfilter.agents.sources import add_sources
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MCP_SERVER = str(FIXTURES / "mcp_weather_server.py")

@@ -2,11 +2,12 @@ from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoic
 from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
 from semantic_kernel.contents import ChatHistory, ChatMessageContent, FunctionCallContent
 
-from sk_toolfilter import ToolFilterConfig, ToolFilterManager
-from sk_toolfilter.query import build_query, split_query_parts
-from sk_toolfilter.report import prefix_stable_share
-from sk_toolfilter.sticky import StickyLists
-from sk_toolfilter.wire import RecordingTransport, offline_chat_service, tool_call_reply
+from sk_toolfilter import ToolFilterConfig, create_tool_filter, wrap_chat_service
+from sk_toolfilter.measure.report import prefix_stable_share
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, tool_call_reply
+from sk_toolfilter.retrieval.text import split_query_parts
+from sk_toolfilter.selection.query import build_query
+from sk_toolfilter.selection.sticky import StickyLists
 
 TURNS = [
     "Save a note titled trip with the flight LH 400",
@@ -19,9 +20,9 @@ TURNS = [
 
 async def play(kernel, mode):
     config = ToolFilterConfig.from_mapping({"search_method": "bm25", "selection_mode": mode, "sticky_max_tools": 40})
-    manager = await ToolFilterManager.from_kernel(kernel, config)
+    manager = await create_tool_filter(kernel, config)
     transport = RecordingTransport()
-    service = manager.wrap(offline_chat_service(transport))
+    service = wrap_chat_service(offline_chat_service(transport), manager)
     settings = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
     history = ChatHistory(system_message="You help.")
     for turn in TURNS:
@@ -88,9 +89,9 @@ def test_multi_part_requests_are_split_into_sentences():
 
 
 async def test_after_maximum_auto_invoke_attempts_the_last_request_has_no_tools(demo_kernel):
-    manager = await ToolFilterManager.from_kernel(demo_kernel, ToolFilterConfig(search_method="bm25"))
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig(search_method="bm25"))
     transport = RecordingTransport([tool_call_reply(("Math-add", {"a": 1, "b": 2}))] * 2)
-    service = manager.wrap(offline_chat_service(transport))
+    service = wrap_chat_service(offline_chat_service(transport), manager)
     settings = OpenAIChatPromptExecutionSettings(
         function_choice_behavior=FunctionChoiceBehavior.Auto(maximum_auto_invoke_attempts=1)
     )

@@ -1,6 +1,6 @@
 import pytest
 
-from sk_toolfilter.text import humanize_identifier, split_identifier, tokenize
+from sk_toolfilter.retrieval.text import humanize_identifier, split_identifier, tokenize
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoic
 from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
 from semantic_kernel.contents import ChatHistory
 
-from sk_toolfilter import ConfigError, ToolFilterConfig, ToolFilterManager
-from sk_toolfilter.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
+from sk_toolfilter import ConfigError, ToolFilterConfig, create_tool_filter, wrap_chat_service
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
 
 BLOCK = {
     "search_method": "bm25",
@@ -25,7 +25,7 @@ def sandbox_file(tmp_path):
 
 
 async def manager_for(kernel, **extra):
-    return await ToolFilterManager.from_kernel(kernel, ToolFilterConfig.from_mapping({**BLOCK, **extra}))
+    return await create_tool_filter(kernel, ToolFilterConfig.from_mapping({**BLOCK, **extra}))
 
 
 async def test_search_never_returns_excluded_tools(demo_kernel):
@@ -44,7 +44,7 @@ async def test_excluded_tools_cannot_be_pinned(demo_kernel):
 
 async def test_overrides_must_name_real_tools(demo_kernel):
     with pytest.raises(ConfigError, match=r"tools_overrides: 'Text-slugifyy' is not a kernel function.*Text-slugify"):
-        await ToolFilterManager.from_kernel(
+        await create_tool_filter(
             demo_kernel, ToolFilterConfig.from_mapping({"tools_overrides": {"Text-slugifyy": {"enabled": False}}})
         )
 
@@ -58,7 +58,7 @@ async def forced_call(kernel, settings, service, name="Files-delete_file"):
 async def test_forced_call_is_refused_through_the_filtering_wrapper(demo_kernel, sandbox_file):
     manager = await manager_for(demo_kernel)
     transport = RecordingTransport([tool_call_reply(("Files-delete_file", {"path": "keep.txt"})), text_reply("ok")])
-    service = manager.wrap(offline_chat_service(transport))
+    service = wrap_chat_service(offline_chat_service(transport), manager)
     settings = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
     await forced_call(demo_kernel, settings, service)
     assert sandbox_file.read_text() == "precious"

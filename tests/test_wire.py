@@ -5,8 +5,8 @@ from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoic
 from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
 from semantic_kernel.contents import ChatHistory
 
-from sk_toolfilter import ToolFilterConfig, ToolFilterManager
-from sk_toolfilter.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
+from sk_toolfilter import ToolFilterConfig, create_tool_filter
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
 
 
 def base_settings():
@@ -22,7 +22,7 @@ async def send(kernel, transport, settings, query):
 
 @pytest.fixture
 async def manager(demo_kernel, hash_embedder):
-    return await ToolFilterManager.from_kernel(demo_kernel, ToolFilterConfig(top_k=3), embedding_service=hash_embedder)
+    return await create_tool_filter(demo_kernel, ToolFilterConfig(top_k=3), embedding_service=hash_embedder)
 
 
 async def test_filtering_on_sends_exactly_the_selected_functions(demo_kernel, manager):
@@ -39,7 +39,7 @@ async def test_filtering_on_sends_exactly_the_selected_functions(demo_kernel, ma
 
 async def test_filtering_off_sends_every_function(demo_kernel):
     transport = RecordingTransport()
-    manager = await ToolFilterManager.from_kernel(demo_kernel, ToolFilterConfig(enabled=False, search_method="bm25"))
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig(enabled=False, search_method="bm25"))
     settings = await manager.prepare_execution_settings("send an email", base_settings())
     await send(demo_kernel, transport, settings, "send an email")
     assert len(transport.tool_names()) == 46
@@ -47,7 +47,7 @@ async def test_filtering_off_sends_every_function(demo_kernel):
 
 async def test_an_empty_selection_sends_no_tools_at_all(demo_kernel, hash_embedder):
     config = ToolFilterConfig.from_mapping({"discovery": {"enabled": False}})
-    manager = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
+    manager = await create_tool_filter(demo_kernel, config, embedding_service=hash_embedder)
     transport = RecordingTransport()
     settings = await manager.prepare_execution_settings("hi", base_settings())
     await send(demo_kernel, transport, settings, "hi")

@@ -4,11 +4,12 @@ import ast
 import math
 import operator
 import statistics
+from collections.abc import Callable
 from typing import Annotated
 
 from semantic_kernel.functions import kernel_function
 
-_OPERATORS = {
+_OPERATORS: dict[type[ast.AST], Callable[..., float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,

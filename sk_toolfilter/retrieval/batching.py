@@ -45,7 +45,8 @@ class QueryBatcher:
     async def _drain(self, queue: _Queue) -> None:
         try:
             while queue.pending:
-                batch, size = [], 0
+                batch: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
+                size = 0
                 while queue.pending and (not batch or size + len(queue.pending[0][0]) <= self.max_texts):
                     texts, future = queue.pending.pop(0)
                     if not future.cancelled():

@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING, Any
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from semantic_kernel.contents import ChatHistory
 
-from sk_toolfilter.agent_file import AgentSpec, SampleQuery
-from sk_toolfilter.tokens import count_json_tokens, count_tokens
-from sk_toolfilter.wire import RecordingTransport, offline_chat_service
+from sk_toolfilter.agents.agent_file import AgentSpec, SampleQuery
+from sk_toolfilter.integration.service import wrap_chat_service
+from sk_toolfilter.measure.tokens import count_json_tokens, count_tokens
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
 
-    from sk_toolfilter.manager import ToolFilterManager
+    from sk_toolfilter.selection.manager import ToolFilterManager
 
 
 @dataclass
@@ -126,11 +127,11 @@ async def build_token_report(
     `conversation` (user turns) is also played as one conversation through the filtering wrapper,
     with a canned assistant reply per turn, to measure how stable the tool list stays.
     """
-    from sk_toolfilter.agent import execution_settings
+    from sk_toolfilter.agents.agent import execution_settings
 
     transport = RecordingTransport()
     plain = offline_chat_service(transport, model=spec.model.name)
-    filtered = manager.wrap(plain, "last_message")
+    filtered = wrap_chat_service(plain, manager, "last_message")
     settings = execution_settings(spec, plain)
     # Filtering off = the app without sk-toolfilter: no discovery plugin either.
     unfiltered_settings = settings.model_copy(
@@ -168,7 +169,7 @@ async def build_token_report(
     played = None
     if conversation:
         history = ChatHistory(system_message=instructions) if instructions else ChatHistory()
-        conversation_wrapper = manager.wrap(plain)
+        conversation_wrapper = wrap_chat_service(plain, manager)
         lists, counts = [], []
         for turn in conversation:
             history.add_user_message(turn)

@@ -12,12 +12,13 @@ from semantic_kernel import Kernel
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from typing_extensions import Self
 
-from sk_toolfilter.agent_file import AgentSpec, ModelSpec, load_agent_file
+from sk_toolfilter.agents.agent_file import AgentSpec, ModelSpec, load_agent_file
+from sk_toolfilter.agents.sources import add_sources
 from sk_toolfilter.errors import ConfigError
-from sk_toolfilter.index import ProgressCallback
-from sk_toolfilter.manager import ToolFilterManager
-from sk_toolfilter.service import FilteredChatCompletion
-from sk_toolfilter.sources import add_sources
+from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
+from sk_toolfilter.integration.setup import create_tool_filter
+from sk_toolfilter.progress import ProgressCallback
+from sk_toolfilter.selection.manager import ToolFilterManager
 
 if TYPE_CHECKING:
     from semantic_kernel.agents import ChatCompletionAgent
@@ -69,13 +70,13 @@ def create_chat_service(model: ModelSpec, http_client: Any = None) -> ChatComple
             raise ConfigError(
                 "model: provider 'azure_openai' needs 'endpoint' and 'api_key' (or AZURE_OPENAI_* variables)"
             )
-        client = AsyncAzureOpenAI(
+        azure_client = AsyncAzureOpenAI(
             azure_endpoint=endpoint,
             api_key=api_key,
             api_version=model.api_version or "2024-10-21",
             http_client=http_client,
         )
-        return AzureChatCompletion(deployment_name=model.name, async_client=client)
+        return AzureChatCompletion(deployment_name=model.name, async_client=azure_client)
     api_key = api_key or os.environ.get("OPENAI_API_KEY")
     if not api_key and not model.base_url:
         raise ConfigError(
@@ -102,7 +103,7 @@ async def open_toolset(path: str | Path | AgentSpec, *, progress: ProgressCallba
     try:
         kernel = Kernel()
         counts = await add_sources(kernel, spec, stack)
-        manager = await ToolFilterManager.from_kernel(kernel, spec.tool_filtering, progress=progress)
+        manager = await create_tool_filter(kernel, spec.tool_filtering, progress=progress)
     except BaseException:
         await stack.aclose()
         raise
@@ -127,7 +128,7 @@ async def load_agent(
     tools = await open_toolset(path, progress=progress)
     try:
         spec = tools.spec
-        service = tools.manager.wrap(chat_service or create_chat_service(spec.model))
+        service = wrap_chat_service(chat_service or create_chat_service(spec.model), tools.manager)
         agent = ChatCompletionAgent(
             kernel=tools.kernel,
             service=service,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.search import ScoredTool
+from sk_toolfilter.retrieval.search import ScoredTool
 
 
 @dataclass(frozen=True)

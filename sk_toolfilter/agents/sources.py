@@ -18,9 +18,9 @@ from semantic_kernel import Kernel
 from semantic_kernel.connectors.mcp import MCPStdioPlugin
 from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, kernel_function
 
-from sk_toolfilter.agent_file import AgentSpec, CatalogSource, MCPSource, PluginSource, ToolSource
-from sk_toolfilter.catalog import load_catalog
-from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.agents.agent_file import AgentSpec, CatalogSource, MCPSource, PluginSource, ToolSource
+from sk_toolfilter.agents.catalog import load_catalog
+from sk_toolfilter.errors import ConfigError, ToolFilterError
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,8 @@ class SafeMCPStdioPlugin(MCPStdioPlugin):
     async def load_tools(self) -> None:
         from semantic_kernel.connectors.mcp import _get_parameter_dicts_from_mcp_tool
 
+        if self.session is None:
+            raise ToolFilterError(f"MCP server {self.name}: load_tools() before the session was opened")
         try:
             tool_list = await self.session.list_tools()
         except Exception as exc:
@@ -132,7 +134,7 @@ def catalog_plugins(source: CatalogSource, spec: AgentSpec) -> list[KernelPlugin
         def definition_only(_name: str = tool.full_name, **kwargs: Any) -> str:
             return DEFINITION_ONLY.format(name=_name)
 
-        definition_only.__kernel_function_parameters__ = [  # type: ignore[attr-defined]
+        definition_only.__kernel_function_parameters__ = [
             {
                 "name": _safe_parameter_name(p.name),
                 "is_required": p.required,

@@ -10,16 +10,16 @@ import numpy as np
 
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
 from sk_toolfilter.errors import EmbeddingServiceError
-from sk_toolfilter.fusion import (
+from sk_toolfilter.retrieval.fusion import (
     normalize_by_max,
     normalize_cosine,
     rank_order,
     reciprocal_rank_fusion,
     zscore_blend,
 )
-from sk_toolfilter.index import ToolIndex
-from sk_toolfilter.metadata import ToolMetadata
-from sk_toolfilter.query import split_query_parts
+from sk_toolfilter.retrieval.index import ToolIndex
+from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.retrieval.text import split_query_parts
 
 logger = logging.getLogger(__name__)
 
@@ -146,11 +146,12 @@ def _score_text(
     if len(raw) == 1:
         method = next(iter(raw))
         return method, normalized[method], normalized
+    weights = {str(method): weight for method, weight in config.method_weights.items()}
     if config.fusion == "rrf":
-        final = reciprocal_rank_fusion(normalized, k=config.rrf_k, weights=config.method_weights)
+        final = reciprocal_rank_fusion(normalized, k=config.rrf_k, weights=weights)
     else:
         evidence = (normalized["bm25"] > 0) | (normalized["semantic"] > 0)
-        final = zscore_blend(raw, config.method_weights, evidence, mask)
+        final = zscore_blend(raw, weights, evidence, mask)
     return "hybrid", final, normalized
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sk_toolfilter.metadata import ToolMetadata
-from sk_toolfilter.text import split_identifier
+from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.retrieval.text import split_identifier
 
 _IDENTIFIER = re.compile(r"[\w][\w\-.:/]*[\w]|[\w]", re.UNICODE)
 

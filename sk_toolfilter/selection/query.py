@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -52,21 +51,3 @@ def build_query(
     if len(users) > 1:
         parts.append(_text(users[0])[:500])
     return "\n".join(p for p in parts if p)[:max_chars]
-
-
-# Sentence ends (not after common abbreviations), semicolons, and sequencing words that start a new request.
-_ABBREVIATIONS = "".join(
-    rf"(?<!\b{re.escape(a)})" for a in ("e.g.", "i.e.", "etc.", "vs.", "Mr.", "Mrs.", "Ms.", "Dr.", "St.", "No.")
-)
-_PART_BOUNDARY = re.compile(
-    _ABBREVIATIONS + r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|;\s+|\n+",
-)
-
-
-def split_query_parts(query: str) -> list[str]:
-    """The request's parts: sentences (abbreviations and decimals kept whole), ``;`` clauses, lines.
-
-    Splitting on " and " is avoided on purpose: it cuts single requests ("bread and butter").
-    """
-    parts = [p.strip() for p in _PART_BOUNDARY.split(query)]
-    return [p for p in parts if len(p) > 2]

@@ -4,41 +4,42 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from sk_toolfilter.cache import EmbeddingCache
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.cutoff import ToolDecision, apply_cutoff
-from sk_toolfilter.discovery import MIN_MATCH_SCORE, DiscoveryPlugin, discovered_in
-from sk_toolfilter.embeddings import create_embedding_service
 from sk_toolfilter.errors import ConfigError, UnknownToolError
-from sk_toolfilter.faults import EmbeddingCircuit
-from sk_toolfilter.index import ProgressCallback, ToolIndex
-from sk_toolfilter.metadata import ToolMetadata, crawl_kernel
-from sk_toolfilter.query import QueryStrategy, build_query
-from sk_toolfilter.search import Ranking, rank_tools
-from sk_toolfilter.settings import allowed_by_behavior, clone_with_functions
-from sk_toolfilter.usage import UsageTracker
-from sk_toolfilter.visibility import ToolPolicy
+from sk_toolfilter.progress import ProgressCallback
+from sk_toolfilter.retrieval.cache import EmbeddingCache
+from sk_toolfilter.retrieval.cutoff import ToolDecision, apply_cutoff
+from sk_toolfilter.retrieval.embeddings import create_embedding_service
+from sk_toolfilter.retrieval.faults import EmbeddingCircuit
+from sk_toolfilter.retrieval.index import ToolIndex
+from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
+from sk_toolfilter.retrieval.search import Ranking, rank_tools
+from sk_toolfilter.selection.query import QueryStrategy, build_query
+from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
+from sk_toolfilter.selection.usage import UsageTracker
+from sk_toolfilter.selection.visibility import ToolPolicy
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
-    from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
     from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
     from semantic_kernel.contents import ChatHistory
-
-    from sk_toolfilter.service import FilteredChatCompletion
 
 logger = logging.getLogger(__name__)
 
 SettingsT = TypeVar("SettingsT", bound="PromptExecutionSettings")
 
-DISCOVERY_FUNCTIONS = ("search_tools", "describe_tool")
+# A tool scoring below this fraction of the best match is not a discovery match.
+MIN_MATCH_SCORE = 0.3
+
+ConversationPins = Callable[["ChatHistory"], Sequence[tuple[str, str]]]
+"""Tools a conversation asks to keep on offer, as ``(full_name, reason)`` pairs (e.g. found with discovery)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ class ToolFilterManager:
         self._fingerprint: tuple[Any, ...] | None = None
         self._embedding_cache: EmbeddingCache | None = None
         self._refreshing = threading.Lock()
+        self._conversation_pins: dict[str, ConversationPins] = {}
 
     def _describe(self, index: ToolIndex) -> _Catalog:
         plugin = self.config.discovery.plugin_name
@@ -103,11 +105,9 @@ class ToolFilterManager:
             searchable_mask=np.array(searchable, dtype=bool),
             searchable={t.full_name for t, ok in zip(index.tools, searchable, strict=True) if ok},
             visible={t.full_name for t in index.tools if not self.policy.is_hidden(t.full_name)},
-            discovery_names=[
-                f"{plugin}-{f}"
-                for f in DISCOVERY_FUNCTIONS
-                if self.config.discovery.enabled and f"{plugin}-{f}" in index
-            ],
+            discovery_names=[t.full_name for t in index.tools if t.plugin == plugin]
+            if self.config.enabled and self.config.discovery.enabled
+            else [],
         )
 
     @property
@@ -117,7 +117,19 @@ class ToolFilterManager:
 
     @property
     def discovery_names(self) -> list[str]:
+        """The functions of the discovery plugin (``config.discovery.plugin_name``), pinned on every request."""
         return self._catalog.discovery_names
+
+    def set_conversation_pins(self, key: str, source: ConversationPins | None) -> None:
+        """Register (or with None remove) a source of tools that a conversation keeps on offer.
+
+        :meth:`select_for_history` asks every source; the discovery plugin registers one for the
+        tools the model found with it.
+        """
+        if source is None:
+            self._conversation_pins.pop(key, None)
+        else:
+            self._conversation_pins[key] = source
 
     @classmethod
     async def from_kernel(
@@ -128,19 +140,15 @@ class ToolFilterManager:
         embedding_service: EmbeddingGeneratorBase | None = None,
         progress: ProgressCallback | None = None,
     ) -> ToolFilterManager:
-        """Index `kernel` (embedding with `embedding_service`, or the one ``config.embedding`` names),
-        add the discovery plugin, and guard and count the functions the model calls on it.
+        """Index `kernel` (embedding with `embedding_service`, or the one ``config.embedding`` names)
+        and count the functions the model calls on it.
 
+        This is selection only: the discovery plugin and the execution guard are added by
+        :func:`sk_toolfilter.create_tool_filter` (or :func:`sk_toolfilter.enable_tool_filtering`).
         The manager follows the kernel: plugins added or removed later are re-indexed (only what
         changed) before the next selection.
         """
-        from sk_toolfilter.guard import attach_execution_guard
-
         config = config or ToolFilterConfig()
-        discovery = None
-        if config.enabled and config.discovery.enabled and config.discovery.plugin_name not in kernel.plugins:
-            discovery = DiscoveryPlugin(None)  # type: ignore[arg-type]  # bound to the manager below
-            kernel.add_plugin(discovery, config.discovery.plugin_name)
         if embedding_service is None and config.search_method != "bm25":
             embedding_service = create_embedding_service(config.embedding)
         cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache and embedding_service else None
@@ -161,10 +169,7 @@ class ToolFilterManager:
         )
         manager = cls(index, config)
         manager._kernel, manager._fingerprint, manager._embedding_cache = kernel, fingerprint, cache
-        if discovery is not None:
-            discovery._manager = manager
         manager.usage.attach(kernel)
-        attach_execution_guard(kernel, manager)
         return manager
 
     async def refresh(self, *, force: bool = False) -> bool:
@@ -278,12 +283,11 @@ class ToolFilterManager:
         allowed: set[str] | None = None,
         strategy: QueryStrategy | None = None,
     ) -> Selection:
-        """Select for the next request of a conversation: query from the history, plus discovered tools."""
+        """Select for the next request of a conversation: query from the history, plus the tools
+        its registered conversation-pin sources keep on offer (see :meth:`set_conversation_pins`)."""
         query = build_query(history, strategy or self.config.query_strategy)
-        found = discovered_in(history, self, self.config.discovery.max_loaded) if self.discovery_names else []
-        return await self.select(
-            query, allowed=allowed, extra_pins=[(n, "pinned: found with discovery") for n in found]
-        )
+        pins = [pin for source in list(self._conversation_pins.values()) for pin in source(history)]
+        return await self.select(query, allowed=allowed, extra_pins=pins)
 
     async def filter_tools(self, query: str) -> list[str]:
         """Full names (``Plugin-function``) to send for `query`: ranked best first, then pinned tools."""
@@ -292,17 +296,6 @@ class ToolFilterManager:
     async def explain(self, query: str) -> list[ToolDecision]:
         """Per ranked tool: the score of each method, and why it was kept or cut."""
         return (await self.select(query)).decisions
-
-    def wrap(
-        self, service: ChatCompletionClientBase, query_strategy: QueryStrategy | None = None
-    ) -> FilteredChatCompletion:
-        """`service` wrapped so that every request it sends carries only the selected tools.
-
-        The query is built from the chat history (``query_strategy``, default from the config).
-        """
-        from sk_toolfilter.service import wrap_chat_service
-
-        return wrap_chat_service(service, self, query_strategy or self.config.query_strategy)
 
     async def prepare_execution_settings(self, query: str | ChatHistory, base_settings: SettingsT) -> SettingsT:
         """A clone of `base_settings` offering only the selected functions; the base is never mutated.

@@ -5,20 +5,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sk_toolfilter.batching import QueryBatcher
-from sk_toolfilter.bm25 import BM25Index
-from sk_toolfilter.cache import EmbeddingCache
 from sk_toolfilter.config import BM25Config
-from sk_toolfilter.embeddings import embed_texts, embedding_model_id
 from sk_toolfilter.errors import EmbeddingServiceError
-from sk_toolfilter.faults import EmbeddingCircuit
-from sk_toolfilter.metadata import ToolMetadata, crawl_kernel
-from sk_toolfilter.names import NameMatcher
+from sk_toolfilter.progress import ProgressCallback
+from sk_toolfilter.retrieval.batching import QueryBatcher
+from sk_toolfilter.retrieval.bm25 import BM25Index
+from sk_toolfilter.retrieval.cache import EmbeddingCache
+from sk_toolfilter.retrieval.embeddings import embed_texts, embedding_model_id
+from sk_toolfilter.retrieval.faults import EmbeddingCircuit
+from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
+from sk_toolfilter.retrieval.names import NameMatcher
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while tool texts are embedded."""
 
 # Texts longer than this are cut before embedding (models truncate anyway; APIs reject huge inputs).
@@ -64,7 +64,7 @@ class ToolIndex:
         self.name_matcher = NameMatcher(self.tools)
         self._position = {name: i for i, name in enumerate(full_names)}
         self.circuit = circuit or EmbeddingCircuit()
-        # Concurrent requests' query embeddings go out together (see sk_toolfilter.batching); a hung
+        # Concurrent requests' query embeddings go out together (see sk_toolfilter.retrieval.batching); a hung
         # call is abandoned after the circuit's timeout so it cannot hold up the requests behind it.
         self._batcher = QueryBatcher(self._embed_batch)
 

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
-from sk_toolfilter.cutoff import apply_cutoff
 from sk_toolfilter.errors import ConfigError
-from sk_toolfilter.index import ToolIndex
-from sk_toolfilter.metrics import complete_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
-from sk_toolfilter.search import rank_tools
+from sk_toolfilter.measure.metrics import complete_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
+from sk_toolfilter.retrieval.cutoff import apply_cutoff
+from sk_toolfilter.retrieval.index import ToolIndex
+from sk_toolfilter.retrieval.search import rank_tools
 
 
 @dataclass(frozen=True)

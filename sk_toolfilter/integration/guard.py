@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
 
-    from sk_toolfilter.manager import ToolFilterManager
+    from sk_toolfilter.selection.manager import ToolFilterManager
 
 logger = logging.getLogger(__name__)
 

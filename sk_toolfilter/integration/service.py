@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import PrivateAttr
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 
-from sk_toolfilter.query import QueryStrategy
-from sk_toolfilter.sticky import StickyLists, conversation_key
+from sk_toolfilter.selection.query import QueryStrategy
+from sk_toolfilter.selection.sticky import StickyLists, conversation_key
 
 if TYPE_CHECKING:
-    from semantic_kernel import Kernel
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
     from semantic_kernel.contents import ChatHistory, ChatMessageContent, StreamingChatMessageContent
 
-    from sk_toolfilter.manager import ToolFilterManager
+    from sk_toolfilter.selection.manager import ToolFilterManager
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +45,9 @@ def tool_name(tool: Any) -> str | None:
 class FilteredChatCompletion(ChatCompletionClientBase):
     """Wraps a chat service so every request carries only the selected tools.
 
-    Build it with :meth:`ToolFilterManager.wrap`. It has the wrapped service's ``service_id`` and
-    ``ai_model_id``; everything but the tool list is delegated unchanged.
+    Build it with :func:`wrap_chat_service` (or :func:`enable_tool_filtering` for every service on a
+    kernel). It has the wrapped service's ``service_id`` and ``ai_model_id``; everything but the tool
+    list is delegated unchanged.
     """
 
     SUPPORTS_FUNCTION_CALLING = True
@@ -56,7 +56,7 @@ class FilteredChatCompletion(ChatCompletionClientBase):
     query_strategy: QueryStrategy = "conversation"
     _offered: dict[int, list[Any]] = PrivateAttr(default_factory=dict)
     _last_selection: list[str] = PrivateAttr(default_factory=list)
-    _sticky: StickyLists = PrivateAttr(default=None)
+    _sticky: StickyLists = PrivateAttr()
 
     def model_post_init(self, __context: Any) -> None:
         super().model_post_init(__context)
@@ -110,28 +110,28 @@ class FilteredChatCompletion(ChatCompletionClientBase):
         if not full or behavior is None or not manager.config.enabled:
             self._last_selection = [n for n in (tool_name(t) for t in full) if n] if behavior else []
             return
-        names_on_offer = [tool_name(t) for t in full]
-        if None in names_on_offer:
+        names = [tool_name(t) for t in full]
+        names_on_offer = [n for n in names if n is not None]
+        if len(names_on_offer) < len(names):
             logger.warning("sk-toolfilter: unrecognized tool format from %s; not filtering", type(self.inner))
             return
         selection = await manager.select_for_history(
-            chat_history,
-            allowed=set(names_on_offer),
-            strategy=self.query_strategy,  # type: ignore[arg-type]
+            chat_history, allowed=set(names_on_offer), strategy=self.query_strategy
         )
         by_name = dict(zip(names_on_offer, full, strict=True))
         if manager.config.selection_mode == "sticky":
             order = self._sticky.update(conversation_key(chat_history), selection.names)
         else:
             chosen = set(selection.names)
-            order = [n for n in names_on_offer if n in chosen]  # type: ignore[misc]
+            order = [n for n in names_on_offer if n in chosen]
         kept = [by_name[n] for n in order if n in by_name]
         self._last_selection = [n for n in order if n in by_name]
         behavior.filters = {"included_functions": self._last_selection or [NO_FUNCTION]}
+        # `tools` belongs to the OpenAI-style settings classes this wrapper serves, not to the base class.
         settings.tools = kept or None  # type: ignore[attr-defined]
         state[1] = settings.tools  # type: ignore[attr-defined]  # (pydantic may store a copy)
         if not kept and hasattr(settings, "tool_choice"):
-            settings.tool_choice = None  # type: ignore[attr-defined]
+            settings.tool_choice = None
 
     async def _inner_get_chat_message_contents(
         self, chat_history: ChatHistory, settings: PromptExecutionSettings
@@ -150,34 +150,18 @@ class FilteredChatCompletion(ChatCompletionClientBase):
 
 
 def wrap_chat_service(
-    service: ChatCompletionClientBase, manager: ToolFilterManager, query_strategy: QueryStrategy = "conversation"
+    service: ChatCompletionClientBase, manager: ToolFilterManager, query_strategy: QueryStrategy | None = None
 ) -> FilteredChatCompletion:
-    """`service`, filtered by `manager` on every request."""
+    """`service`, filtered by `manager` on every request.
+
+    The query is built from the chat history (`query_strategy`, default ``manager.config.query_strategy``).
+    """
     if isinstance(service, FilteredChatCompletion):
         service = service.inner
     return FilteredChatCompletion(
         inner=service,
         manager=manager,
-        query_strategy=query_strategy,
+        query_strategy=query_strategy or manager.config.query_strategy,
         service_id=service.service_id,
         ai_model_id=service.ai_model_id,
     )
-
-
-def enable_tool_filtering(kernel: Kernel, manager: ToolFilterManager) -> list[str]:
-    """Drop-in: replace every chat service registered on `kernel` by its filtered wrapper.
-
-    Existing invoke code (``kernel.invoke_prompt``, agents, direct service calls through the kernel)
-    is unchanged; the execution guard and usage counting are registered on `kernel` too. Returns the
-    wrapped service ids.
-    """
-    wrapped = []
-    for service_id, service in list(kernel.services.items()):
-        if isinstance(service, ChatCompletionClientBase) and not isinstance(service, FilteredChatCompletion):
-            kernel.services[service_id] = wrap_chat_service(service, manager)
-            wrapped.append(service_id)
-    from sk_toolfilter.guard import attach_execution_guard
-
-    manager.usage.attach(kernel)
-    attach_execution_guard(kernel, manager)
-    return wrapped

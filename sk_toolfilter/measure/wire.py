@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -111,7 +111,8 @@ def offline_chat_service(
     client = AsyncOpenAI(
         api_key="offline",
         base_url="https://offline.invalid/v1",
-        http_client=httpx.AsyncClient(transport=transport),
+        # openai 3 is typed for its own httpx2 client and accepts an httpx one at run time.
+        http_client=cast(Any, httpx.AsyncClient(transport=transport)),
         max_retries=0,
     )
     kwargs: dict[str, Any] = {"ai_model_id": model, "async_client": client}

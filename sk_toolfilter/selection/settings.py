@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+
+FilterKey = Literal["excluded_plugins", "included_plugins", "excluded_functions", "included_functions"]
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
@@ -48,7 +50,7 @@ def clone_with_functions(base: SettingsT, names: list[str]) -> SettingsT:
     if not names:
         return base.model_copy(update={"function_choice_behavior": None})
     behavior = base.function_choice_behavior
-    filters = {"included_functions": list(names)}
+    filters: dict[FilterKey, list[str]] = {"included_functions": list(names)}
     if behavior is None:
         new_behavior = FunctionChoiceBehavior.Auto(filters=filters)
     else:

@@ -9,15 +9,16 @@ from typing import Any
 
 import numpy as np
 
-from sk_toolfilter.cache import EmbeddingCache, cached
-from sk_toolfilter.catalog import load_catalog
+from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.embeddings import create_embedding_service
 from sk_toolfilter.errors import ConfigError
-from sk_toolfilter.evaluation import MethodResult, evaluate_method, load_queries, results_to_json
-from sk_toolfilter.index import ToolIndex
-from sk_toolfilter.metadata import ToolMetadata, crawl_kernel, openai_tool_definition
-from sk_toolfilter.tokens import count_json_tokens
+from sk_toolfilter.measure.evaluation import MethodResult, evaluate_method, load_queries, results_to_json
+from sk_toolfilter.measure.tokens import count_json_tokens
+from sk_toolfilter.progress import Progress
+from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
+from sk_toolfilter.retrieval.embeddings import create_embedding_service
+from sk_toolfilter.retrieval.index import ToolIndex
+from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel, openai_tool_definition
 
 COLUMNS = ("recall@1", "recall@3", "recall@5", "recall@10", "complete@5", "ndcg@10", "mrr", "mean_tools_sent")
 
@@ -32,8 +33,8 @@ def _parse_list(value: str, kind: type, name: str) -> list[Any]:
 async def _load_tools(args: argparse.Namespace) -> tuple[list[ToolMetadata], ToolFilterConfig, Any]:
     if args.tools:
         return [t for t, _ in load_catalog(args.tools)], ToolFilterConfig(), None
-    from sk_toolfilter.agent import open_toolset
-    from sk_toolfilter.agent_file import load_agent_file
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import load_agent_file
 
     spec = load_agent_file(args.agent)
     # Index with BM25 only here; embeddings are computed below with the cache.
@@ -74,7 +75,6 @@ def render_markdown(results: list[MethodResult], n_queries: int, n_tools: int, b
 
 
 async def run_eval(args: argparse.Namespace) -> int:
-    from sk_toolfilter.cli import Progress
 
     methods = _parse_list(args.methods, str, "methods")
     unknown = sorted(set(methods) - {"bm25", "semantic", "hybrid"})

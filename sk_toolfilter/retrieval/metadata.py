@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sk_toolfilter.text import humanize_identifier
+from sk_toolfilter.retrieval.text import humanize_identifier
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel

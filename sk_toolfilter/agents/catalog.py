@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_toolfilter.errors import ConfigError
-from sk_toolfilter.metadata import ParameterMetadata, ToolMetadata
+from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
 
 _PLUGIN_SAFE = re.compile(r"[^0-9A-Za-z_]")
 _FUNCTION_SAFE = re.compile(r"[^0-9A-Za-z_\-]")

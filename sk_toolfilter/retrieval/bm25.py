@@ -18,8 +18,8 @@ import bm25s
 import numpy as np
 
 from sk_toolfilter.config import BM25Config
-from sk_toolfilter.metadata import ToolMetadata
-from sk_toolfilter.text import tokenize
+from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.retrieval.text import tokenize
 
 
 def tool_tokens(tool: ToolMetadata, config: BM25Config) -> list[str]:

@@ -12,7 +12,7 @@ from fnmatch import fnmatchcase
 
 from sk_toolfilter.config import ToolFilterConfig, ToolOverride
 from sk_toolfilter.errors import ConfigError, closest_names
-from sk_toolfilter.metadata import ToolMetadata
+from sk_toolfilter.retrieval.metadata import ToolMetadata
 
 
 class ToolPolicy:

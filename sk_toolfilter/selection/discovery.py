@@ -16,18 +16,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from semantic_kernel.functions import kernel_function
 
-from sk_toolfilter.metadata import ToolMetadata
+from sk_toolfilter.errors import ToolFilterError
+from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.selection.manager import ConversationPins, ToolFilterManager
 
 if TYPE_CHECKING:
     from semantic_kernel.contents import ChatHistory
 
-    from sk_toolfilter.manager import ToolFilterManager
-
 TIERS = ("full", "summary", "names", "counts")
 # Upper bounds of each tier by number of matches (beyond the last: per-plugin counts).
 TIER_LIMITS = {"full": 5, "summary": 30, "names": 300}
-# A tool scoring below this fraction of the best match is not a match.
-MIN_MATCH_SCORE = 0.3
 
 _SENTENCE_END = re.compile(
     "".join(rf"(?<!\b{re.escape(a)})" for a in ("e.g.", "i.e.", "etc.", "vs.", "approx.", "incl.", "no.", "Mr.", "Dr."))
@@ -128,10 +126,23 @@ def render_matches(
 
 
 class DiscoveryPlugin:
-    """``search_tools`` and ``describe_tool`` over the manager's (visible, searchable) catalog."""
+    """``search_tools`` and ``describe_tool`` over the manager's (visible, searchable) catalog.
 
-    def __init__(self, manager: ToolFilterManager) -> None:
-        self._manager = manager
+    It can be added to a kernel before its manager exists (the manager indexes it); :meth:`bind`
+    connects the two.
+    """
+
+    def __init__(self, manager: ToolFilterManager | None = None) -> None:
+        self._bound = manager
+
+    def bind(self, manager: ToolFilterManager) -> None:
+        """Answer from `manager`'s catalog from now on."""
+        self._bound = manager
+
+    def _manager(self) -> ToolFilterManager:
+        if self._bound is None:
+            raise ToolFilterError("the discovery plugin is not bound to a ToolFilterManager (call bind(manager))")
+        return self._bound
 
     @kernel_function(
         name="search_tools",
@@ -144,8 +155,8 @@ class DiscoveryPlugin:
         detail: Annotated[str, "auto (default), full, summary, names or counts"] = "auto",
         limit: Annotated[str, "Maximum number of tools to show, e.g. 5"] = "",
     ) -> str:
-        matches = await self._manager.discover(query)
-        discovery = self._manager.config.discovery
+        matches = await self._manager().discover(query)
+        discovery = self._manager().config.discovery
         text, _ = render_matches(matches, query, detail, limit, discovery.max_chars, discovery.max_loaded)
         return text
 
@@ -154,7 +165,7 @@ class DiscoveryPlugin:
         description="Show the full signature of one tool by name (Plugin-function) and load it for your next step.",
     )
     async def describe_tool(self, name: Annotated[str, "Tool name, e.g. Messaging-send_email"]) -> str:
-        tool = self._manager.find_visible_tool(name)
+        tool = self._manager().find_visible_tool(name)
         if tool is None:
             return f"No tool named {name!r}. Use search_tools to find one."
         return render_full(tool)
@@ -188,3 +199,15 @@ def discovered_in(history: ChatHistory, manager: ToolFilterManager, max_loaded: 
                 elif (tool := manager.find_visible_tool(item.name or "")) is not None:
                     called.append(tool.full_name)
     return list(dict.fromkeys([*described[:max_loaded], *(searched or []), *called[:max_loaded]]))
+
+
+def discovery_pins(manager: ToolFilterManager) -> ConversationPins:
+    """A conversation-pin source for `manager`: the tools found with discovery (see :func:`discovered_in`)."""
+
+    def found_with_discovery(history: ChatHistory) -> list[tuple[str, str]]:
+        if not manager.discovery_names:
+            return []
+        found = discovered_in(history, manager, manager.config.discovery.max_loaded)
+        return [(name, "pinned: found with discovery") for name in found]
+
+    return found_with_discovery

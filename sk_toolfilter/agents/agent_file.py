@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -137,7 +138,7 @@ class AgentSpec(_Strict):
         return self.instructions
 
 
-def substitute_env(value: Any, where: str = "", environ: dict[str, str] | None = None) -> Any:
+def substitute_env(value: Any, where: str = "", environ: Mapping[str, str] | None = None) -> Any:
     """Replace ``${VAR}`` and ``${VAR:-default}`` in every string; a missing variable is an error naming it."""
     environ = os.environ if environ is None else environ
     if isinstance(value, dict):

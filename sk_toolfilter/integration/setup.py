@@ -1,0 +1,84 @@
+"""Composition: a kernel, its manager, the discovery plugin, the execution guard and the wrapper.
+
+The layers below each do one thing — the manager selects, the discovery plugin searches, the guard
+refuses, the wrapper narrows each request. This module is the one place that wires them onto a
+kernel.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
+
+from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.integration.guard import attach_execution_guard
+from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
+from sk_toolfilter.selection.discovery import DiscoveryPlugin, discovery_pins
+from sk_toolfilter.selection.manager import ToolFilterManager
+
+if TYPE_CHECKING:
+    from semantic_kernel import Kernel
+    from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
+
+    from sk_toolfilter.progress import ProgressCallback
+
+
+async def create_tool_filter(
+    kernel: Kernel,
+    config: ToolFilterConfig | None = None,
+    *,
+    embedding_service: EmbeddingGeneratorBase | None = None,
+    progress: ProgressCallback | None = None,
+) -> ToolFilterManager:
+    """Index `kernel` and make it ready for filtered requests; returns the manager.
+
+    Adds the discovery plugin (``config.discovery``) before indexing, so it is pinned on every
+    request; registers the execution guard and usage counting on `kernel`. Wrap chat services with
+    :func:`wrap_chat_service` or :func:`enable_tool_filtering`.
+    """
+    config = config or ToolFilterConfig()
+    plugin = _add_discovery_plugin(kernel, config)
+    manager = await ToolFilterManager.from_kernel(
+        kernel, config, embedding_service=embedding_service, progress=progress
+    )
+    if plugin is not None:
+        plugin.bind(manager)
+    attach_to_kernel(kernel, manager)
+    return manager
+
+
+def attach_to_kernel(kernel: Kernel, manager: ToolFilterManager) -> None:
+    """Register `manager`'s discovery plugin (when enabled and missing), the tools found with it,
+    the execution guard and usage counting on `kernel`. Idempotent."""
+    plugin = _add_discovery_plugin(kernel, manager.config)
+    if plugin is not None:
+        plugin.bind(manager)  # the manager indexes it on its next selection (it follows the kernel)
+    manager.set_conversation_pins("discovery", discovery_pins(manager))
+    manager.usage.attach(kernel)
+    attach_execution_guard(kernel, manager)
+
+
+def enable_tool_filtering(kernel: Kernel, manager: ToolFilterManager) -> list[str]:
+    """Drop-in: replace every chat service registered on `kernel` by its filtered wrapper.
+
+    Existing invoke code (``kernel.invoke_prompt``, agents, direct service calls through the kernel)
+    is unchanged; discovery, the execution guard and usage counting are registered on `kernel` too
+    (see :func:`attach_to_kernel`). Returns the wrapped service ids.
+    """
+    wrapped = []
+    for service_id, service in list(kernel.services.items()):
+        if isinstance(service, ChatCompletionClientBase) and not isinstance(service, FilteredChatCompletion):
+            kernel.services[service_id] = wrap_chat_service(service, manager)
+            wrapped.append(service_id)
+    attach_to_kernel(kernel, manager)
+    return wrapped
+
+
+def _add_discovery_plugin(kernel: Kernel, config: ToolFilterConfig) -> DiscoveryPlugin | None:
+    """A new, unbound discovery plugin added to `kernel`, or None (disabled, or already there)."""
+    if not (config.enabled and config.discovery.enabled) or config.discovery.plugin_name in kernel.plugins:
+        return None
+    plugin = DiscoveryPlugin()
+    kernel.add_plugin(plugin, config.discovery.plugin_name)
+    return plugin

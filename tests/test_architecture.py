@@ -1,0 +1,53 @@
+"""The package layout is a contract: lower layers never reach up into agents or MCP.
+
+import-linter (run by .ci/run, configured in pyproject.toml) checks the layers between our own
+packages; it sees external packages only at their top level, so this test covers the parts of
+Semantic Kernel the ranking core must not depend on.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "sk_toolfilter"
+FORBIDDEN_FOR_CORE = ("semantic_kernel.agents", "semantic_kernel.connectors.mcp", "mcp", "httpx", "yaml")
+
+
+def imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("layer", ["retrieval", "selection"])
+def test_ranking_and_selection_never_import_agents_or_mcp(layer):
+    offenders = {
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in (PACKAGE / layer).rglob("*.py")
+        for name in imported_modules(path)
+        if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN_FOR_CORE)
+    }
+    assert not offenders
+
+
+def test_every_layer_is_a_package_with_a_docstring():
+    for layer in ("retrieval", "selection", "integration", "agents", "measure"):
+        init = PACKAGE / layer / "__init__.py"
+        assert ast.get_docstring(ast.parse(init.read_text())), f"{layer}/__init__.py needs a docstring"
+
+
+def test_old_flat_module_paths_still_import_with_a_deprecation_warning():
+    import importlib
+    import sys
+
+    sys.modules.pop("sk_toolfilter.service", None)
+    with pytest.warns(DeprecationWarning, match="sk_toolfilter.integration.service"):
+        old = importlib.import_module("sk_toolfilter.service")
+    from sk_toolfilter.integration import service
+
+    assert old is service
