@@ -146,9 +146,9 @@ async def cmd_chat(args: argparse.Namespace) -> int:
 
 
 async def cmd_eval(args: argparse.Namespace) -> int:
-    from sk_toolfilter.measure.eval_run import run_eval
+    from sk_toolfilter.measure.eval_run import run_conversation_eval, run_eval
 
-    return await run_eval(args)
+    return await (run_conversation_eval(args) if args.conversations else run_eval(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -189,7 +189,20 @@ def build_parser() -> argparse.ArgumentParser:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--tools", help="catalog file (tools.jsonl, or OpenAI tools JSON)")
     source.add_argument("--agent", help="agent YAML file whose tools are evaluated")
-    p.add_argument("--queries", required=True, help="labelled queries (dev.jsonl format)")
+    labelled = p.add_mutually_exclusive_group(required=True)
+    labelled.add_argument("--queries", help="labelled queries (dev.jsonl format)")
+    labelled.add_argument(
+        "--conversations",
+        help="recorded conversations, one step per line (bfcl_multiturn format): replayed through the filtering "
+        "wrapper; step recall, turn completeness, tools and tokens per request",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a tool_filtering setting, e.g. --set top_k=8 --set agent_loop.co_usage=false (repeatable)",
+    )
     p.add_argument("--methods", default="bm25,semantic,hybrid")
     p.add_argument("--k", default="1,3,5,10", help="cut-offs for recall@k and complete@k")
     p.add_argument("--by-category", action="store_true", help="also report metrics per query category")

@@ -82,6 +82,30 @@ class DiscoveryConfig(_Strict):
     max_chars: int = Field(default=6000, ge=500, le=50_000, description="Hard cap on one discovery answer.")
 
 
+class AgentLoopConfig(_Strict):
+    """Selection inside an agent loop: the requests the model makes while answering one user turn.
+
+    The user's request of the current turn stays the query (tool calls are context, not the
+    query); tools called earlier in the turn stay on offer; tools that past turns used together
+    with the best-ranked ones (learned from the conversations the filter sees) are added. All of
+    them share one budget per request: ``max(top_k, max_tools)`` selected tools, not counting
+    ``always_include`` and the discovery tools.
+    """
+
+    enabled: bool = True
+    keep_turn_tools: bool = Field(default=True, description="Tools called earlier in the turn stay on offer.")
+    previous_turn_tools: bool = Field(
+        default=True, description="Tools of the previous turn fill what the budget leaves (follow-ups: 'the same')."
+    )
+    co_usage: bool = Field(default=True, description="Add tools past turns used together with the best-ranked ones.")
+    co_usage_min_share: float = Field(
+        default=0.3, gt=0.0, le=1.0, description="A companion was used in at least this share of its anchor's turns."
+    )
+    co_usage_min_turns: int = Field(default=2, ge=1, description="... and in at least this many turns.")
+    co_usage_anchors: int = Field(default=3, ge=0, le=20, description="Best-ranked tools whose companions count.")
+    max_tools: int = Field(default=6, ge=1, le=128, description="Selected tools per request (with top_k: the larger).")
+
+
 class ToolFilterConfig(_Strict):
     """The ``tool_filtering`` block of an agent file.
 
@@ -137,6 +161,7 @@ class ToolFilterConfig(_Strict):
         description="sticky: within a conversation, tools once sent stay sent, in the same order (prompt caches).",
     )
     sticky_max_tools: int = Field(default=12, ge=1, le=256, description="Cap of a sticky tool list (LRU).")
+    agent_loop: AgentLoopConfig = Field(default_factory=AgentLoopConfig)
 
     @field_validator("always_include", "exclude", mode="before")
     @classmethod

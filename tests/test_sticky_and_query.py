@@ -41,13 +41,31 @@ async def test_fresh_lists_change_with_each_request(demo_kernel):
     assert prefix_stable_share(await play(demo_kernel, "fresh")) < 0.5
 
 
+def grow(history: ChatHistory, user: str) -> ChatHistory:
+    history.add_user_message(user)
+    return history
+
+
 def test_sticky_lists_evict_least_recently_used_in_batches_and_never_current_tools():
     lists = StickyLists(max_tools=4)
-    assert lists.update("c", ["a", "b"]) == ["a", "b"]
-    assert lists.update("c", ["c"]) == ["a", "b", "c"]
-    assert lists.update("c", ["a", "d"]) == ["a", "b", "c", "d"]
-    assert lists.update("c", ["e"]) == ["a", "d", "e"]  # over the cap: b and c (least recent) leave together
-    assert lists.update("other", ["x"]) == ["x"]  # conversations are separate
+    history = ChatHistory()
+    assert lists.update(grow(history, "one"), ["a", "b"]) == ["a", "b"]
+    assert lists.update(grow(history, "two"), ["c"]) == ["a", "b", "c"]
+    assert lists.update(grow(history, "three"), ["a", "d"]) == ["a", "b", "c", "d"]
+    assert lists.update(grow(history, "four"), ["e"]) == ["a", "d", "e"]  # over the cap: b and c leave together
+    assert lists.update(grow(ChatHistory(), "other"), ["x"]) == ["x"]  # another conversation starts empty
+
+
+def test_sticky_lists_of_conversations_with_the_same_opening_evolve_independently():
+    lists = StickyLists(max_tools=10)
+    first, second = grow(ChatHistory(), "hi"), grow(ChatHistory(), "hi")
+    assert lists.update(first, ["search"]) == ["search"]
+    assert lists.update(second, ["search"]) == ["search"]  # same messages so far: same list
+    first.add_assistant_message("Hello!")
+    second.add_assistant_message("Hello!")
+    assert lists.update(grow(first, "what time is it?"), ["clock"]) == ["search", "clock"]
+    assert lists.update(grow(second, "email Bob"), ["email"]) == ["search", "email"]
+    assert lists.update(grow(first, "and in Tokyo?"), ["clock"]) == ["search", "clock"]  # no "email" here
 
 
 def test_prefix_stable_share_counts_requests_extending_the_previous_list():
@@ -55,7 +73,7 @@ def test_prefix_stable_share_counts_requests_extending_the_previous_list():
     assert prefix_stable_share([["a"]]) is None
 
 
-def test_conversation_query_puts_the_latest_user_message_first_and_keeps_context():
+def test_conversation_query_puts_the_turns_request_first_and_leaves_tool_names_out():
     history = ChatHistory(system_message="sys")
     history.add_user_message("Summarize the Q3 files")
     history.add_message(
@@ -65,10 +83,14 @@ def test_conversation_query_puts_the_latest_user_message_first_and_keeps_context
     )
     history.add_assistant_message("Here is the summary of Q3.")
     history.add_user_message("do the same for March")
+    history.add_message(
+        ChatMessageContent(role="assistant", items=[FunctionCallContent(id="2", name="Files-list_files")])
+    )
     query = build_query(history, "conversation")
-    lines = query.splitlines()
-    assert lines[0] == "do the same for March"
-    assert "Here is the summary of Q3." in query and "Files-read_file" in query and "Summarize the Q3 files" in query
+    assert query.splitlines()[0] == "do the same for March"  # the current turn's request leads
+    assert "Summarize the Q3 files" not in query  # earlier turns are not this request
+    assert "Files-" not in query  # calls made so far would outweigh the request
+    assert "Here is the summary of Q3." not in query  # an earlier turn's answer is not this request
     assert build_query(history, "last_message") == "do the same for March"
     assert len(build_query(history, "conversation", max_chars=30)) <= 30
 

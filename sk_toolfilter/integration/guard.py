@@ -1,9 +1,11 @@
-"""The execution guard: a model's call to a function it was not offered, or may never use, is refused.
+"""The execution guard: what happens when the model calls a function it was not offered.
 
-Semantic Kernel already refuses calls outside the request's ``included_functions``; this guard
-does not rely on it. It is an auto-function-invocation filter that checks every call against the
-agent's visibility rules and the functions offered in that very request, and answers the model
-with an explanation instead of running the function.
+An auto-function-invocation filter that sees every call the model makes, before it runs:
+- a function this agent may never use (excluded or disabled) is refused, with a warning;
+- a visible function that was not among the tools sent with that very request (the model
+  remembered it from earlier, or guessed it) does not run either: the model gets one clear result
+  saying so and that the tool is loaded now, and the log gets one INFO line. The call stays in the
+  conversation, so the agent-loop policy offers that tool on the next request.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+from sk_toolfilter.selection.settings import tool_name
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -20,15 +24,28 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def refusal_reason(manager: ToolFilterManager, full_name: str, settings: Any) -> str | None:
-    """Why a call must be refused, or None when it may run."""
-    if manager.is_hidden(full_name):
-        return f"{full_name} is not available to this agent"
+def offered_in(settings: Any) -> set[str] | None:
+    """The functions sent with the request these settings made (None when unknown: nothing is checked)."""
+    tools = getattr(settings, "tools", None)
+    if tools:
+        return {name for name in (tool_name(t) for t in tools) if name}
     behavior = getattr(settings, "function_choice_behavior", None)
     filters = getattr(behavior, "filters", None) or {}
-    offered = filters.get("included_functions")
-    if offered and full_name not in offered:
-        return f"{full_name} was not offered in this request; use one of the tools you were given"
+    included = filters.get("included_functions")
+    return set(included) if included else None
+
+
+def refusal(manager: ToolFilterManager, full_name: str, settings: Any) -> tuple[str, int] | None:
+    """(answer to the model, log level) when a call must not run; None when it may."""
+    if manager.is_hidden(full_name):
+        return f"error: {full_name} is not available to this agent.", logging.WARNING
+    offered = offered_in(settings)
+    if offered is not None and full_name not in offered:
+        return (
+            f"{full_name} was not among the tools loaded for this step, so it did not run. "
+            "It is loaded now: call it again if you still need it.",
+            logging.INFO,
+        )
     return None
 
 
@@ -38,16 +55,17 @@ def attach_execution_guard(kernel: Kernel, manager: ToolFilterManager) -> None:
 
     async def guard_tool_call(context: Any, next: Callable[[Any], Awaitable[None]]) -> None:
         name = context.function.fully_qualified_name
-        reason = refusal_reason(manager, name, context.execution_settings)
-        if reason is None:
+        outcome = refusal(manager, name, context.execution_settings)
+        if outcome is None:
             await next(context)
             return
-        logger.warning("sk-toolfilter: refused a call to %s: %s", name, reason)
-        context.function_result = FunctionResult(function=context.function.metadata, value=f"error: {reason}.")
+        answer, level = outcome
+        logger.log(level, "sk-toolfilter: did not run %s: %s", name, answer)
+        context.function_result = FunctionResult(function=context.function.metadata, value=answer)
 
     guard_tool_call.__sk_toolfilter_guard__ = id(manager)  # type: ignore[attr-defined]
     existing = [f for _, f in kernel.auto_function_invocation_filters]
     if any(getattr(f, "__sk_toolfilter_guard__", None) == id(manager) for f in existing):
         return
-    # The guard runs first, before usage counting, so a refused call is never counted.
+    # The guard runs first, before usage counting, so a call that does not run is never counted.
     kernel.auto_function_invocation_filters.insert(0, (id(guard_tool_call), guard_tool_call))

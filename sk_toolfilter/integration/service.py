@@ -9,6 +9,7 @@ on SK's per-call copy of the settings, so the caller's (or an agent's) own setti
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,8 @@ from pydantic import PrivateAttr
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 
 from sk_toolfilter.selection.query import QueryStrategy
-from sk_toolfilter.selection.sticky import StickyLists, conversation_key
+from sk_toolfilter.selection.settings import tool_name
+from sk_toolfilter.selection.sticky import StickyLists
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
@@ -26,21 +28,6 @@ if TYPE_CHECKING:
     from sk_toolfilter.selection.manager import ToolFilterManager
 
 logger = logging.getLogger(__name__)
-
-# A filter value that matches no kernel function: SK reads an *empty* list as "all functions".
-NO_FUNCTION = "sk_toolfilter-no_function_selected"
-
-
-def tool_name(tool: Any) -> str | None:
-    """The function name of one entry of ``settings.tools`` (OpenAI-style dicts), if it has one."""
-    if isinstance(tool, dict):
-        function = tool.get("function")
-        if isinstance(function, dict) and isinstance(function.get("name"), str):
-            return function["name"]
-        if isinstance(tool.get("name"), str):
-            return tool["name"]
-    return None
-
 
 class FilteredChatCompletion(ChatCompletionClientBase):
     """Wraps a chat service so every request carries only the selected tools.
@@ -56,6 +43,7 @@ class FilteredChatCompletion(ChatCompletionClientBase):
     query_strategy: QueryStrategy = "conversation"
     _offered: dict[int, list[Any]] = PrivateAttr(default_factory=dict)
     _last_selection: list[str] = PrivateAttr(default_factory=list)
+    _last_seconds: float = PrivateAttr(default=0.0)
     _sticky: StickyLists = PrivateAttr()
 
     def model_post_init(self, __context: Any) -> None:
@@ -66,6 +54,11 @@ class FilteredChatCompletion(ChatCompletionClientBase):
     def last_selection(self) -> list[str]:
         """The names offered on the most recent request (empty when no tools were sent)."""
         return list(self._last_selection)
+
+    @property
+    def last_selection_seconds(self) -> float:
+        """Time the most recent request spent selecting its tools (0.0 when it did not filter)."""
+        return self._last_seconds
 
     # --- delegation -------------------------------------------------------------------------
     def get_prompt_execution_settings_class(self) -> type[PromptExecutionSettings]:
@@ -115,18 +108,22 @@ class FilteredChatCompletion(ChatCompletionClientBase):
         if len(names_on_offer) < len(names):
             logger.warning("sk-toolfilter: unrecognized tool format from %s; not filtering", type(self.inner))
             return
+        started = time.perf_counter()
         selection = await manager.select_for_history(
             chat_history, allowed=set(names_on_offer), strategy=self.query_strategy
         )
+        self._last_seconds = time.perf_counter() - started
         by_name = dict(zip(names_on_offer, full, strict=True))
         if manager.config.selection_mode == "sticky":
-            order = self._sticky.update(conversation_key(chat_history), selection.names)
+            order = self._sticky.update(chat_history, selection.names)
         else:
             chosen = set(selection.names)
             order = [n for n in names_on_offer if n in chosen]
         kept = [by_name[n] for n in order if n in by_name]
         self._last_selection = [n for n in order if n in by_name]
-        behavior.filters = {"included_functions": self._last_selection or [NO_FUNCTION]}
+        # Only the wire list is narrowed. The caller's own filters stay as they were, so a model that
+        # calls a visible tool it was not offered meets the execution guard's clear answer, not SK's
+        # allow-list refusal (an ERROR with a traceback).
         # `tools` belongs to the OpenAI-style settings classes this wrapper serves, not to the base class.
         settings.tools = kept or None  # type: ignore[attr-defined]
         state[1] = settings.tools  # type: ignore[attr-defined]  # (pydantic may store a copy)

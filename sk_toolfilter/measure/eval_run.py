@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
+from sk_toolfilter.agents.agent_file import AgentSpec, load_agent_file, parse_agent
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.measure.conversations import load_steps, render_summary, replay_conversations
 from sk_toolfilter.measure.evaluation import MethodResult, evaluate_method, load_queries, results_to_json
 from sk_toolfilter.measure.tokens import count_json_tokens
 from sk_toolfilter.progress import Progress
@@ -34,7 +37,6 @@ async def _load_tools(args: argparse.Namespace) -> tuple[list[ToolMetadata], Too
     if args.tools:
         return [t for t, _ in load_catalog(args.tools)], ToolFilterConfig(), None
     from sk_toolfilter.agents.agent import open_toolset
-    from sk_toolfilter.agents.agent_file import load_agent_file
 
     spec = load_agent_file(args.agent)
     # Index with BM25 only here; embeddings are computed below with the cache.
@@ -74,6 +76,73 @@ def render_markdown(results: list[MethodResult], n_queries: int, n_tools: int, b
     return "\n".join(out) + "\n"
 
 
+def apply_overrides(config: ToolFilterConfig, assignments: list[str]) -> ToolFilterConfig:
+    """`config` with ``KEY=VALUE`` settings applied (dotted keys for nested blocks; YAML values)."""
+    data = config.model_dump(mode="python")
+    for assignment in assignments:
+        key, sep, raw = assignment.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {assignment!r}: expected KEY=VALUE, e.g. top_k=8")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        target = data
+        *parents, leaf = key.strip().split(".")
+        for parent in parents:
+            if not isinstance(target.get(parent), dict):
+                raise ConfigError(f"--set {key}: tool_filtering has no block {parent!r}")
+            target = target[parent]
+        if leaf not in target:
+            raise ConfigError(f"--set {key}: unknown tool_filtering setting {leaf!r}")
+        target[leaf] = value
+    return ToolFilterConfig.from_mapping(data)
+
+
+def _conversation_spec(args: argparse.Namespace) -> AgentSpec:
+    if args.tools:
+        spec = parse_agent(
+            {"name": "conversations", "tools": [{"type": "catalog", "name": "catalog", "path": args.tools}]},
+            source="--tools",
+            base_dir=Path.cwd(),
+        )
+    else:
+        spec = load_agent_file(args.agent)
+    config = apply_overrides(spec.tool_filtering, args.set)
+    return spec.model_copy(update={"tool_filtering": config})
+
+
+async def run_conversation_eval(args: argparse.Namespace) -> int:
+    """``eval --conversations``: replay recorded conversations through the real wrapper and score each step."""
+    from sk_toolfilter.agents.agent import open_toolset
+
+    steps = load_steps(args.conversations)
+    if args.limit:
+        keep = list(dict.fromkeys(s.conversation for s in steps))[: args.limit]
+        steps = [s for s in steps if s.conversation in set(keep)]
+    spec = _conversation_spec(args)
+    async with await open_toolset(spec, progress=Progress("embedding tools")) as toolset:
+        replay = await replay_conversations(
+            toolset.kernel, toolset.manager, steps, progress=Progress("replaying steps")
+        )
+        catalog = len(toolset.manager.index) - len(toolset.manager.discovery_names)
+    print(f"{len(steps)} steps, {catalog} tools (plus discovery); all tools would be sent without filtering")
+    print(render_summary(replay, by_category=args.by_category))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "summary": replay.summary(),
+            "by_category": replay.by_category(),
+            "config": spec.tool_filtering.model_dump(mode="json"),
+            "misses": [{"id": r.step.id, "gold": r.step.gold, "sent": r.sent} for r in replay.misses()],
+        }
+        (out / "conversations.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        (out / "conversations.md").write_text("```\n" + render_summary(replay, True) + "\n```\n", encoding="utf-8")
+        print(f"Wrote {out / 'conversations.json'} and {out / 'conversations.md'}")
+    return 0
+
+
 async def run_eval(args: argparse.Namespace) -> int:
 
     methods = _parse_list(args.methods, str, "methods")
@@ -85,6 +154,7 @@ async def run_eval(args: argparse.Namespace) -> int:
         raise ConfigError("--k: cut-offs must be positive integers")
     queries = load_queries(args.queries)[: args.limit]
     tools, config, toolset = await _load_tools(args)
+    config = apply_overrides(config, args.set)
     try:
         service = create_embedding_service(config.embedding) if set(methods) - {"bm25"} else None
         cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache else None

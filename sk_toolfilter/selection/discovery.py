@@ -174,31 +174,32 @@ class DiscoveryPlugin:
 def discovered_in(history: ChatHistory, manager: ToolFilterManager, max_loaded: int) -> list[str]:
     """Tools the model found through discovery in this conversation, to send on its next request.
 
-    The targets of its latest ``describe_tool`` calls, the first `max_loaded` tools of its latest
-    ``search_tools`` answer (full and summary tiers, in the order shown — what that answer's footer
-    promises), and the tools it called most recently; at most `max_loaded` of each.
+    The targets of its latest ``describe_tool`` calls and the first `max_loaded` tools of its
+    latest ``search_tools`` answer (full and summary tiers, in the order shown — what that answer's
+    footer promises); at most `max_loaded` of each. (Tools the model called in the current turn stay
+    on offer through the manager's agent-loop policy.)
     """
     from semantic_kernel.contents import FunctionCallContent, FunctionResultContent
 
     plugin = manager.config.discovery.plugin_name
     described: list[str] = []
     searched: list[str] | None = None
-    called: list[str] = []
     for message in reversed(history.messages):
         for item in message.items:
             if isinstance(item, FunctionResultContent):
                 if searched is None and item.plugin_name == plugin and item.function_name == "search_tools":
                     names = re.findall(r"^([\w-]+)(?:\(| — )", str(item.result), flags=re.MULTILINE)
                     searched = [n for n in names if manager.find_visible_tool(n) is not None][:max_loaded]
-            elif isinstance(item, FunctionCallContent):
-                if item.plugin_name == plugin:
-                    if item.function_name == "describe_tool" and item.arguments:
-                        tool = manager.find_visible_tool(str(item.to_kernel_arguments().get("name", "")))
-                        if tool is not None:
-                            described.append(tool.full_name)
-                elif (tool := manager.find_visible_tool(item.name or "")) is not None:
-                    called.append(tool.full_name)
-    return list(dict.fromkeys([*described[:max_loaded], *(searched or []), *called[:max_loaded]]))
+            elif (
+                isinstance(item, FunctionCallContent)
+                and item.plugin_name == plugin
+                and item.function_name == "describe_tool"
+                and item.arguments
+            ):
+                tool = manager.find_visible_tool(str(item.to_kernel_arguments().get("name", "")))
+                if tool is not None:
+                    described.append(tool.full_name)
+    return list(dict.fromkeys([*described[:max_loaded], *(searched or [])]))
 
 
 def discovery_pins(manager: ToolFilterManager) -> ConversationPins:

@@ -20,8 +20,10 @@ from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.search import Ranking, rank_tools
+from sk_toolfilter.selection.co_usage import CoUsage
 from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
+from sk_toolfilter.selection.turns import Turn, split_turns
 from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy
 
@@ -79,6 +81,7 @@ class ToolFilterManager:
     ) -> None:
         self.config = config or ToolFilterConfig()
         self.usage = usage or UsageTracker()
+        self.co_usage = CoUsage()
         self.policy = ToolPolicy(self.config)
         for position, name in enumerate(self.config.always_include):
             if self.policy.is_hidden(name):
@@ -243,12 +246,20 @@ class ToolFilterManager:
 
     # --- selection ----------------------------------------------------------------------------
     async def select(
-        self, query: str, *, allowed: set[str] | None = None, extra_pins: Sequence[tuple[str, str]] = ()
+        self,
+        query: str,
+        *,
+        allowed: set[str] | None = None,
+        extra_pins: Sequence[tuple[str, str]] = (),
+        turn: Turn | None = None,
+        previous_turn: Turn | None = None,
     ) -> Selection:
         """Rank, cut by threshold and ``top_k``, then add pinned tools. Never raises for a query.
 
         `allowed` narrows everything (e.g. the caller's own filters); `extra_pins` are
-        ``(name, reason)`` pairs such as tools found with discovery.
+        ``(name, reason)`` pairs such as tools found with discovery. With `turn` (the current user
+        turn of an agent loop) the ``agent_loop`` policy applies: the turn's tools stay and tools
+        used together with the best-ranked ones are added, within one budget per request.
         """
         await self.refresh()
         config, catalog = self.config, self._catalog
@@ -259,6 +270,8 @@ class ToolFilterManager:
         # Functions removed while this (older) index was in use are dropped before the cut, not after it.
         decisions = apply_cutoff([t for t in ranking.tools if self._exists(t.full_name)], config)
         names = [d.full_name for d in decisions if d.kept]
+        if turn is not None and config.agent_loop.enabled:
+            names, decisions = self._plan_agent_loop(turn, previous_turn, names, decisions, allowed)
 
         pins = [*extra_pins]
         pins += [(n, "pinned: always_include") for n in [*config.always_include, *self.policy.pinned()]]
@@ -276,6 +289,72 @@ class ToolFilterManager:
             decisions.append(ToolDecision(name, True, reason))
         return Selection(names, ranking, decisions)
 
+    def _plan_agent_loop(
+        self,
+        turn: Turn,
+        previous: Turn | None,
+        ranked: list[str],
+        decisions: list[ToolDecision],
+        allowed: set[str] | None,
+    ) -> tuple[list[str], list[ToolDecision]]:
+        """Within ``max(top_k, agent_loop.max_tools)``: the turn's tools (latest first), the best
+        ranked, their companions from past turns, the rest of the ranking, then the previous turn's
+        tools."""
+        loop, catalog = self.config.agent_loop, self._catalog
+
+        def usable(name: str, pool: set[str]) -> bool:
+            return name in pool and (allowed is None or name in allowed) and self._exists(name)
+
+        reasons: dict[str, str] = {}
+        turn_tools = [n for n in reversed(turn.calls) if usable(n, catalog.visible)] if loop.keep_turn_tools else []
+        for name in turn_tools:
+            reasons[name] = "kept: called earlier in this turn"
+        anchors = ranked[: loop.co_usage_anchors]
+        companions = []
+        if loop.co_usage:
+            found = self.co_usage.companions(
+                [*anchors, *turn_tools], min_share=loop.co_usage_min_share, min_turns=loop.co_usage_min_turns
+            )
+            for companion in found:
+                if usable(companion.name, catalog.searchable) and companion.name not in reasons:
+                    companions.append(companion.name)
+                    reasons[companion.name] = (
+                        f"kept: used with {companion.anchor} in {companion.together} of "
+                        f"{companion.anchor_turns} past turns"
+                    )
+        earlier = []
+        if loop.previous_turn_tools and previous is not None:
+            for name in reversed(previous.calls):
+                if usable(name, catalog.visible) and name not in reasons and name not in ranked:
+                    earlier.append(name)
+                    reasons[name] = "kept: called in the previous turn (room left in the budget)"
+        budget = max(self.config.top_k, loop.max_tools)
+        planned = list(dict.fromkeys([*turn_tools, *anchors, *companions, *ranked, *earlier]))
+        chosen = planned[:budget]
+        kept = set(chosen)
+        by_name = {d.full_name: d for d in decisions}
+        updated = []
+        for name in chosen:
+            if name in by_name and by_name[name].kept and name not in turn_tools:
+                updated.append(by_name[name])
+            else:
+                old = by_name.get(name)
+                score, method_scores = (old.score, old.method_scores) if old else (None, None)
+                updated.append(ToolDecision(name, True, reasons[name], score, method_scores))
+        for decision in decisions:
+            if decision.full_name in kept:
+                continue
+            if decision.kept:
+                decision = ToolDecision(
+                    decision.full_name,
+                    False,
+                    f"cut: beyond the budget of {budget} tools per request",
+                    decision.score,
+                    decision.method_scores,
+                )
+            updated.append(decision)
+        return chosen, updated
+
     async def select_for_history(
         self,
         history: ChatHistory,
@@ -285,9 +364,13 @@ class ToolFilterManager:
     ) -> Selection:
         """Select for the next request of a conversation: query from the history, plus the tools
         its registered conversation-pin sources keep on offer (see :meth:`set_conversation_pins`)."""
+        completed, turn = split_turns(history)
+        if self.config.agent_loop.enabled and self.config.agent_loop.co_usage:
+            self.co_usage.learn(completed)
         query = build_query(history, strategy or self.config.query_strategy)
         pins = [pin for source in list(self._conversation_pins.values()) for pin in source(history)]
-        return await self.select(query, allowed=allowed, extra_pins=pins)
+        previous = completed[-1] if completed else None
+        return await self.select(query, allowed=allowed, extra_pins=pins, turn=turn, previous_turn=previous)
 
     async def filter_tools(self, query: str) -> list[str]:
         """Full names (``Plugin-function``) to send for `query`: ranked best first, then pinned tools."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 
@@ -56,3 +56,14 @@ def clone_with_functions(base: SettingsT, names: list[str]) -> SettingsT:
     else:
         new_behavior = behavior.model_copy(deep=True, update={"filters": filters})
     return base.model_copy(update={"function_choice_behavior": new_behavior})
+
+
+def tool_name(tool: Any) -> str | None:
+    """The function name of one entry of ``settings.tools`` (OpenAI-style dicts), if it has one."""
+    if isinstance(tool, dict):
+        function = tool.get("function")
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            return function["name"]
+        if isinstance(tool.get("name"), str):
+            return tool["name"]
+    return None

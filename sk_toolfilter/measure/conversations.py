@@ -1,0 +1,243 @@
+"""Replaying recorded conversations step by step through the real filtering wrapper.
+
+A *step* is one model request inside a conversation: the OpenAI chat messages before it and the
+tool(s) the model calls next (``gold``). Steps of one conversation are replayed in order on one
+growing ``ChatHistory``, as a live agent would build it, through :class:`FilteredChatCompletion`
+around a real ``OpenAIChatCompletion`` whose HTTP goes to a recording transport. A step passes when
+every gold tool is in the ``tools`` of the recorded request; a turn is complete when all its steps
+pass. The format is that of ``bfcl_multiturn/dev.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
+from semantic_kernel.contents import (
+    AuthorRole,
+    ChatHistory,
+    ChatMessageContent,
+    FunctionCallContent,
+    FunctionResultContent,
+)
+
+from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.integration.service import wrap_chat_service
+from sk_toolfilter.measure.tokens import count_json_tokens
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
+
+if TYPE_CHECKING:
+    from semantic_kernel import Kernel
+
+    from sk_toolfilter.progress import ProgressCallback
+    from sk_toolfilter.selection.manager import ToolFilterManager
+
+
+@dataclass(frozen=True)
+class ConversationStep:
+    """One request of a recorded conversation: the messages before it and the tools called next."""
+
+    id: str
+    conversation: str
+    turn: int
+    step: int
+    messages: list[dict[str, Any]]
+    gold: list[str]
+    category: str = ""
+
+
+def load_steps(path: str | Path) -> list[ConversationStep]:
+    """Steps from a JSON-lines file (``id``, ``entry``, ``turn``, ``step``, ``messages``, ``gold``).
+
+    Errors name the file and line. Steps of a conversation are ordered by (turn, step).
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read conversations ({exc.strerror})") from None
+    steps = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{where}: invalid JSON ({exc.msg})") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a JSON object")
+        messages, gold = raw.get("messages"), raw.get("gold")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise ConfigError(f"{where}: 'messages' must be a non-empty list of chat messages")
+        if not isinstance(gold, list) or not gold or not all(isinstance(g, str) for g in gold):
+            raise ConfigError(f"{where}: 'gold' must be a non-empty list of tool names (Plugin-function)")
+        try:
+            turn, step = int(raw.get("turn", 0)), int(raw.get("step", 0))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: 'turn' and 'step' must be integers") from None
+        conversation = str(raw.get("entry") or raw.get("conversation") or "")
+        step_id = str(raw.get("id") or f"{conversation}/t{turn}/s{step}")
+        steps.append(ConversationStep(step_id, conversation, turn, step, messages, gold, str(raw.get("category", ""))))
+    if not steps:
+        raise ConfigError(f"{path}: no steps")
+    return steps
+
+
+def message_to_content(message: dict[str, Any], call_names: dict[str, str]) -> ChatMessageContent:
+    """One OpenAI chat message as Semantic Kernel content (tool calls and results as SK items).
+
+    `call_names` maps tool-call ids to function names, so a tool result knows which function it
+    answers; it is filled as assistant tool calls are converted.
+    """
+    role = message.get("role")
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    if role == "assistant" and message.get("tool_calls"):
+        items: list[Any] = []
+        for call in message["tool_calls"]:
+            function = call.get("function") or {}
+            call_names[str(call.get("id"))] = str(function.get("name", ""))
+            items.append(
+                FunctionCallContent(
+                    id=str(call.get("id")), name=str(function.get("name", "")), arguments=function.get("arguments")
+                )
+            )
+        return ChatMessageContent(role=AuthorRole.ASSISTANT, items=items, content=text or None)
+    if role == "tool":
+        call_id = str(message.get("tool_call_id"))
+        result = FunctionResultContent(id=call_id, name=call_names.get(call_id, ""), result=text)
+        return ChatMessageContent(role=AuthorRole.TOOL, items=[result])
+    roles = {"user": AuthorRole.USER, "assistant": AuthorRole.ASSISTANT, "system": AuthorRole.SYSTEM}
+    if role not in roles and role != "developer":
+        raise ConfigError(f"unknown chat message role {role!r}")
+    return ChatMessageContent(role=roles.get(str(role), AuthorRole.DEVELOPER), content=text)
+
+
+@dataclass
+class StepResult:
+    """What the wrapper sent for one step."""
+
+    step: ConversationStep
+    sent: list[str]
+    tool_tokens: int
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return set(self.step.gold) <= set(self.sent)
+
+
+@dataclass
+class ConversationReplay:
+    """Every step's result, with the summary figures of :func:`summarize`."""
+
+    steps: list[StepResult] = field(default_factory=list)
+
+    def summary(self) -> dict[str, float]:
+        return summarize(self.steps)
+
+    def by_category(self) -> dict[str, dict[str, float]]:
+        groups: dict[str, list[StepResult]] = defaultdict(list)
+        for result in self.steps:
+            groups[result.step.category or "all"].append(result)
+        return {name: summarize(rows) for name, rows in sorted(groups.items())}
+
+    def misses(self) -> list[StepResult]:
+        return [r for r in self.steps if not r.passed]
+
+
+def summarize(results: Sequence[StepResult]) -> dict[str, float]:
+    """Step recall (all, first step of a turn, later steps), turn completeness, tools and tokens per request."""
+    if not results:
+        return {}
+    first = [r.passed for r in results if r.step.step == 0]
+    later = [r.passed for r in results if r.step.step > 0]
+    turns: dict[tuple[str, int], bool] = {}
+    for r in results:
+        key = (r.step.conversation, r.step.turn)
+        turns[key] = turns.get(key, True) and r.passed
+    times = sorted(r.seconds for r in results)
+    return {
+        "steps": float(len(results)),
+        "step_recall": sum(r.passed for r in results) / len(results),
+        "first_step_recall": sum(first) / len(first) if first else float("nan"),
+        "later_step_recall": sum(later) / len(later) if later else float("nan"),
+        "turn_complete": sum(turns.values()) / len(turns),
+        "mean_tools": sum(len(r.sent) for r in results) / len(results),
+        "mean_tool_tokens": sum(r.tool_tokens for r in results) / len(results),
+        "p50_ms": 1000 * times[len(times) // 2],
+        "p95_ms": 1000 * times[min(len(times) - 1, int(len(times) * 0.95))],
+    }
+
+
+async def replay_conversations(
+    kernel: Kernel,
+    manager: ToolFilterManager,
+    steps: Sequence[ConversationStep],
+    *,
+    encoding: str = "o200k_base",
+    progress: ProgressCallback | None = None,
+) -> ConversationReplay:
+    """Send every step through the filtering wrapper on a recording transport and score what went out.
+
+    Each conversation's steps grow one ``ChatHistory`` (a step whose messages do not extend the
+    previous step's starts a new one), so per-conversation state (sticky lists, tools of the turn)
+    behaves as in a live agent. ``seconds`` is the wrapper's selection time for the request.
+    """
+    unknown = sorted({g for s in steps for g in s.gold if g not in manager.index})
+    if unknown:
+        raise ConfigError(f"gold tools not in the catalog: {', '.join(unknown[:5])}")
+    transport = RecordingTransport()
+    service = wrap_chat_service(offline_chat_service(transport), manager)
+    settings = OpenAIChatPromptExecutionSettings(
+        function_choice_behavior=FunctionChoiceBehavior.Auto(auto_invoke=False)
+    )
+    ordered = sorted(steps, key=lambda s: (s.conversation, s.turn, s.step))
+    replay = ConversationReplay()
+    history, seen, current = ChatHistory(), 0, ""
+    call_names: dict[str, str] = {}
+    previous: list[dict[str, Any]] = []
+    for number, step in enumerate(ordered, 1):
+        extends = step.conversation == current and step.messages[:seen] == previous
+        if not extends:
+            history, seen, call_names, current = ChatHistory(), 0, {}, step.conversation
+        for message in step.messages[seen:]:
+            history.add_message(message_to_content(message, call_names))
+        seen, previous = len(step.messages), step.messages
+        await service.get_chat_message_contents(history, settings, kernel=kernel)
+        tools = transport.last.get("tools") or []
+        sent = [t["function"]["name"] for t in tools]
+        tokens = count_json_tokens(tools, encoding) if tools else 0
+        replay.steps.append(StepResult(step, sent, tokens, service.last_selection_seconds))
+        if progress is not None:
+            progress(number, len(ordered))
+    return replay
+
+
+def render_summary(replay: ConversationReplay, by_category: bool = False) -> str:
+    """A plain-text table of the replay's figures (overall, and per category when asked)."""
+    columns = (
+        "step_recall",
+        "first_step_recall",
+        "later_step_recall",
+        "turn_complete",
+        "mean_tools",
+        "mean_tool_tokens",
+        "p50_ms",
+        "p95_ms",
+    )
+    rows = [("all", replay.summary())]
+    if by_category:
+        rows += list(replay.by_category().items())
+    header = f"{'':14}{'steps':>7}" + "".join(f"{c:>19}" for c in columns)
+    lines = [header]
+    for name, figures in rows:
+        lines.append(f"{name[:14]:14}{int(figures['steps']):>7}" + "".join(f"{figures[c]:>19.3f}" for c in columns))
+    return "\n".join(lines)

@@ -1,0 +1,168 @@
+"""Agent loops: one user turn, several tool calls in sequence, every request offering the next tool.
+
+Real kernel, real OpenAIChatCompletion on a recording HTTP transport, the offline embedding model,
+canned model replies; SK's own auto-invoke loop runs the functions.
+"""
+
+import asyncio
+import logging
+from typing import Annotated
+
+import pytest
+from semantic_kernel import Kernel
+from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
+from semantic_kernel.contents import ChatHistory
+from semantic_kernel.functions import kernel_function
+
+from sk_toolfilter import ToolFilterConfig, create_tool_filter, wrap_chat_service
+from sk_toolfilter.demo import ALL_PLUGINS
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
+
+
+class Shipping:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @kernel_function(description="Track a package by its tracking number and return where it is and when it arrives.")
+    def track_package(self, tracking_number: Annotated[str, "Carrier tracking number"]) -> str:
+        self.calls.append("track_package")
+        return '{"status": "in transit", "arrives": "Friday 10:00"}'
+
+    @kernel_function(description="Create a shipping label for a parcel to an address.")
+    def create_label(self, address: Annotated[str, "Destination address"]) -> str:
+        return "label created"
+
+
+class Calendar:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @kernel_function(description="List the calendar events of a day.")
+    def list_events(self, day: Annotated[str, "The day, e.g. Friday"]) -> str:
+        self.calls.append("list_events")
+        return '[{"id": "e1", "title": "Dentist", "time": "Friday 10:00"}]'
+
+    @kernel_function(description="Move a calendar event to a new date and time.")
+    def reschedule_event(
+        self, event_id: Annotated[str, "Id of the event"], new_time: Annotated[str, "New date and time"]
+    ) -> str:
+        self.calls.append("reschedule_event")
+        return "rescheduled"
+
+    @kernel_function(description="Delete a calendar event.")
+    def delete_event(self, event_id: Annotated[str, "Id of the event"]) -> str:
+        return "deleted"
+
+
+@pytest.fixture
+def loop_kernel():
+    kernel = Kernel()
+    for name, plugin in ALL_PLUGINS.items():
+        kernel.add_plugin(plugin(), name)
+    kernel.add_plugin(Shipping(), "Shipping")
+    kernel.add_plugin(Calendar(), "Calendar")
+    return kernel
+
+
+def settings() -> OpenAIChatPromptExecutionSettings:
+    return OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
+
+
+async def test_each_request_of_a_three_step_turn_offers_the_tool_called_next(loop_kernel, caplog):
+    steps = [
+        ("Shipping-track_package", {"tracking_number": "1Z999"}),
+        ("Calendar-list_events", {"day": "Friday"}),
+        ("Calendar-reschedule_event", {"event_id": "e1", "new_time": "Monday 09:00"}),
+    ]
+    transport = RecordingTransport([*(tool_call_reply(step) for step in steps), text_reply("All done.")])
+    manager = await create_tool_filter(loop_kernel, ToolFilterConfig())
+    service = wrap_chat_service(offline_chat_service(transport), manager)
+    history = ChatHistory()
+    history.add_user_message(
+        "My package 1Z999 arrives during my dentist appointment: track it, look at Friday's events, "
+        "and reschedule the dentist to Monday morning."
+    )
+    with caplog.at_level(logging.INFO):
+        await service.get_chat_message_contents(history, settings(), kernel=loop_kernel)
+
+    assert len(transport.requests) == 4
+    for number, (name, _) in enumerate(steps):
+        assert name in transport.tool_names(number), f"request {number} did not offer {name}"
+    assert loop_kernel.get_plugin("Calendar").functions["reschedule_event"]  # exists
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert not any("did not run" in r.getMessage() for r in caplog.records)
+    assert transport.requests[3]["messages"][-1]["content"] == "rescheduled"
+    assert len(transport.tool_names(3)) <= 8
+
+
+async def test_explain_says_why_a_tool_of_the_turn_was_kept(loop_kernel):
+    manager = await create_tool_filter(loop_kernel, ToolFilterConfig())
+    transport = RecordingTransport([tool_call_reply(("Shipping-track_package", {"tracking_number": "1"}))])
+    service = wrap_chat_service(offline_chat_service(transport), manager)
+    history = ChatHistory()
+    history.add_user_message("track package 1 and then tell me what is on my calendar on Friday")
+    await service.get_chat_message_contents(history, settings(), kernel=loop_kernel)
+    selection = await manager.select_for_history(history)
+    reasons = {d.full_name: d.reason for d in selection.decisions if d.kept}
+    assert reasons["Shipping-track_package"] == "kept: called earlier in this turn"
+
+
+async def test_a_visible_tool_the_model_was_not_offered_gets_a_clear_answer_and_is_loaded_next(loop_kernel, caplog):
+    transport = RecordingTransport(
+        [tool_call_reply(("Shipping-create_label", {"address": "1 Main St"})), text_reply("ok")]
+    )
+    manager = await create_tool_filter(loop_kernel, ToolFilterConfig(top_k=1, agent_loop={"max_tools": 1}))
+    service = wrap_chat_service(offline_chat_service(transport), manager)
+    history = ChatHistory()
+    history.add_user_message("what time is it in Tokyo?")
+    with caplog.at_level(logging.INFO):
+        await service.get_chat_message_contents(history, settings(), kernel=loop_kernel)
+
+    assert "Shipping-create_label" not in transport.tool_names(0)
+    answer = transport.requests[1]["messages"][-1]["content"]
+    assert "was not among the tools loaded for this step" in answer and "call it again" in answer
+    assert "Shipping-create_label" in transport.tool_names(1)  # loaded for the next step
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    notes = [r for r in caplog.records if "did not run Shipping-create_label" in r.getMessage()]
+    assert len(notes) == 1 and notes[0].levelno == logging.INFO and notes[0].exc_info is None
+
+
+async def test_an_excluded_tool_stays_refused_even_inside_the_turn(loop_kernel, caplog):
+    transport = RecordingTransport([tool_call_reply(("Calendar-delete_event", {"event_id": "e1"})), text_reply("ok")])
+    config = ToolFilterConfig(exclude=["Calendar-delete_event"])
+    manager = await create_tool_filter(loop_kernel, config)
+    service = wrap_chat_service(offline_chat_service(transport), manager)
+    history = ChatHistory()
+    history.add_user_message("delete the dentist event")
+    await service.get_chat_message_contents(history, settings(), kernel=loop_kernel)
+    assert "is not available to this agent" in transport.requests[1]["messages"][-1]["content"]
+    assert "Calendar-delete_event" not in transport.tool_names(1)
+
+
+async def test_concurrent_conversations_with_the_same_opening_keep_separate_sticky_lists(loop_kernel):
+    manager = await create_tool_filter(loop_kernel, ToolFilterConfig(selection_mode="sticky"))
+    transport = RecordingTransport()
+    service = wrap_chat_service(offline_chat_service(transport), manager)
+    plain = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto(auto_invoke=False))
+
+    async def converse(follow_ups: list[str]) -> list[list[str]]:
+        history = ChatHistory()
+        sent = []
+        for message in ["hi", *follow_ups]:
+            history.add_user_message(message)
+            await service.get_chat_message_contents(history, plain, kernel=loop_kernel)
+            sent.append(list(service.last_selection))
+            history.add_assistant_message("ok")
+            await asyncio.sleep(0)  # let the other conversation interleave
+        return sent
+
+    shipping, calendar = await asyncio.gather(
+        converse(["track my package 1Z999", "and when does it arrive?"]),
+        converse(["what is on my calendar on Friday?", "anything on Saturday?"]),
+    )
+    assert shipping[0] == calendar[0]  # the same opening: the same list
+    assert "Shipping-track_package" in shipping[2]
+    assert not any(name.startswith("Calendar-") for name in shipping[2])
+    assert "Calendar-list_events" in calendar[2]
+    assert not any(name.startswith("Shipping-") for name in calendar[2])
