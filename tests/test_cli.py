@@ -124,3 +124,54 @@ def test_chat_without_a_key_says_so_in_one_line(bm25_agent, monkeypatch, capsys)
     assert main(["chat", str(bm25_agent)]) == 1
     err = capsys.readouterr().err.strip()
     assert "no API key" in err and "\n" not in err
+
+
+def conversation_steps() -> list[dict]:
+    """One recorded turn: find a product, then order it (the bfcl_multiturn step format)."""
+    user = {"role": "user", "content": "find a blue kettle in the catalog and order it"}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "shop-find_product", "arguments": '{"keyword": "kettle"}'},
+            }
+        ],
+    }
+    result = {"role": "tool", "tool_call_id": "c1", "content": '[{"id": "k1", "name": "blue kettle"}]'}
+    return [
+        {"id": "a/t0/s0", "entry": "a", "turn": 0, "step": 0, "messages": [user], "gold": ["shop-find_product"]},
+        {
+            "id": "a/t0/s1",
+            "entry": "a",
+            "turn": 0,
+            "step": 1,
+            "messages": [user, call, result],
+            "gold": ["shop-place_order"],
+        },
+    ]
+
+
+def test_eval_conversations_replays_each_step_through_the_wrapper(tmp_path, capsys):
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text("".join(json.dumps(s) + "\n" for s in conversation_steps()))
+    args = ["eval", "--tools", str(FIXTURES / "tools.jsonl"), "--conversations", str(steps)]
+    code = main([*args, "--set", "search_method=bm25", "--out", str(tmp_path / "out")])
+    assert code == 0
+    data = json.loads((tmp_path / "out" / "conversations.json").read_text())
+    assert data["summary"]["steps"] == 2 and data["summary"]["step_recall"] == 1.0
+    assert data["summary"]["turn_complete"] == 1.0 and data["config"]["search_method"] == "bm25"
+    assert "later_step_recall" in capsys.readouterr().out
+
+
+def test_eval_conversations_names_the_line_of_a_bad_step_and_an_unknown_setting(tmp_path, capsys):
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text(json.dumps(conversation_steps()[0]) + "\n" + json.dumps({"messages": [], "gold": ["x"]}) + "\n")
+    args = ["eval", "--tools", str(FIXTURES / "tools.jsonl"), "--conversations", str(steps)]
+    assert main(args) == 1
+    assert f"{steps}:2: 'messages' must be a non-empty list" in capsys.readouterr().err
+    steps.write_text(json.dumps(conversation_steps()[0]) + "\n")
+    assert main([*args, "--set", "agent_loop.max_toolz=3"]) == 1
+    assert "unknown tool_filtering setting 'max_toolz'" in capsys.readouterr().err

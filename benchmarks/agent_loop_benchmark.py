@@ -1,0 +1,78 @@
+"""Agent loops on BFCL v4 multi-turn (dev half): is the next tool on offer at every step?
+
+    python benchmarks/agent_loop_benchmark.py [--data ../shared/benchmarks] [--limit N] [--variants all|default]
+
+Every step is replayed through the real ``FilteredChatCompletion`` around a real
+``OpenAIChatCompletion`` on a recording transport (the same path as ``sk-toolfilter eval
+--conversations``); each conversation grows one ``ChatHistory``. Prints, per configuration: step
+recall (all, first step of a turn, later steps), turn completeness, mean tools and tool-schema
+tokens per request (discovery tools included), and selection time per request; the base category
+separately, because long_context conversations repeat the user turns of their base twin and the
+co-usage learner has seen those turns by then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from sk_toolfilter.agents.agent import open_toolset
+from sk_toolfilter.agents.agent_file import parse_agent
+from sk_toolfilter.measure.conversations import load_steps, replay_conversations
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "no agent-loop policy (query only)": {"agent_loop": {"enabled": False}},
+    "- co-usage": {"agent_loop": {"co_usage": False}},
+    "- turn tools": {"agent_loop": {"keep_turn_tools": False}},
+    "- previous-turn tools": {"agent_loop": {"previous_turn_tools": False}},
+    "budget 8": {"agent_loop": {"max_tools": 8}},
+    "sticky lists": {"selection_mode": "sticky"},
+}
+
+
+async def run(data: Path, overrides: dict[str, Any], limit: int | None) -> dict[str, dict[str, float]]:
+    steps = load_steps(data / "bfcl_multiturn" / "dev.jsonl")
+    if limit:
+        keep = set(list(dict.fromkeys(s.conversation for s in steps))[:limit])
+        steps = [s for s in steps if s.conversation in keep]
+    spec = parse_agent(
+        {
+            "name": "bfcl_multiturn",
+            "tools": [{"type": "catalog", "name": "bfcl", "path": str(data / "bfcl_multiturn" / "tools.jsonl")}],
+            "tool_filtering": overrides,
+        },
+        source="benchmark",
+    )
+    async with await open_toolset(spec) as toolset:
+        replay = await replay_conversations(toolset.kernel, toolset.manager, steps)
+    return {"all": replay.summary(), **replay.by_category()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "benchmarks"))
+    parser.add_argument("--limit", type=int, help="first N conversations only")
+    parser.add_argument("--variants", default="all", choices=["all", "default"])
+    args = parser.parse_args()
+    names = list(VARIANTS) if args.variants == "all" else ["default"]
+    print(
+        "| configuration | step recall | first step | later steps | turn complete | base: step / turn "
+        "| tools / request | tool tokens / request | select p50 / p95 ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in names:
+        figures = asyncio.run(run(Path(args.data), VARIANTS[name], args.limit))
+        a, b = figures["all"], figures.get("base", figures["all"])
+        print(
+            f"| {name} | {a['step_recall']:.3f} | {a['first_step_recall']:.3f} | {a['later_step_recall']:.3f} "
+            f"| {a['turn_complete']:.3f} | {b['step_recall']:.3f} / {b['turn_complete']:.3f} | {a['mean_tools']:.2f} "
+            f"| {a['mean_tool_tokens']:.0f} | {a['p50_ms']:.1f} / {a['p95_ms']:.1f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
