@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from sk_toolfilter.selection.settings import tool_name
+from sk_toolfilter.selection.settings import tool_names
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -28,7 +28,7 @@ def offered_in(settings: Any) -> set[str] | None:
     """The functions sent with the request these settings made (None when unknown: nothing is checked)."""
     tools = getattr(settings, "tools", None)
     if tools:
-        return {name for name in (tool_name(t) for t in tools) if name}
+        return set(tool_names(tools))
     behavior = getattr(settings, "function_choice_behavior", None)
     filters = getattr(behavior, "filters", None) or {}
     included = filters.get("included_functions")

@@ -18,7 +18,7 @@ from pydantic import PrivateAttr
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 
 from sk_toolfilter.selection.query import QueryStrategy
-from sk_toolfilter.selection.settings import tool_name
+from sk_toolfilter.selection.settings import tool_name, tool_names
 from sk_toolfilter.selection.sticky import StickyLists
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from sk_toolfilter.selection.manager import ToolFilterManager
 
 logger = logging.getLogger(__name__)
+
 
 class FilteredChatCompletion(ChatCompletionClientBase):
     """Wraps a chat service so every request carries only the selected tools.
@@ -96,12 +97,12 @@ class FilteredChatCompletion(ChatCompletionClientBase):
             weakref.finalize(settings, self._offered.pop, key, None)
         elif current is not state[1]:
             # SK changed the tools itself (its last request after maximum_auto_invoke_attempts): respect it.
-            self._last_selection = [n for n in (tool_name(t) for t in current or []) if n]
+            self._last_selection = tool_names(current)
             return
         full = state[0]
         behavior = settings.function_choice_behavior
         if not full or behavior is None or not manager.config.enabled:
-            self._last_selection = [n for n in (tool_name(t) for t in full) if n] if behavior else []
+            self._last_selection = tool_names(full) if behavior else []
             return
         names = [tool_name(t) for t in full]
         names_on_offer = [n for n in names if n is not None]

@@ -67,3 +67,8 @@ def tool_name(tool: Any) -> str | None:
         if isinstance(tool.get("name"), str):
             return tool["name"]
     return None
+
+
+def tool_names(tools: Any) -> list[str]:
+    """The function names of ``settings.tools`` entries that have one, in order (empty for None)."""
+    return [name for name in (tool_name(t) for t in tools or []) if name]
