@@ -24,6 +24,8 @@ log = logging.getLogger("sk_toolfilter.cli")
 def _print_counts(tools: Any) -> None:
     for name, count in tools.tool_counts.items():
         print(f"  {name}: {count} tools")
+    for name, reason in tools.skipped_sources.items():
+        print(f"  {name}: skipped (optional): {' '.join(reason.split())}")
     print(f"  total: {len(tools.manager.index)} tools indexed", end="")
     print(" (with embeddings)" if tools.manager.index.has_embeddings else " (BM25 only)")
 
@@ -220,8 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(message)s",
     )
     if not args.verbose:
-        for noisy in ("bm25s", "semantic_kernel", "httpx", "mcp"):
+        for noisy in ("bm25s", "semantic_kernel", "httpx"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
+        # The MCP SDK logs a traceback per line a server writes that is not JSON-RPC; the MCP source
+        # reports those itself, in one line.
+        logging.getLogger("mcp").setLevel(logging.CRITICAL)
     try:
         return asyncio.run(args.run(args))
     except ToolFilterError as exc:

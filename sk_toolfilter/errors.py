@@ -60,12 +60,15 @@ def describe_validation_error(
     for err in error.errors(include_url=False):
         loc = err.get("loc", ())
         where = _format_location(prefix, loc, union_tags)
-        message = err.get("msg", "invalid value")
+        message = err.get("msg", "invalid value").removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
             lines.append(f"{where}: unknown key")
             continue
         if err.get("type") == "missing":
             lines.append(f"{where}: required key is missing")
+            continue
+        if isinstance(err.get("input"), dict):  # a whole block: its values may hold secrets, and it is long
+            lines.append(f"{where}: {message}")
             continue
         is_secret = any(str(part).lower() in secrets for part in loc)
         shown = "***" if is_secret else repr(err.get("input"))

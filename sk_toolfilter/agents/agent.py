@@ -37,6 +37,8 @@ class Toolset:
     kernel: Kernel
     manager: ToolFilterManager
     tool_counts: dict[str, int]
+    skipped_sources: dict[str, str] = field(default_factory=dict, kw_only=True)
+    """Optional sources that failed to load: name → why."""
     _stack: contextlib.AsyncExitStack = field(repr=False, kw_only=True)
 
     async def aclose(self) -> None:
@@ -102,12 +104,13 @@ async def open_toolset(path: str | Path | AgentSpec, *, progress: ProgressCallba
     stack = contextlib.AsyncExitStack()
     try:
         kernel = Kernel()
-        counts = await add_sources(kernel, spec, stack)
+        skipped: dict[str, str] = {}
+        counts = await add_sources(kernel, spec, stack, skipped)
         manager = await create_tool_filter(kernel, spec.tool_filtering, progress=progress)
     except BaseException:
         await stack.aclose()
         raise
-    return Toolset(spec, kernel, manager, counts, _stack=stack)
+    return Toolset(spec, kernel, manager, counts, skipped_sources=skipped, _stack=stack)
 
 
 async def load_agent(
@@ -141,5 +144,12 @@ async def load_agent(
         await tools.aclose()
         raise
     return LoadedAgent(
-        spec, tools.kernel, tools.manager, tools.tool_counts, _stack=tools._stack, service=service, agent=agent
+        spec,
+        tools.kernel,
+        tools.manager,
+        tools.tool_counts,
+        skipped_sources=tools.skipped_sources,
+        _stack=tools._stack,
+        service=service,
+        agent=agent,
     )

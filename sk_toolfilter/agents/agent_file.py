@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, describe_validation_error
 
-SECRET_KEYS = ("api_key", "env")
+SECRET_KEYS = ("api_key", "env", "headers")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
@@ -55,22 +55,56 @@ class PluginSource(_Strict):
 
 
 class MCPSource(_Strict):
-    """A stdio MCP server, started through SK's ``MCPStdioPlugin``.
+    """An MCP server: a local process over stdio (``command``) or a remote one over HTTP (``url``).
 
-    ``command: python`` (or ``python3``) runs the current interpreter; ``cwd`` defaults to the agent
-    file's folder, so relative script paths are relative to the file.
+    ``command: python`` (or ``python3``) runs the current interpreter, and a command that is not on
+    ``PATH`` is looked up beside it (a server installed in this virtual environment); ``cwd``
+    defaults to the agent file's folder, so relative script paths are relative to the file. ``url``
+    speaks streamable HTTP, or SSE for older servers (``transport: sse``, or a URL ending in
+    ``/sse``); ``headers`` values usually come from the environment (``${TOKEN}``).
     """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     type: Literal["mcp"]
     name: str = Field(pattern=r"^[0-9A-Za-z_]+$")
     description: str = ""
-    command: str
+    transport: Literal["stdio", "http", "streamable_http", "sse"] | None = Field(
+        default=None, description="Default: stdio with `command`, streamable HTTP with `url` (SSE if it ends in /sse)."
+    )
+    command: str | None = None
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] | None = None
+    env: dict[str, str] | None = Field(default=None, description="Extra environment of the server process.")
     cwd: str | None = Field(default=None, description="Working directory; default: the agent file's folder.")
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers, e.g. Authorization.")
     load_prompts: bool = False
-    startup_timeout_seconds: float = Field(default=30.0, gt=0)
-    optional: bool = False
+    startup_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    request_timeout_seconds: float = Field(
+        default=60.0, gt=0, le=86400, alias="request_timeout", description="Bound on one tool call."
+    )
+    optional: bool = Field(default=False, description="Skip this source, with one warning, when it fails to load.")
+
+    @model_validator(mode="after")
+    def _command_or_url(self) -> MCPSource:
+        if self.command and self.url:
+            raise ValueError("give either 'command' (a local stdio server) or 'url' (an HTTP server), not both")
+        if not self.command and not self.url:
+            raise ValueError("needs 'command' (a local stdio server) or 'url' (an HTTP server)")
+        if self.url and self.transport == "stdio":
+            raise ValueError("'transport: stdio' needs 'command', not 'url'")
+        if self.command and self.transport not in (None, "stdio"):
+            raise ValueError(f"'transport: {self.transport}' needs 'url', not 'command'")
+        return self
+
+    @property
+    def kind(self) -> Literal["stdio", "http", "sse"]:
+        """The transport actually used."""
+        if self.command:
+            return "stdio"
+        if self.transport == "sse" or (self.transport is None and (self.url or "").rstrip("/").endswith("/sse")):
+            return "sse"
+        return "http"
 
 
 class CatalogSource(_Strict):

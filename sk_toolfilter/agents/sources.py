@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 import inspect
 import logging
-import os
-import re
 import sys
-import unicodedata
-from functools import partial
+from pathlib import Path
 from typing import Any
 
 from semantic_kernel import Kernel
-from semantic_kernel.connectors.mcp import MCPStdioPlugin
 from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, kernel_function
 
 from sk_toolfilter.agents.agent_file import AgentSpec, CatalogSource, MCPSource, PluginSource, ToolSource
 from sk_toolfilter.agents.catalog import load_catalog
-from sk_toolfilter.errors import ConfigError, ToolFilterError
+from sk_toolfilter.agents.json_schema import tool_parameters
+from sk_toolfilter.agents.mcp import MCPConnection, build_plugin, keep_kernel_in_step
+from sk_toolfilter.errors import ConfigError
 
 logger = logging.getLogger(__name__)
-
-_MCP_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 DEFINITION_ONLY = (
     "error: {name} is a definition-only tool from a catalog; it cannot be executed here. "
@@ -32,66 +27,11 @@ DEFINITION_ONLY = (
 )
 
 
-class SafeMCPStdioPlugin(MCPStdioPlugin):
-    """``MCPStdioPlugin`` that survives tool names SK rejects.
-
-    SK keeps "." in local names, and a single dotted tool name then makes ``add_plugin`` fail for
-    the whole server; here every character outside ``[A-Za-z0-9_-]`` becomes "_", and pydantic's
-    ``title`` keys (tokens the model gains nothing from) are dropped from parameter schemas.
-    """
-
-    def get_mcp_client(self) -> Any:
-        """SK's stdio client, with the server's stderr going to ours when ours is a real file
-        (under capture, e.g. in tests, it has no file descriptor: then to /dev/null)."""
-        from mcp.client.stdio import StdioServerParameters, stdio_client
-
-        params: dict[str, Any] = {"command": self.command, "args": self.args, "env": self.env}
-        if self.encoding:
-            params["encoding"] = self.encoding
-        params.update(self._client_kwargs or {})
-        try:
-            sys.stderr.fileno()
-            errlog: Any = sys.stderr
-        except (AttributeError, OSError, ValueError):
-            errlog = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the server process
-        return stdio_client(server=StdioServerParameters(**params), errlog=errlog)
-
-    async def load_tools(self) -> None:
-        from semantic_kernel.connectors.mcp import _get_parameter_dicts_from_mcp_tool
-
-        if self.session is None:
-            raise ToolFilterError(f"MCP server {self.name}: load_tools() before the session was opened")
-        try:
-            tool_list = await self.session.list_tools()
-        except Exception as exc:
-            logger.warning("sk-toolfilter: MCP server %s did not list its tools: %s", self.name, exc)
-            return
-        for tool in tool_list.tools:
-            local_name = _MCP_SAFE.sub("_", tool.name)
-            if self._is_mcp_local_name_taken("tool", tool.name, local_name):
-                continue
-            if self._has_mcp_function_name_conflict("tool", tool.name, local_name):
-                continue
-            self._mcp_registered_names[local_name] = ("tool", tool.name)
-            func = kernel_function(name=local_name, description=tool.description)(partial(self.call_tool, tool.name))
-            params = _get_parameter_dicts_from_mcp_tool(tool)
-            for param in params:
-                if isinstance(param.get("schema_data"), dict):
-                    param["schema_data"] = {k: v for k, v in param["schema_data"].items() if k != "title"}
-            func.__kernel_function_parameters__ = params
-            setattr(self, local_name, func)
-
-
-def _safe_parameter_name(name: str) -> str:
-    """SK accepts parameter names of ``[0-9A-Za-z_-]`` only: fold accents, replace the rest by "_"."""
-    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
-    return re.sub(r"[^0-9A-Za-z_-]", "_", folded) or "param"
-
-
-def _import_object(path: str, where: str) -> Any:
+def _import_object(path: str, where: str, base_dir: Path) -> Any:
+    """``module:attribute``; a module next to the agent file imports without ``PYTHONPATH``."""
     module_name, _, attribute = path.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_module(module_name, base_dir)
     except ImportError as exc:
         raise ConfigError(f"{where}: cannot import module {module_name!r} ({exc})") from None
     if not attribute:
@@ -104,8 +44,24 @@ def _import_object(path: str, where: str) -> Any:
     return target
 
 
+def _import_module(module_name: str, base_dir: Path) -> Any:
+    """Import `module_name`; when it is not importable but lives in `base_dir` (the agent file's
+    folder), that folder joins ``sys.path`` (as a script's folder does for ``python script.py``)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.split(".")[0]
+        folder = str(base_dir.resolve())
+        local = (base_dir / f"{top}.py").is_file() or (base_dir / top).is_dir()
+        if exc.name != top or not local or folder in sys.path:
+            raise
+        sys.path.insert(0, folder)
+        logger.info("sk-toolfilter: importing %s from the agent file's folder %s", module_name, folder)
+        return importlib.import_module(module_name)
+
+
 def add_native_plugin(kernel: Kernel, source: PluginSource, spec: AgentSpec, where: str) -> KernelPlugin:
-    target = _import_object(source.import_path, f"{where}.import")
+    target = _import_object(source.import_path, f"{where}.import", spec.base_dir)
     if inspect.isclass(target):
         init = {
             k: str(spec.resolve(v)) if k in ("root", "path", "folder") and isinstance(v, str) else v
@@ -128,22 +84,13 @@ def catalog_plugins(source: CatalogSource, spec: AgentSpec) -> list[KernelPlugin
     """
     records = load_catalog(spec.resolve(source.path), default_plugin=source.name)
     by_plugin: dict[str, list[KernelFunctionFromMethod]] = {}
-    for tool, _schema in records:
+    for tool, schema in records:
 
         @kernel_function(name=tool.name, description=tool.description)
         def definition_only(_name: str = tool.full_name, **kwargs: Any) -> str:
             return DEFINITION_ONLY.format(name=_name)
 
-        definition_only.__kernel_function_parameters__ = [
-            {
-                "name": _safe_parameter_name(p.name),
-                "is_required": p.required,
-                "type": p.schema.get("type", "string") if p.schema else "string",
-                "description": p.description,
-                "schema_data": p.schema,
-            }
-            for p in tool.parameters
-        ]
+        definition_only.__kernel_function_parameters__ = tool_parameters(schema).dicts
         by_plugin.setdefault(tool.plugin, []).append(
             KernelFunctionFromMethod(method=definition_only, plugin_name=tool.plugin)
         )
@@ -153,21 +100,27 @@ def catalog_plugins(source: CatalogSource, spec: AgentSpec) -> list[KernelPlugin
     ]
 
 
-async def add_sources(kernel: Kernel, spec: AgentSpec, stack: contextlib.AsyncExitStack) -> dict[str, int]:
+async def add_sources(
+    kernel: Kernel, spec: AgentSpec, stack: contextlib.AsyncExitStack, skipped: dict[str, str] | None = None
+) -> dict[str, int]:
     """Add every tool source of `spec` to `kernel`; MCP servers are closed when `stack` closes.
 
-    Returns the number of functions per source. A source that fails is an error naming it, or is
-    skipped with a warning when it says ``optional: true``.
+    Returns the number of functions per source. A source that fails, whatever the failure, is a
+    :class:`ConfigError` naming it, or, when it says ``optional: true``, is skipped with one warning
+    and its error recorded in `skipped` (source name → message).
     """
     counts: dict[str, int] = {}
+    skipped = {} if skipped is None else skipped
     for position, source in enumerate(spec.tools):
         where = f"tools[{position}] ({source.name})"
         try:
             counts[source.name] = await _add_source(kernel, source, spec, stack, where)
-        except ConfigError as exc:
+        except Exception as exc:
+            error = exc if isinstance(exc, ConfigError) else ConfigError(f"{where}: {type(exc).__name__}: {exc}")
             if not source.optional:
-                raise
-            logger.warning("sk-toolfilter: skipping optional tool source: %s", exc)
+                raise error from None
+            skipped[source.name] = str(error)
+            logger.warning("sk-toolfilter: skipping optional tool source: %s", error)
     return counts
 
 
@@ -182,46 +135,11 @@ async def _add_source(
             kernel.add_plugin(plugin)
         return sum(len(p.functions) for p in plugins)
     assert isinstance(source, MCPSource)
-    # "python" means this interpreter, so a Python MCP server runs with the packages installed here.
-    command = sys.executable if source.command in ("python", "python3") else source.command
-    mcp = SafeMCPStdioPlugin(
-        name=source.name,
-        description=source.description or None,
-        command=command,
-        args=source.args,
-        env=source.env,
-        load_prompts=source.load_prompts,
-        cwd=str(spec.resolve(source.cwd or ".")),
+    connection = MCPConnection(
+        source, cwd=spec.resolve(source.cwd or "."), where=where, on_change=keep_kernel_in_step(kernel)
     )
-    failure: BaseException | None = None
-    try:
-        await asyncio.wait_for(mcp.connect(), timeout=source.startup_timeout_seconds)
-    except asyncio.TimeoutError:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(mcp.close(), timeout=5)
-        raise ConfigError(
-            f"{where}: MCP server {source.command!r} did not answer within {source.startup_timeout_seconds:g}s "
-            "(does it start? are its arguments right? paths are relative to the agent file's folder)"
-        ) from None
-    except Exception as exc:  # the MCP client raises ExceptionGroups
-        failure = exc
-    if failure is None and mcp.session is None:
-        # SK reports a failed start only when the plugin is closed: collect the error now.
-        try:
-            await mcp.close()
-        except Exception as exc:
-            failure = exc
-        failure = failure or RuntimeError("no session")
-    if failure is not None:
-        raise ConfigError(f"{where}: MCP server {source.command!r} failed to start: {_root_cause(failure)}") from None
-    stack.push_async_callback(mcp.close)
-    plugin = kernel.add_plugin(mcp, source.name, description=source.description or None)
+    await connection.start()
+    stack.push_async_callback(connection.aclose)
+    plugin = build_plugin(connection)
+    kernel.add_plugin(plugin)
     return len(plugin.functions)
-
-
-def _root_cause(exc: BaseException) -> str:
-    while getattr(exc, "exceptions", None):  # ExceptionGroup (no builtin name before Python 3.11)
-        exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,172 @@
+"""Tool input schemas from the wild (MCP servers, catalogs) made safe for Semantic Kernel and the model.
+
+Servers write JSON Schema the way their SDK emits it: ``$ref`` into ``$defs`` (pydantic, zod),
+list-valued ``type`` (``["boolean", "string"]``), ``anyOf`` / ``oneOf`` / ``allOf``. Semantic Kernel
+sends each parameter's schema on its own, so a ``$ref`` into the root's ``$defs`` dangles on the
+wire, and its ``KernelParameterMetadata.type_`` accepts one string only. Here every local ``$ref`` is
+inlined (recursion cut at the first repeat), combinators and list types stay as the server wrote
+them, and each parameter gets a readable type label for ``describe_tool``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+MAX_REF_DEPTH = 16
+"""Nested ``$ref`` expansions followed on one path before the rest is cut to ``{"type": "object"}``."""
+
+RESERVED_PARAMETER_NAMES = frozenset({"kernel", "service", "execution_settings", "arguments", "settings"})
+"""Names Semantic Kernel fills itself (or ``KernelArguments`` swallows): a tool parameter with one of
+these names is renamed with a trailing "_" so its value reaches the tool."""
+
+_JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
+
+
+def resolve_refs(schema: Any, root: dict[str, Any] | None = None) -> Any:
+    """`schema` with every local ``$ref`` (``#/$defs/X``, ``#/definitions/X``, ``#``) inlined.
+
+    Keys beside a ``$ref`` (e.g. its ``description``) win over the target's. A reference that
+    repeats on its own path (a recursive model) or nests deeper than :data:`MAX_REF_DEPTH`, and a
+    reference that cannot be resolved, become ``{"type": "object"}`` (plus the sibling keys), so the
+    result is finite and has no dangling pointer. ``$defs`` / ``definitions`` are dropped.
+    """
+    root = schema if root is None and isinstance(schema, dict) else (root or {})
+    return _inline(schema, root, ())
+
+
+def _inline(node: Any, root: dict[str, Any], path: tuple[str, ...]) -> Any:
+    if isinstance(node, list):
+        return [_inline(item, root, path) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    siblings = {k: _inline(v, root, path) for k, v in node.items() if k not in ("$ref", "$defs", "definitions")}
+    if not isinstance(ref, str):
+        return siblings
+    target = _pointer(root, ref)
+    if target is None or ref in path or len(path) >= MAX_REF_DEPTH:
+        return {"type": "object", **siblings}
+    resolved = _inline(target, root, (*path, ref))
+    return {**resolved, **siblings} if isinstance(resolved, dict) else siblings
+
+
+def _pointer(root: dict[str, Any], ref: str) -> Any:
+    """The node a local JSON pointer names, or None."""
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        return None
+    node: Any = root
+    for raw in ref[2:].split("/"):
+        key = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            return None
+    return node
+
+
+def type_label(schema: Any) -> str:
+    """A short type for signatures: ``string``, ``array[string]``, ``boolean|string``, ``integer|null``."""
+    if not isinstance(schema, dict):
+        return "any"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "|".join(dict.fromkeys(str(k) for k in kind)) or "any"
+    if kind == "array":
+        items = schema.get("items")
+        return f"array[{type_label(items)}]" if isinstance(items, dict) and items else "array"
+    if isinstance(kind, str):
+        return kind
+    for combinator in ("anyOf", "oneOf"):
+        branches = schema.get(combinator)
+        if isinstance(branches, list) and branches:
+            return "|".join(dict.fromkeys(type_label(b) for b in branches))
+    branches = schema.get("allOf")
+    if isinstance(branches, list):
+        labels = [label for label in (type_label(b) for b in branches) if label != "any"]
+        return labels[0] if labels else "any"
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return "|".join(dict.fromkeys(_value_type(v) for v in schema["enum"])) or "any"
+    if "const" in schema:
+        return _value_type(schema["const"])
+    if "properties" in schema:
+        return "object"
+    return "any"
+
+
+def _value_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "any"
+
+
+def safe_parameter_name(name: str) -> str:
+    """SK accepts parameter names of ``[0-9A-Za-z_-]`` only: fold accents, replace the rest by "_"."""
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    safe = re.sub(r"[^0-9A-Za-z_-]", "_", folded) or "param"
+    return f"{safe}_" if safe in RESERVED_PARAMETER_NAMES else safe
+
+
+@dataclass(frozen=True)
+class ToolParameters:
+    """A tool's parameters as Semantic Kernel takes them, and the way back to the server's names."""
+
+    dicts: list[dict[str, Any]]
+    """``KernelParameterMetadata`` keyword dicts: name, is_required, type (a label), description,
+    default_value, schema_data (the resolved schema, ``title`` dropped)."""
+    original_names: dict[str, str]
+    """SK parameter name → the name the server expects."""
+
+
+def tool_parameters(input_schema: Any) -> ToolParameters:
+    """The parameters of a tool whose arguments `input_schema` (an object schema) describes.
+
+    Property schemas that are JSON strings (some servers double-encode) are decoded; anything that
+    is not a mapping counts as "any value".
+    """
+    schema = input_schema if isinstance(input_schema, dict) else {}
+    resolved = resolve_refs(schema)
+    properties = resolved.get("properties")
+    required = resolved.get("required")
+    required_names = {str(n) for n in required} if isinstance(required, list) else set()
+    dicts: list[dict[str, Any]] = []
+    original: dict[str, str] = {}
+    for raw_name, raw_prop in (properties.items() if isinstance(properties, dict) else ()):
+        prop = raw_prop
+        if isinstance(prop, str):
+            try:
+                prop = resolve_refs(json.loads(prop), schema)
+            except ValueError:
+                prop = {}
+        prop = {k: v for k, v in prop.items() if k != "title"} if isinstance(prop, dict) else {}
+        name = safe_parameter_name(str(raw_name))
+        while name in original:
+            name += "_"
+        original[name] = str(raw_name)
+        description = prop.get("description")
+        dicts.append(
+            {
+                "name": name,
+                "is_required": str(raw_name) in required_names,
+                "type": type_label(prop),
+                "description": description if isinstance(description, str) else None,
+                "default_value": prop.get("default"),
+                "schema_data": prop,
+            }
+        )
+    return ToolParameters(dicts, original)

@@ -1,0 +1,125 @@
+"""An MCP server's tools (and prompts) as a Semantic Kernel plugin, kept in step with the server."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from semantic_kernel import Kernel
+from semantic_kernel.functions import KernelFunction, KernelFunctionFromMethod, KernelPlugin, kernel_function
+from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
+
+from sk_toolfilter.agents.json_schema import tool_parameters
+from sk_toolfilter.agents.mcp.connection import MCPConnection, ToolCallError
+from sk_toolfilter.agents.mcp.results import ERROR_PREFIX, render_content, render_tool_result
+
+logger = logging.getLogger(__name__)
+
+_NAME_SAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def local_name(name: str) -> str:
+    """A server's tool name as SK accepts it: every character outside ``[A-Za-z0-9_-]`` becomes "_".
+
+    (SK keeps "." and one dotted name then fails ``add_plugin`` for the whole server.)
+    """
+    return _NAME_SAFE.sub("_", name) or "tool"
+
+
+def build_plugin(connection: MCPConnection) -> KernelPlugin:
+    """The server's current tools (and prompts, when loaded) as kernel functions.
+
+    Each function calls the server through `connection` and returns the result as compact text; a
+    failed or timed-out call returns ``error: …`` for the model instead of ending the turn.
+    """
+    source = connection.source
+    functions: list[KernelFunction] = []
+    taken: set[str] = set()
+    for tool in connection.tools:
+        name = _unique(local_name(tool.name), taken)
+        if name != tool.name:
+            logger.debug("sk-toolfilter: MCP tool %r of %s is %r in the kernel", tool.name, source.name, name)
+        params = tool_parameters(tool.inputSchema)
+        method = kernel_function(name=name, description=tool.description or tool.title or "")(
+            _tool_caller(connection, tool.name, params.original_names)
+        )
+        functions.append(
+            KernelFunctionFromMethod(
+                method=method,
+                plugin_name=source.name,
+                parameters=[KernelParameterMetadata(**p) for p in params.dicts],
+            )
+        )
+    for prompt in connection.prompts:
+        name = _unique(local_name(prompt.name), taken)
+        arguments = prompt.arguments or []
+        method = kernel_function(name=name, description=prompt.description or "")(
+            _prompt_getter(connection, prompt.name, {local_name(a.name): a.name for a in arguments})
+        )
+        functions.append(
+            KernelFunctionFromMethod(
+                method=method,
+                plugin_name=source.name,
+                parameters=[
+                    KernelParameterMetadata(
+                        name=local_name(a.name),
+                        description=a.description,
+                        is_required=bool(a.required),
+                        type="string",
+                        schema_data={"type": "string", **({"description": a.description} if a.description else {})},
+                    )
+                    for a in arguments
+                ],
+            )
+        )
+    return KernelPlugin(name=source.name, description=source.description or None, functions=functions)
+
+
+def keep_kernel_in_step(kernel: Kernel) -> Any:
+    """An ``on_change`` callback for :class:`MCPConnection`: swap the server's plugin in `kernel`.
+
+    A new plugin object makes the filter re-index before its next selection (only what changed).
+    """
+
+    async def swap(connection: MCPConnection) -> None:
+        plugin = build_plugin(connection)
+        kernel.plugins[connection.source.name] = plugin
+        name, count = connection.source.name, len(plugin.functions)
+        logger.info("sk-toolfilter: MCP server %s changed its tools; %d functions now", name, count)
+
+    return swap
+
+
+def _tool_caller(connection: MCPConnection, tool: str, original_names: dict[str, str]) -> Any:
+    async def call(**kwargs: Any) -> str:
+        arguments = {original_names.get(k, k): v for k, v in kwargs.items()}
+        try:
+            result = await connection.call_tool(tool, arguments)
+        except ToolCallError as exc:
+            logger.warning("sk-toolfilter: %s", exc)
+            return f"{ERROR_PREFIX}{exc}"
+        return render_tool_result(result)
+
+    return call
+
+
+def _prompt_getter(connection: MCPConnection, prompt: str, original_names: dict[str, str]) -> Any:
+    async def get(**kwargs: Any) -> str:
+        arguments = {original_names.get(k, k): str(v) for k, v in kwargs.items()}
+        try:
+            result = await connection.get_prompt(prompt, arguments)
+        except ToolCallError as exc:
+            logger.warning("sk-toolfilter: %s", exc)
+            return f"{ERROR_PREFIX}{exc}"
+        return "\n".join(f"{m.role}: {render_content(m.content)}" for m in result.messages)
+
+    return get
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate, n = f"{name}_{n}", n + 1
+    taken.add(candidate)
+    return candidate
