@@ -5,6 +5,7 @@ The server is ``tests/fixtures/mcp_fault_server.py`` (a real process speaking re
 
 import asyncio
 import contextlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -165,3 +166,24 @@ async def test_closing_stops_the_server_process_quickly():
     _, _, stack = await load(source("serve"))
     await stack.aclose()
     assert time.perf_counter() - started < 4
+
+
+async def test_ref_and_combinator_schemas_reach_the_wire_resolved_and_describe_tool_reads_them(serving):
+    from semantic_kernel.connectors.ai.function_calling_utils import kernel_function_metadata_to_function_call_format
+
+    await create_tool_filter(serving, ToolFilterConfig(search_method="bm25"))  # adds describe_tool
+    wire = kernel_function_metadata_to_function_call_format(serving.get_function("Faulty", "schema_zoo").metadata)
+    parameters = wire["function"]["parameters"]
+    assert "$ref" not in json.dumps(parameters)
+    assert parameters["properties"]["address"]["properties"]["city"] == {"type": "string"}
+    assert parameters["properties"]["when"]["anyOf"] == [{"type": "string", "format": "date"}, {"type": "null"}]
+    assert sorted(parameters["required"]) == ["address", "flag"]
+    described = await serving.invoke(plugin_name="ToolSearch", function_name="describe_tool", name="Faulty-schema_zoo")
+    assert str(described).splitlines()[0] == (
+        "Faulty-schema_zoo(flag: boolean|string, address: object, tree: object?, when: string|null?, "
+        "unit: string?, arguments_: string?)"
+    )
+    echoed = await serving.invoke(
+        plugin_name="Faulty", function_name="schema_zoo", flag="yes", address={"city": "Oslo"}, arguments_="kept"
+    )
+    assert str(echoed) == "[('address', {'city': 'Oslo'}), ('arguments', 'kept'), ('flag', 'yes')]"

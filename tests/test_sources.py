@@ -116,3 +116,20 @@ async def test_an_mcp_server_that_never_answers_times_out_with_a_clear_error():
     }
     with pytest.raises(ConfigError, match=r"tools\[0\] \(Silent\): MCP server 'python -c .*' did not answer"):
         await load([source])
+
+
+async def test_a_plugin_module_next_to_the_agent_file_imports_without_pythonpath(tmp_path):
+    folder = tmp_path / "desk"
+    folder.mkdir()
+    (folder / "tickets_plugin_xyz.py").write_text(
+        "from semantic_kernel.functions import kernel_function\n\n"
+        "class TicketsPlugin:\n"
+        "    @kernel_function(description='Open a support ticket.')\n"
+        "    def open_ticket(self, title: str) -> str:\n"
+        "        return f'opened: {title}'\n"
+    )
+    kernel, counts, _ = await load(
+        [{"type": "plugin", "name": "Tickets", "import": "tickets_plugin_xyz:TicketsPlugin"}], base_dir=folder
+    )
+    assert counts == {"Tickets": 1}
+    assert str(await kernel.invoke(plugin_name="Tickets", function_name="open_ticket", title="VPN")) == "opened: VPN"

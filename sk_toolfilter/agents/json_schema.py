@@ -19,6 +19,9 @@ from typing import Any
 MAX_REF_DEPTH = 16
 """Nested ``$ref`` expansions followed on one path before the rest is cut to ``{"type": "object"}``."""
 
+MAX_INLINED_REFS = 2000
+"""``$ref`` expansions per schema; later references are cut to ``{"type": "object"}``."""
+
 RESERVED_PARAMETER_NAMES = frozenset({"kernel", "service", "execution_settings", "arguments", "settings"})
 """Names Semantic Kernel fills itself (or ``KernelArguments`` swallows): a tool parameter with one of
 these names is renamed with a trailing "_" so its value reaches the tool."""
@@ -30,28 +33,35 @@ def resolve_refs(schema: Any, root: dict[str, Any] | None = None) -> Any:
     """`schema` with every local ``$ref`` (``#/$defs/X``, ``#/definitions/X``, ``#``) inlined.
 
     Keys beside a ``$ref`` (e.g. its ``description``) win over the target's. A reference that
-    repeats on its own path (a recursive model) or nests deeper than :data:`MAX_REF_DEPTH`, and a
-    reference that cannot be resolved, become ``{"type": "object"}`` (plus the sibling keys), so the
-    result is finite and has no dangling pointer. ``$defs`` / ``definitions`` are dropped.
+    repeats on its own path (a recursive model), nests deeper than :data:`MAX_REF_DEPTH`, cannot be
+    resolved, or would grow the result past :data:`MAX_INLINED_REFS` expansions (a "billion laughs"
+    of references) becomes ``{"type": "object"}`` plus its sibling keys, so the result is finite,
+    small and has no dangling pointer. ``$defs`` / ``definitions`` are dropped.
     """
     root = schema if root is None and isinstance(schema, dict) else (root or {})
-    return _inline(schema, root, ())
+    return _Inliner(root).inline(schema, ())
 
 
-def _inline(node: Any, root: dict[str, Any], path: tuple[str, ...]) -> Any:
-    if isinstance(node, list):
-        return [_inline(item, root, path) for item in node]
-    if not isinstance(node, dict):
-        return node
-    ref = node.get("$ref")
-    siblings = {k: _inline(v, root, path) for k, v in node.items() if k not in ("$ref", "$defs", "definitions")}
-    if not isinstance(ref, str):
-        return siblings
-    target = _pointer(root, ref)
-    if target is None or ref in path or len(path) >= MAX_REF_DEPTH:
-        return {"type": "object", **siblings}
-    resolved = _inline(target, root, (*path, ref))
-    return {**resolved, **siblings} if isinstance(resolved, dict) else siblings
+class _Inliner:
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self.budget = MAX_INLINED_REFS
+
+    def inline(self, node: Any, path: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [self.inline(item, path) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        siblings = {k: self.inline(v, path) for k, v in node.items() if k not in ("$ref", "$defs", "definitions")}
+        if not isinstance(ref, str):
+            return siblings
+        target = _pointer(self.root, ref)
+        if target is None or ref in path or len(path) >= MAX_REF_DEPTH or self.budget <= 0:
+            return {"type": "object", **siblings}
+        self.budget -= 1
+        resolved = self.inline(target, (*path, ref))
+        return {**resolved, **siblings} if isinstance(resolved, dict) else siblings
 
 
 def _pointer(root: dict[str, Any], ref: str) -> Any:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from typing import Any
 
 from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.wire_json import compact_json
 
 ENCODINGS = ("o200k_base", "cl100k_base")
 
@@ -23,11 +23,6 @@ def _encoding(name: str) -> Any:
 def count_tokens(text: str, encoding: str = "o200k_base") -> int:
     """Number of tokens of `text` (special-token text is counted as ordinary text)."""
     return len(_encoding(encoding).encode_ordinary(text)) if text else 0
-
-
-def compact_json(value: Any) -> str:
-    """JSON as the OpenAI client sends it: no spaces, non-ASCII kept."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def count_json_tokens(value: Any, encoding: str = "o200k_base") -> int:

@@ -16,6 +16,8 @@ from typing import Any
 
 from mcp import types
 
+from sk_toolfilter.wire_json import compact_json
+
 ERROR_PREFIX = "error: "
 NO_OUTPUT = "(the tool returned no output)"
 
@@ -50,11 +52,6 @@ def render_content(block: Any) -> str:
         mime = resource.mimeType or "binary"
         return f"[resource <{resource.uri}>: {mime}, {_size(len(resource.blob) * 3 // 4)}]"
     return f"[{getattr(block, 'type', type(block).__name__)} content]"
-
-
-def compact_json(value: Any) -> str:
-    """JSON without padding (non-ASCII kept: it costs fewer tokens than ``\\u`` escapes)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _compact_if_json(text: str) -> str:
