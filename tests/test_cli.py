@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sk_toolfilter.cli import main
 
@@ -109,6 +110,23 @@ def test_the_mcp_example_validates_with_paths_relative_to_the_file(capsys):
     assert main(["validate", str(ROOT / "examples" / "mcp_agent.yaml")]) == 0
     out = capsys.readouterr().out
     assert "Weather: 2 tools" in out and "Time: 7 tools" in out
+
+
+def test_validate_lists_optional_sources_that_were_skipped_and_a_failing_server_is_one_line(tmp_path, capsys):
+    fault_server = ROOT / "tests" / "fixtures" / "mcp_fault_server.py"
+    source = {"type": "mcp", "name": "Broken", "command": "python", "args": [str(fault_server), "exit"]}
+    agent = tmp_path / "agent.yaml"
+    tools = [{**source, "optional": True}, {"type": "plugin", "name": "Time", "import": "sk_toolfilter.demo:TimePlugin"}]
+    agent.write_text(yaml.safe_dump({"name": "a", "tools": tools, "tool_filtering": {"search_method": "bm25"}}))
+    assert main(["validate", str(agent)]) == 0
+    out = capsys.readouterr().out
+    assert "Time: 7 tools" in out
+    assert "Broken: skipped (optional): tools[0] (Broken): MCP server" in out and "exited during start-up" in out
+    agent.write_text(yaml.safe_dump({"name": "a", "tools": [source]}))
+    assert main(["validate", str(agent)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("sk-toolfilter: error: tools[0] (Broken): MCP server") and "Cannot find module" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_eval_on_an_agent_file(bm25_agent, tmp_path, capsys):

@@ -116,6 +116,7 @@ class MCPConnection:
         self._received = self._noise = 0
         self._noise_sample = self._lost_reason = ""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        ready.add_done_callback(lambda f: f.cancelled() or f.exception())  # read even after a timeout
         self._task = asyncio.create_task(self._run(ready), name=f"mcp:{self.source.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), timeout=self.source.startup_timeout_seconds)
@@ -374,11 +375,10 @@ class MCPConnection:
             data = os.pread(handle.fileno(), limit, max(0, size - limit))
         except (OSError, ValueError):
             return ""
-        text = data.decode("utf-8", errors="replace")
-        lines = text.splitlines()
+        lines = data.decode("utf-8", errors="replace").splitlines()
         if size > limit and len(lines) > 1:
             lines = lines[1:]  # drop the partial first line
-        return "\n".join(lines[-12:]).strip()
+        return "\n".join([line for line in lines if line.strip()][-12:])
 
     def _observed(self) -> str:
         seen = []
