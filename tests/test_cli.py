@@ -116,7 +116,8 @@ def test_validate_lists_optional_sources_that_were_skipped_and_a_failing_server_
     fault_server = ROOT / "tests" / "fixtures" / "mcp_fault_server.py"
     source = {"type": "mcp", "name": "Broken", "command": "python", "args": [str(fault_server), "exit"]}
     agent = tmp_path / "agent.yaml"
-    tools = [{**source, "optional": True}, {"type": "plugin", "name": "Time", "import": "sk_toolfilter.demo:TimePlugin"}]
+    time_plugin = {"type": "plugin", "name": "Time", "import": "sk_toolfilter.demo:TimePlugin"}
+    tools = [{**source, "optional": True}, time_plugin]
     agent.write_text(yaml.safe_dump({"name": "a", "tools": tools, "tool_filtering": {"search_method": "bm25"}}))
     assert main(["validate", str(agent)]) == 0
     out = capsys.readouterr().out
