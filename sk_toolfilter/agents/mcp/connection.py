@@ -421,27 +421,24 @@ def resolve_command(command: str) -> str:
 
 
 async def _list_tools(session: ClientSession) -> list[types.Tool]:
-    tools: list[types.Tool] = []
-    cursor: str | None = None
-    for _ in range(MAX_LIST_PAGES):
-        page = await session.list_tools(cursor)
-        tools += page.tools
-        cursor = page.nextCursor
-        if not cursor:
-            break
-    return tools
+    return await _all_pages(session.list_tools, "tools")
 
 
 async def _list_prompts(session: ClientSession) -> list[types.Prompt]:
-    prompts: list[types.Prompt] = []
+    return await _all_pages(session.list_prompts, "prompts")
+
+
+async def _all_pages(fetch: Callable[[str | None], Awaitable[Any]], field: str) -> list[Any]:
+    """Every item of a paginated MCP list (bounded by :data:`MAX_LIST_PAGES`)."""
+    items: list[Any] = []
     cursor: str | None = None
     for _ in range(MAX_LIST_PAGES):
-        page = await session.list_prompts(cursor)
-        prompts += page.prompts
+        page = await fetch(cursor)
+        items += getattr(page, field)
         cursor = page.nextCursor
         if not cursor:
             break
-    return prompts
+    return items
 
 
 def _signature(tools: list[types.Tool], prompts: list[types.Prompt]) -> tuple[Any, ...]:
