@@ -17,8 +17,9 @@ from typing import Any
 
 from sk_toolfilter.errors import ToolFilterError
 from sk_toolfilter.progress import Progress
+from sk_toolfilter.redaction import library_logger
 
-log = logging.getLogger("sk_toolfilter.cli")
+log = library_logger("sk_toolfilter.cli")
 
 
 def _print_counts(tools: Any) -> None:

@@ -10,8 +10,6 @@ from sk_toolfilter.errors import ConfigError, describe_validation_error
 
 SearchMethod = Literal["semantic", "bm25", "hybrid"]
 
-SECRET_KEYS = ("api_key",)
-
 RankingMethod = Literal["semantic", "bm25"]
 DEFAULT_WEIGHTS: dict[RankingMethod, float] = {"semantic": 0.7, "bm25": 0.3}
 
@@ -185,4 +183,4 @@ class ToolFilterConfig(_Strict):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(describe_validation_error(exc, where, SECRET_KEYS)) from None
+            raise ConfigError(describe_validation_error(exc, where)) from None

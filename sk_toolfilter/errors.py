@@ -8,9 +8,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sk_toolfilter.redaction import MASK, is_secret_key, redact_text
+
 
 class ToolFilterError(Exception):
-    """Base class of every sk-toolfilter error."""
+    """Base class of every sk-toolfilter error. Its message never carries a secret: it passes
+    through :func:`sk_toolfilter.redaction.redact_text` when the error is created."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(redact_text(a) if isinstance(a, str) else a for a in args))
 
 
 class ConfigError(ToolFilterError, ValueError):
@@ -53,7 +59,8 @@ def describe_validation_error(
 ) -> str:
     """One line per problem, each naming the key path and the bad value.
 
-    Values under keys listed in `secret_keys` (e.g. ``api_key``) are never echoed.
+    Values under keys listed in `secret_keys`, or that look secret (``api_key``, ``token``, ``env``,
+    ``headers``…), are never echoed; other values pass through the redaction rule.
     """
     secrets = {s.lower() for s in secret_keys}
     lines = []
@@ -70,8 +77,8 @@ def describe_validation_error(
         if isinstance(err.get("input"), dict):  # a whole block: its values may hold secrets, and it is long
             lines.append(f"{where}: {message}")
             continue
-        is_secret = any(str(part).lower() in secrets for part in loc)
-        shown = "***" if is_secret else repr(err.get("input"))
+        is_secret = any(str(part).lower() in secrets or is_secret_key(part) for part in loc)
+        shown = MASK if is_secret else redact_text(repr(err.get("input")))
         if len(shown) > 80:
             shown = shown[:77] + "..."
         lines.append(f"{where}: {message} (got {shown})")

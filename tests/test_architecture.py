@@ -51,3 +51,13 @@ def test_old_flat_module_paths_still_import_with_a_deprecation_warning():
     from sk_toolfilter.integration import service
 
     assert old is service
+
+
+def test_every_library_log_line_goes_through_the_redaction_filter():
+    """Modules log through ``library_logger`` (which scrubs secrets), never a bare ``logging.getLogger``."""
+    offenders = [
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "redaction.py" and "getLogger(__name__)" in path.read_text()
+    ]
+    assert not offenders

@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from sk_toolfilter.agents.yaml_reader import read_yaml
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, describe_validation_error
+from sk_toolfilter.redaction import remember_secret
 
-SECRET_KEYS = ("api_key", "env", "headers")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
@@ -185,6 +185,7 @@ def substitute_env(value: Any, where: str = "", environ: Mapping[str, str] | Non
     def replace(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         if name in environ and environ[name] != "":
+            remember_secret(environ[name])  # a value from the environment is never rendered again
             return environ[name]
         if default is not None:
             return default
@@ -205,23 +206,26 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
         spec = AgentSpec.model_validate({**data, "base_dir": base_dir or Path(".")})
     except ValidationError as exc:
         raise ConfigError(
-            f"{source}:\n" + describe_validation_error(exc, "", SECRET_KEYS, ("plugin", "mcp", "catalog"))
+            f"{source}:\n" + describe_validation_error(exc, "", union_tags=("plugin", "mcp", "catalog"))
         ) from None
+    _remember_secrets(spec)
     return spec
 
 
+def _remember_secrets(spec: AgentSpec) -> None:
+    """API keys, MCP ``env`` values and HTTP headers are never rendered, wherever they came from."""
+    for key in (spec.model.api_key, spec.tool_filtering.embedding.api_key):
+        if key is not None:
+            remember_secret(key.get_secret_value())
+    for source in spec.tools:
+        if isinstance(source, MCPSource):
+            for value in [*(source.env or {}).values(), *source.headers.values()]:
+                remember_secret(value)
+                remember_secret(value.split(" ", 1)[-1])  # "Bearer <token>": the token alone too
+
+
 def load_agent_file(path: str | Path) -> AgentSpec:
-    """Read and validate an agent YAML file."""
+    """Read and validate an agent YAML file (size, depth and alias expansion bounded; duplicate keys
+    are errors; every error names the file)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read agent file ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
-    return parse_agent(data, source=str(path), base_dir=path.resolve().parent)
+    return parse_agent(read_yaml(path), source=str(path), base_dir=path.resolve().parent)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,9 @@ from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.agents.json_schema import tool_parameters
 from sk_toolfilter.agents.mcp import MCPConnection, build_plugin, keep_kernel_in_step
 from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.redaction import library_logger
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 DEFINITION_ONLY = (
     "error: {name} is a definition-only tool from a catalog; it cannot be executed here. "

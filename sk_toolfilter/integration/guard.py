@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.selection.settings import tool_names
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
     from sk_toolfilter.selection.manager import ToolFilterManager
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 
 def offered_in(settings: Any) -> set[str] | None:

@@ -8,7 +8,6 @@ on SK's per-call copy of the settings, so the caller's (or an agent's) own setti
 
 from __future__ import annotations
 
-import logging
 import time
 import weakref
 from collections.abc import AsyncGenerator
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import PrivateAttr
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 
+from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.settings import tool_name, tool_names
 from sk_toolfilter.selection.sticky import StickyLists
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from sk_toolfilter.selection.manager import ToolFilterManager
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 
 class FilteredChatCompletion(ChatCompletionClientBase):

@@ -18,6 +18,7 @@ from sk_toolfilter.measure.conversations import load_steps, render_summary, repl
 from sk_toolfilter.measure.evaluation import MethodResult, evaluate_method, load_queries, results_to_json
 from sk_toolfilter.measure.tokens import count_json_tokens
 from sk_toolfilter.progress import Progress
+from sk_toolfilter.redaction import redact_config
 from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
@@ -134,7 +135,7 @@ async def run_conversation_eval(args: argparse.Namespace) -> int:
         payload = {
             "summary": replay.summary(),
             "by_category": replay.by_category(),
-            "config": spec.tool_filtering.model_dump(mode="json"),
+            "config": redact_config(spec.tool_filtering.model_dump(mode="json")),
             "misses": [{"id": r.step.id, "gold": r.step.gold, "sent": r.sent} for r in replay.misses()],
         }
         (out / "conversations.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
@@ -188,7 +189,8 @@ async def run_eval(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        payload = results_to_json(results, len(queries), len(index), {"config": config.model_dump(mode="json")})
+        public_config = redact_config(config.model_dump(mode="json"))
+        payload = results_to_json(results, len(queries), len(index), {"config": public_config})
         if not args.by_category:
             payload.pop("by_category")
         (out / "eval.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import os
 import re
 import tempfile
@@ -22,7 +21,9 @@ from typing import Any
 import numpy as np
 from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 
-logger = logging.getLogger(__name__)
+from sk_toolfilter.redaction import library_logger
+
+logger = library_logger(__name__)
 
 FORMAT_VERSION = 1
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -15,11 +14,12 @@ from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGene
 
 from sk_toolfilter.config import EmbeddingConfig
 from sk_toolfilter.errors import ConfigError, EmbeddingServiceError
+from sk_toolfilter.redaction import library_logger
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 LOCAL_MODEL_ID = "all-MiniLM-L6-v2-int8"
 _TOKENIZER_FILE = Path(__file__).parent / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"

@@ -10,7 +10,6 @@ incident starts, and an info line when the service recovers — not one per requ
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -18,8 +17,9 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 
 from sk_toolfilter.errors import EmbeddingServiceError
+from sk_toolfilter.redaction import library_logger
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 
 class CircuitOpenError(EmbeddingServiceError):

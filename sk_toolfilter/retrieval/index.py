@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -13,6 +12,7 @@ import numpy as np
 from sk_toolfilter.config import BM25Config
 from sk_toolfilter.errors import EmbeddingServiceError
 from sk_toolfilter.progress import ProgressCallback
+from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.batching import QueryBatcher
 from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.cache import EmbeddingCache
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from semantic_kernel import Kernel
     from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 """Called as ``progress(done, total)`` while tool texts are embedded."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
@@ -10,6 +9,7 @@ import numpy as np
 
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
 from sk_toolfilter.errors import EmbeddingServiceError
+from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.fusion import (
     normalize_by_max,
     normalize_cosine,
@@ -21,7 +21,7 @@ from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.text import split_query_parts
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 # Longer queries are cut (a pasted document should not cost a long tokenization per request).
 MAX_QUERY_CHARS = 20_000

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ import numpy as np
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, UnknownToolError
 from sk_toolfilter.progress import ProgressCallback
+from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.cutoff import ToolDecision, apply_cutoff
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
     from semantic_kernel.contents import ChatHistory
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 SettingsT = TypeVar("SettingsT", bound="PromptExecutionSettings")
 

@@ -36,9 +36,9 @@ from mcp.shared.message import SessionMessage
 
 from sk_toolfilter.agents.agent_file import MCPSource
 from sk_toolfilter.errors import ConfigError, ToolFilterError
-from sk_toolfilter.redaction import redact_url
+from sk_toolfilter.redaction import library_logger, redact_url
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 STOP_TIMEOUT_SECONDS = 5.0
 """How long closing waits for a server to exit on its own before it is killed."""

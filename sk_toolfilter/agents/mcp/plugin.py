@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any
 
@@ -13,8 +12,9 @@ from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterM
 from sk_toolfilter.agents.json_schema import tool_parameters
 from sk_toolfilter.agents.mcp.connection import MCPConnection, ToolCallError
 from sk_toolfilter.agents.mcp.results import ERROR_PREFIX, render_content, render_tool_result
+from sk_toolfilter.redaction import library_logger
 
-logger = logging.getLogger(__name__)
+logger = library_logger(__name__)
 
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 

@@ -1,0 +1,136 @@
+"""Secrets are never echoed: errors, warnings, log lines, eval files and validate output."""
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sk_toolfilter import ConfigError
+from sk_toolfilter.agents.agent_file import load_agent_file, parse_agent
+from sk_toolfilter.cli import main
+from sk_toolfilter.redaction import redact_config, redact_text, redact_url
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "sk-live-5e3c7a9d1f"
+
+
+def write_agent(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_agent_file(path)
+    return str(info.value)
+
+
+def test_a_typo_in_a_tool_type_does_not_print_the_sources_env(tmp_path):
+    path = write_agent(
+        tmp_path,
+        {"name": "a", "tools": [{"type": "mpc", "name": "W", "command": "x", "env": {"WEATHER_API_KEY": SECRET}}]},
+    )
+    message = error_of(path)
+    assert "tools[0]" in message and SECRET not in message
+
+
+def test_a_duplicate_source_name_does_not_print_the_model_api_key(tmp_path):
+    tools = [{"type": "plugin", "name": "M", "import": "sk_toolfilter.demo:MathPlugin"}] * 2
+    message = error_of(write_agent(tmp_path, {"name": "a", "model": {"api_key": SECRET}, "tools": tools}))
+    assert "repeated: M" in message and SECRET not in message
+
+
+def test_a_bad_value_that_came_from_the_environment_is_not_echoed(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENT_TOP_K", "five-" + SECRET)
+    message = error_of(write_agent(tmp_path, {"name": "a", "tool_filtering": {"top_k": "${AGENT_TOP_K}"}}))
+    assert "tool_filtering.top_k" in message and SECRET not in message and "***" in message
+
+
+def test_eval_out_does_not_write_credentials_from_a_base_url(tmp_path, capsys):
+    agent = yaml.safe_load((ROOT / "agent.yaml").read_text())
+    agent["instructions"] = "Be helpful."
+    agent["tool_filtering"]["search_method"] = "bm25"
+    agent["tool_filtering"]["embedding"] = {
+        "provider": "openai",
+        "base_url": f"https://bob:{SECRET}@emb.example/v1?key=k9",
+    }
+    for source in agent["tools"]:
+        if "init" in source:
+            source["init"]["root"] = str(tmp_path / "sandbox")
+    path = write_agent(tmp_path, agent)
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"id": "1", "query": "add 2 and 3", "gold": ["Math-add"]}) + "\n")
+    out = tmp_path / "out"
+    argv = ["eval", "--agent", str(path), "--queries", str(queries), "--methods", "bm25", "--out", str(out)]
+    assert main(argv) == 0
+    written = (out / "eval.json").read_text()
+    assert "emb.example" in written and SECRET not in written and "k9" not in written
+    assert SECRET not in capsys.readouterr().out
+
+
+def test_a_failing_mcp_server_does_not_log_its_env_or_arguments_from_the_environment(tmp_path, caplog, monkeypatch):
+    monkeypatch.setenv("SERVER_TOKEN", SECRET)
+    fault_server = str(ROOT / "tests" / "fixtures" / "mcp_fault_server.py")
+    source = {
+        "type": "mcp",
+        "name": "Broken",
+        "command": sys.executable,
+        "args": [fault_server, "exit", "--token=${SERVER_TOKEN}"],
+        "env": {"OTHER": "literal-" + SECRET[::-1]},
+        "optional": True,
+    }
+    path = write_agent(tmp_path, {"name": "a", "tools": [source], "tool_filtering": {"search_method": "bm25"}})
+    caplog.set_level(logging.DEBUG)
+    assert main(["validate", str(path)]) == 0
+    shown = caplog.text + "".join(r.getMessage() for r in caplog.records)
+    assert "exited during start-up" in shown
+    assert SECRET not in shown and SECRET[::-1] not in shown
+
+
+def test_redaction_of_urls_text_and_configs():
+    url = f"https://user:{SECRET}@host.example:8443/v1/mcp?api-key=abc123#frag"
+    assert redact_url(url) == "https://***@host.example:8443/v1/mcp?***"
+    assert (
+        redact_text(f"failed to reach {url} (timeout)")
+        == "failed to reach https://***@host.example:8443/v1/mcp?*** (timeout)"
+    )
+    assert redact_config({"api_key": "x", "headers": {"A": "b"}, "nested": [{"token": "t"}], "top_k": 5}) == {
+        "api_key": "***",
+        "headers": "***",
+        "nested": [{"token": "***"}],
+        "top_k": 5,
+    }
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    secret=st.text(
+        st.characters(min_codepoint=33, max_codepoint=0x2FFF, exclude_characters="\"'\\${}"), min_size=8, max_size=40
+    ),
+    where=st.sampled_from(["model.api_key", "mcp.env", "mcp.header", "embedding.api_key", "env_var"]),
+)
+def test_no_config_error_ever_shows_a_secret_wherever_it_was_written(secret, where, monkeypatch):
+    monkeypatch.setenv("SOME_VALUE", secret)
+    mcp = {"type": "mcp", "name": "S", "command": "x"}
+    data: dict = {"name": "a", "model": {}, "tools": [mcp], "tool_filtering": {"top_k": 0}}  # top_k 0: invalid
+    if where == "model.api_key":
+        data["model"]["api_key"] = secret
+    elif where == "mcp.env":
+        mcp["env"] = {"K": secret}
+    elif where == "mcp.header":
+        mcp.update(url="http://h/mcp", headers={"Authorization": secret}, command=None)
+        del mcp["command"]
+    elif where == "embedding.api_key":
+        data["tool_filtering"]["embedding"] = {"api_key": secret, "dimensions": "lots"}
+    else:
+        data["description"] = "${SOME_VALUE}"
+        data["name"] = "${SOME_VALUE}"  # invalid name pattern, and its value came from the environment
+    with pytest.raises(ConfigError) as info:
+        parse_agent(data, source="agent.yaml")
+    assert secret not in str(info.value)
