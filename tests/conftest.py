@@ -30,6 +30,7 @@ class HashEmbedder(EmbeddingGeneratorBase):
     _calls: int = PrivateAttr(default=0)
     _texts: int = PrivateAttr(default=0)
     _mode: str = PrivateAttr(default="ok")
+    _delay: float = PrivateAttr(default=0.0)
 
     @property
     def calls(self) -> int:
@@ -39,8 +40,9 @@ class HashEmbedder(EmbeddingGeneratorBase):
     def texts_embedded(self) -> int:
         return self._texts
 
-    def set_mode(self, mode: str) -> None:
+    def set_mode(self, mode: str, delay: float = 0.0) -> None:
         self._mode = mode
+        self._delay = delay
 
     def vector(self, text: str) -> np.ndarray:
         v = np.zeros(self.dims, dtype=np.float32)
@@ -51,6 +53,18 @@ class HashEmbedder(EmbeddingGeneratorBase):
     async def generate_embeddings(self, texts: list[str], settings: Any = None, **kwargs: Any) -> np.ndarray:
         self._calls += 1
         self._texts += len(texts)
+        for text in texts:
+            text.encode("utf-8")  # like a real HTTP API: a lone surrogate cannot be sent
+        if self._delay:
+            await asyncio.sleep(self._delay)
+        if self._mode == "hang":
+            await asyncio.Event().wait()
+        if self._mode == "cancel":
+            raise asyncio.CancelledError()
+        if self._mode == "ragged":
+            return [[1.0] * (self.dims - 1) + [[1.0, 2.0]] for _ in texts]  # a row with a list inside
+        if self._mode == "strings":
+            return [["x"] * self.dims for _ in texts]
         if self._mode == "raise":
             raise RuntimeError("service unavailable")
         if self._mode == "ratelimit":

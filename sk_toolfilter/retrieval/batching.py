@@ -66,5 +66,8 @@ class QueryBatcher:
                     if not future.done():
                         future.set_result(vectors[start : start + len(texts)])
                     start += len(texts)
+                # Let the requests just answered finish their ranking before the next call starts:
+                # its timeout then measures the service, not the event loop busy with them.
+                await asyncio.sleep(0)
         finally:
             queue.draining = False

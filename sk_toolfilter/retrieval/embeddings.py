@@ -106,8 +106,45 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
         return await asyncio.to_thread(self.embed_sync, list(texts))
 
 
+class SizedEmbeddings(EmbeddingGeneratorBase):
+    """An OpenAI / Azure OpenAI embedding service asked for `dimensions`-long vectors on every call
+    (text-embedding-3 models shorten their vectors server-side). Its ``ai_model_id`` names the size,
+    so cached vectors of another size are never reused."""
+
+    inner: EmbeddingGeneratorBase
+    dimensions: int
+
+    async def generate_embeddings(
+        self, texts: list[str], settings: PromptExecutionSettings | None = None, **kwargs: Any
+    ) -> np.ndarray:
+        from semantic_kernel.connectors.ai.open_ai import OpenAIEmbeddingPromptExecutionSettings
+
+        sized = OpenAIEmbeddingPromptExecutionSettings(dimensions=self.dimensions)
+        return await self.inner.generate_embeddings(texts, settings=sized, **kwargs)
+
+
 def create_embedding_service(config: EmbeddingConfig) -> EmbeddingGeneratorBase | None:
-    """The embedding service an ``embedding:`` block describes (``None`` for ``provider: none``)."""
+    """The embedding service an ``embedding:`` block describes (``None`` for ``provider: none``).
+
+    ``dimensions`` is sent with every OpenAI / Azure OpenAI request (and checked on every answer);
+    the local model has 384 dimensions and refuses any other number.
+    """
+    service = _create_embedding_service(config)
+    if config.dimensions is None or service is None:
+        return service
+    if isinstance(service, LocalEmbeddingGenerator):
+        if config.dimensions != service.dimensions:
+            raise ConfigError(
+                f"tool_filtering.embedding.dimensions: the local model has {service.dimensions} dimensions, "
+                f"not {config.dimensions}"
+            )
+        return service
+    return SizedEmbeddings(
+        ai_model_id=f"{embedding_model_id(service)}@{config.dimensions}", inner=service, dimensions=config.dimensions
+    )
+
+
+def _create_embedding_service(config: EmbeddingConfig) -> EmbeddingGeneratorBase | None:
     provider = config.resolved_provider
     if provider == "none":
         return None
@@ -144,25 +181,43 @@ def embedding_model_id(service: EmbeddingGeneratorBase) -> str:
     return str(getattr(service, "ai_model_id", None) or type(service).__name__)
 
 
-async def embed_texts(service: EmbeddingGeneratorBase, texts: list[str], batch_size: int = 64) -> np.ndarray:
+def clean_text(text: str) -> str:
+    """`text` as valid UTF-8: lone surrogates (``\\ud800``) become U+FFFD, so no service rejects it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
+async def embed_texts(
+    service: EmbeddingGeneratorBase, texts: list[str], batch_size: int = 64, *, timeout: float | None = None
+) -> np.ndarray:
     """Embed texts in batches; validate shape and values; return L2-normalized float32 rows.
 
-    Raises EmbeddingServiceError naming the problem (service exception, wrong shape, NaN/inf).
+    Every text is cleaned first (:func:`clean_text`); each service call is bounded by `timeout`.
+    Raises EmbeddingServiceError naming the problem (service exception, timeout, non-numeric,
+    ragged or wrongly shaped vectors, NaN/inf) — never another exception type.
     """
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
+    texts = [clean_text(t) for t in texts]
+    expected_dims = getattr(service, "dimensions", None)
     parts: list[np.ndarray] = []
     for start in range(0, len(texts), batch_size):
         batch = texts[start : start + batch_size]
+        result = await _call_service(service, batch, timeout)
         try:
-            result = await service.generate_embeddings(batch)
-        except EmbeddingServiceError:
-            raise
-        except Exception as exc:  # any failure of a third-party service
+            array = np.asarray(result, dtype=np.float32)
+        except (ValueError, TypeError) as exc:
             raise EmbeddingServiceError(
-                f"embedding service {embedding_model_id(service)!r} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        array = np.asarray(result, dtype=np.float32)
+                f"embedding service {embedding_model_id(service)!r} returned non-numeric or ragged vectors ({exc})"
+            ) from None
+        if isinstance(expected_dims, int) and array.ndim == 2 and array.shape[1] != expected_dims:
+            raise EmbeddingServiceError(
+                f"embedding service {embedding_model_id(service)!r} returned {array.shape[1]}-dimensional vectors; "
+                f"{expected_dims} were asked for"
+            )
         if array.ndim != 2 or array.shape[0] != len(batch) or array.shape[1] == 0:
             raise EmbeddingServiceError(
                 f"embedding service returned shape {array.shape} for {len(batch)} texts "
@@ -178,3 +233,20 @@ async def embed_texts(service: EmbeddingGeneratorBase, texts: list[str], batch_s
     vectors = np.concatenate(parts)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.maximum(norms, 1e-12)
+
+
+async def _call_service(service: EmbeddingGeneratorBase, batch: list[str], timeout: float | None) -> Any:
+    name = embedding_model_id(service)
+    try:
+        return await asyncio.wait_for(service.generate_embeddings(batch), timeout)
+    except EmbeddingServiceError:
+        raise
+    except asyncio.TimeoutError:
+        raise EmbeddingServiceError(f"embedding service {name!r} did not answer within {timeout:g}s") from None
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and getattr(task, "cancelling", lambda: 1)():
+            raise  # this task is being cancelled: let it
+        raise EmbeddingServiceError(f"embedding service {name!r} cancelled the request") from None
+    except Exception as exc:  # any failure of a third-party service
+        raise EmbeddingServiceError(f"embedding service {name!r} failed: {type(exc).__name__}: {exc}") from exc

@@ -9,7 +9,6 @@ incident starts, and an info line when the service recovers — not one per requ
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -50,19 +49,25 @@ class EmbeddingCircuit:
         with self._lock:
             return self._open_until is not None and self._clock() < self._open_until
 
-    async def call(self, embed: Callable[[], Awaitable[np.ndarray]]) -> np.ndarray:
-        """Run `embed` unless the circuit is open; count failures; raise EmbeddingServiceError on any."""
+    def check(self) -> None:
+        """Raise :class:`CircuitOpenError` while the circuit is open (a request then uses BM25 at once)."""
         with self._lock:
             if self._open_until is not None and self._clock() < self._open_until:
                 raise CircuitOpenError(
                     f"embedding service failed {self._consecutive_failures} times in a row; "
                     f"not calling it for {self._open_until - self._clock():.0f}s more"
                 )
+
+    async def call(self, embed: Callable[[float], Awaitable[np.ndarray]]) -> np.ndarray:
+        """Run `embed(timeout_seconds)` unless the circuit is open; `embed` bounds each of its
+        service requests by that timeout (``embed_texts(..., timeout=...)``).
+
+        One call is one success or one failure, however many requests wait on its result (their
+        time in a queue before the call is not part of any timeout). Raises EmbeddingServiceError.
+        """
+        self.check()
         try:
-            vectors = await asyncio.wait_for(embed(), timeout=self.timeout_seconds)
-        except asyncio.TimeoutError:
-            self._failed(f"timed out after {self.timeout_seconds:g}s")
-            raise EmbeddingServiceError(f"embedding service timed out after {self.timeout_seconds:g}s") from None
+            vectors = await embed(self.timeout_seconds)
         except EmbeddingServiceError as exc:
             self._failed(str(exc))
             raise

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -49,6 +48,7 @@ class ToolIndex:
         bm25_config: BM25Config | None = None,
         circuit: EmbeddingCircuit | None = None,
         token_cache: dict[str, list[str]] | None = None,
+        missing: np.ndarray | None = None,
     ) -> None:
         full_names = [t.full_name for t in tools]
         if len(set(full_names)) != len(full_names):
@@ -58,6 +58,7 @@ class ToolIndex:
             raise EmbeddingServiceError(f"{embeddings.shape[0]} embeddings for {len(tools)} tools: sizes must match")
         self.tools: tuple[ToolMetadata, ...] = tuple(tools)
         self.embeddings = embeddings
+        self._missing = missing if missing is not None and missing.any() else None
         self.embedding_service = embedding_service
         self.bm25_config = bm25_config or BM25Config()
         self.bm25 = BM25Index.from_tools(self.tools, self.bm25_config, token_cache)
@@ -80,15 +81,20 @@ class ToolIndex:
         cache: EmbeddingCache | None = None,
         previous: ToolIndex | None = None,
         circuit: EmbeddingCircuit | None = None,
+        embed_new: bool = True,
     ) -> ToolIndex:
         """Index `tools`; with a service, embed every tool once, in batches (cached ones are reused).
 
         With `previous` (the index this one replaces), unchanged tools reuse its vectors and tokens,
-        and its circuit breaker carries over: only what changed is re-indexed.
+        and its circuit breaker carries over: only what changed is re-indexed. Each call to the
+        service is bounded by the circuit's ``timeout_seconds``. With ``embed_new=False`` the service
+        is not called: tools without a known vector get a zero vector (BM25 ranks them) and are
+        counted in :attr:`missing_vectors`.
 
         Raises EmbeddingServiceError (with the cause) when the service fails or misbehaves.
         """
-        embeddings = None
+        circuit = circuit or (previous.circuit if previous is not None else None) or EmbeddingCircuit()
+        embeddings, missing = None, None
         if embedding_service is not None and tools:
             texts = [t.embedding_text()[:MAX_EMBED_CHARS] for t in tools]
             known = (
@@ -96,15 +102,21 @@ class ToolIndex:
                 if previous is not None and previous.embedding_service is embedding_service
                 else {}
             )
-            embeddings = await _embed_catalog(embedding_service, texts, cache, batch_size, progress, known)
+            if embed_new:
+                embeddings = await _embed_catalog(
+                    embedding_service, texts, cache, batch_size, progress, known, circuit.timeout_seconds
+                )
+            else:
+                embeddings, missing = _known_vectors(texts, known, cache, embedding_service)
         reuse = previous is not None and previous.bm25_config == (bm25_config or BM25Config())
         return cls(
             tools,
             embeddings=embeddings,
             embedding_service=embedding_service,
             bm25_config=bm25_config,
-            circuit=circuit or (previous.circuit if previous is not None else None),
+            circuit=circuit,
             token_cache=dict(previous.bm25.token_cache) if reuse and previous is not None else None,
+            missing=missing,
         )
 
     @classmethod
@@ -140,6 +152,11 @@ class ToolIndex:
         return [t.full_name for t in self.tools]
 
     @property
+    def missing_vectors(self) -> int:
+        """Tools indexed without a vector (a re-index whose embedding failed): BM25 ranks them."""
+        return 0 if self._missing is None else int(self._missing.sum())
+
+    @property
     def has_embeddings(self) -> bool:
         return self.embeddings is not None and self.embedding_service is not None
 
@@ -154,7 +171,11 @@ class ToolIndex:
         """Each tool's embedding keyed by the exact text embedded (for rebuilds)."""
         if self.embeddings is None:
             return {}
-        return {t.embedding_text()[:MAX_EMBED_CHARS]: v for t, v in zip(self.tools, self.embeddings, strict=True)}
+        return {
+            t.embedding_text()[:MAX_EMBED_CHARS]: v
+            for i, (t, v) in enumerate(zip(self.tools, self.embeddings, strict=True))
+            if self._missing is None or not self._missing[i]
+        }
 
     def mask_of(self, names: Iterable[str]) -> np.ndarray:
         """Boolean mask over the catalog of the given names (unknown names are ignored)."""
@@ -173,11 +194,19 @@ class ToolIndex:
         """
         if not self.has_embeddings:
             raise EmbeddingServiceError("this index has no embedding service")
-        assert self.embedding_service is not None and self.embeddings is not None
-        dims = self.embeddings.shape[1]
+        self.circuit.check()
+        return await self._batcher.embed([q[:MAX_EMBED_CHARS] for q in queries])
 
-        async def embed() -> np.ndarray:
-            vectors = await self._batcher.embed([q[:MAX_EMBED_CHARS] for q in queries])
+    async def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        """One service call for the queries of every request waiting in the batcher, through the
+        circuit (its timeout bounds the call, not the time requests spent queued before it)."""
+        service, embeddings = self.embedding_service, self.embeddings
+        if service is None or embeddings is None:
+            raise EmbeddingServiceError("this index has no embedding service")
+        dims = embeddings.shape[1]
+
+        async def call(timeout: float) -> np.ndarray:
+            vectors = await embed_texts(service, texts, timeout=timeout)
             if vectors.shape[1] != dims:
                 raise EmbeddingServiceError(
                     f"query embedding has {vectors.shape[1]} dimensions, tool embeddings have {dims}: "
@@ -185,12 +214,7 @@ class ToolIndex:
                 )
             return vectors
 
-        return await self.circuit.call(embed)
-
-    async def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        if self.embedding_service is None:
-            raise EmbeddingServiceError("this index has no embedding service")
-        return await asyncio.wait_for(embed_texts(self.embedding_service, texts), self.circuit.timeout_seconds)
+        return await self.circuit.call(call)
 
     def cosine_scores(self, query_vector: np.ndarray) -> np.ndarray:
         assert self.embeddings is not None
@@ -204,6 +228,7 @@ async def _embed_catalog(
     batch_size: int,
     progress: ProgressCallback | None,
     known: dict[str, np.ndarray] | None = None,
+    timeout: float | None = None,
 ) -> np.ndarray:
     """Embed tool texts in batches, reusing `known` vectors and the cache, filling the cache."""
     model_id = embedding_model_id(service)
@@ -217,7 +242,7 @@ async def _embed_catalog(
     fresh: list[np.ndarray] = []
     for start in range(0, len(missing), batch_size):
         batch = [texts[i] for i in missing[start : start + batch_size]]
-        fresh.append(await embed_texts(service, batch, batch_size))
+        fresh.append(await embed_texts(service, batch, batch_size, timeout=timeout))
         if progress is not None:
             progress(min(start + batch_size, len(missing)), len(missing))
     dims = {v.shape[0] for v in cached if v is not None} | {f.shape[1] for f in fresh}
@@ -237,3 +262,20 @@ async def _embed_catalog(
             time.perf_counter() - started,
         )
     return np.stack(cached).astype(np.float32)  # type: ignore[arg-type]
+
+
+def _known_vectors(
+    texts: list[str], known: dict[str, np.ndarray], cache: EmbeddingCache | None, service: EmbeddingGeneratorBase
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Vectors for `texts` from `known` and the cache only; zero rows (and a mask) where there is none."""
+    vectors: list[np.ndarray | None] = [known.get(t) for t in texts]
+    if cache is not None and any(v is None for v in vectors):
+        from_disk = cache.get(embedding_model_id(service), texts)
+        vectors = [v if v is not None else d for v, d in zip(vectors, from_disk, strict=True)]
+    dims = {v.shape[0] for v in vectors if v is not None}
+    if len(dims) != 1:
+        return None, None
+    (size,) = dims
+    zero = np.zeros(size, dtype=np.float32)
+    missing = np.array([v is None for v in vectors], dtype=bool)
+    return np.stack([zero if v is None else v for v in vectors]).astype(np.float32), missing

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.errors import ConfigError, UnknownToolError
+from sk_toolfilter.errors import ConfigError, EmbeddingServiceError, UnknownToolError
 from sk_toolfilter.progress import ProgressCallback
 from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.cache import EmbeddingCache
@@ -95,6 +97,7 @@ class ToolFilterManager:
         self._fingerprint: tuple[Any, ...] | None = None
         self._embedding_cache: EmbeddingCache | None = None
         self._refreshing = threading.Lock()
+        self._retry_embedding_at = 0.0
         self._conversation_pins: dict[str, ConversationPins] = {}
 
     def _describe(self, index: ToolIndex) -> _Catalog:
@@ -186,21 +189,40 @@ class ToolFilterManager:
         if kernel is None:
             return False
         fingerprint = kernel_fingerprint(kernel)
-        if fingerprint == self._fingerprint and not force:
+        retry = self.index.missing_vectors > 0 and time.monotonic() >= self._retry_embedding_at
+        if fingerprint == self._fingerprint and not force and not retry:
             return False
         if not self._refreshing.acquire(blocking=False):
             return False  # another task is rebuilding; this selection uses the current index
         try:
             old = self.index
-            crawled = crawl_kernel(kernel)
-            index = await ToolIndex.build(
-                self.policy.apply(crawled),
+            tools = self.policy.apply(crawl_kernel(kernel))
+            build = partial(
+                ToolIndex.build,
+                tools,
                 old.embedding_service,
                 bm25_config=self.config.bm25,
                 batch_size=self.config.embedding.batch_size,
                 cache=self._embedding_cache,
                 previous=old,
             )
+            try:
+                index = await build()
+            except EmbeddingServiceError as exc:
+                # Keep selecting: known tools keep their vectors, new ones are ranked by BM25 until
+                # a later selection (after the cooldown) embeds them. One warning per incident.
+                index = await build(embed_new=False)
+                self._retry_embedding_at = time.monotonic() + self.config.embedding.cooldown_seconds
+                if old.missing_vectors == 0:
+                    logger.warning(
+                        "sk-toolfilter: re-index could not embed %d new tool(s) (%s); BM25 ranks them "
+                        "until the embedding service answers",
+                        index.missing_vectors,
+                        exc,
+                    )
+            else:
+                if old.missing_vectors:
+                    logger.info("sk-toolfilter: the tools indexed without vectors are embedded now")
             self._catalog = self._describe(index)
             self._fingerprint = fingerprint
             added = len(set(index.names) - set(old.names))

@@ -1,0 +1,148 @@
+"""Embedding faults never stop selection, and batching never makes things worse."""
+
+import asyncio
+import json
+import logging
+import time
+
+import httpx
+import pytest
+from semantic_kernel import Kernel
+from semantic_kernel.functions import kernel_function
+
+from sk_toolfilter import ToolFilterConfig, create_tool_filter
+from sk_toolfilter.config import EmbeddingConfig
+from sk_toolfilter.errors import EmbeddingServiceError
+from sk_toolfilter.retrieval.embeddings import create_embedding_service
+from sk_toolfilter.retrieval.index import ToolIndex
+from sk_toolfilter.retrieval.search import rank_tools
+from tests.conftest import build_demo_kernel
+
+QUERIES = ["send an email to bob", "add 2 and 3", "what time is it in Tokyo", "read the file notes.txt"]
+
+
+class ShippingPlugin:
+    @kernel_function(description="Track a parcel shipment by its tracking number.")
+    def track_parcel(self, tracking_number: str) -> str:
+        return tracking_number
+
+
+def names(ranking) -> list[str]:
+    return [t.full_name for t in ranking.tools]
+
+
+async def start(kernel, embedder, **embedding):
+    config = ToolFilterConfig(
+        search_method="hybrid", discovery={"enabled": False}, embedding={"cache": False, **embedding}
+    )
+    return await create_tool_filter(kernel, config, embedding_service=embedder)
+
+
+# --- build time ---------------------------------------------------------------------------------
+async def test_a_hanging_service_at_build_time_ends_at_the_timeout_with_a_clear_error(tmp_path, hash_embedder):
+    hash_embedder.set_mode("hang")
+    started = time.perf_counter()
+    with pytest.raises(EmbeddingServiceError, match=r"did not answer within 0.3s"):
+        await start(build_demo_kernel(str(tmp_path)), hash_embedder, timeout_seconds=0.3)
+    assert time.perf_counter() - started < 2
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("ragged", "non-numeric or ragged vectors"),
+        ("strings", "non-numeric or ragged vectors"),
+        ("cancel", "cancelled the request"),
+        ("wrong_count", "returned shape"),
+    ],
+)
+async def test_malformed_vectors_at_build_time_are_embedding_service_errors(tmp_path, hash_embedder, mode, message):
+    hash_embedder.set_mode(mode)
+    with pytest.raises(EmbeddingServiceError, match=message):
+        await start(build_demo_kernel(str(tmp_path)), hash_embedder)
+
+
+@pytest.mark.parametrize("mode", ["ragged", "strings", "cancel", "hang"])
+async def test_malformed_vectors_at_query_time_fall_back_to_bm25(tmp_path, hash_embedder, mode):
+    manager = await start(build_demo_kernel(str(tmp_path)), hash_embedder, timeout_seconds=0.3)
+    hash_embedder.set_mode(mode)
+    ranking = await rank_tools(manager.index, "send an email to bob", manager.config)
+    assert ranking.method == "bm25" and ranking.fallback_reason
+    assert ranking.tools[0].full_name == "Messaging-send_email"
+
+
+# --- lone surrogates ----------------------------------------------------------------------------
+async def test_one_query_with_a_lone_surrogate_does_not_fail_a_batch_of_good_ones(tmp_path, hash_embedder):
+    manager = await start(build_demo_kernel(str(tmp_path)), hash_embedder)
+    queries = [QUERIES[i % 4] for i in range(19)] + ["send an email \ud800 to bob"]
+    rankings = await asyncio.gather(*(rank_tools(manager.index, q, manager.config) for q in queries))
+    assert all(r.method == "hybrid" and r.fallback_reason is None for r in rankings)
+    assert rankings[-1].tools[0].full_name == "Messaging-send_email"
+    assert not manager.index.circuit.is_open
+
+
+async def test_a_new_tool_with_a_lone_surrogate_in_its_description_is_embedded(tmp_path, hash_embedder):
+    kernel = build_demo_kernel(str(tmp_path))
+    manager = await start(kernel, hash_embedder)
+    kernel.add_plugin(ShippingPlugin(), "Shipping")
+    kernel.get_function("Shipping", "track_parcel").metadata.description = "Track a parcel \ud800 shipment."
+    selection = await manager.select("track my parcel shipment")
+    assert selection.names[0] == "Shipping-track_parcel"
+    assert manager.index.missing_vectors == 0
+
+
+# --- live re-index ------------------------------------------------------------------------------
+async def test_a_reindex_whose_embedding_fails_keeps_serving_and_retries_later(tmp_path, hash_embedder, caplog):
+    kernel = build_demo_kernel(str(tmp_path))
+    manager = await start(kernel, hash_embedder, timeout_seconds=0.3, cooldown_seconds=0.2)
+    old_index = manager.index
+    hash_embedder.set_mode("hang")
+    kernel.add_plugin(ShippingPlugin(), "Shipping")
+    started = time.perf_counter()
+    with caplog.at_level(logging.WARNING):
+        first = await manager.select("track my parcel shipment")
+        second = await manager.select("send an email to bob")
+    assert time.perf_counter() - started < 2  # one timeout, not one per selection
+    assert first.names[0] == "Shipping-track_parcel"  # the new tool, ranked by BM25
+    assert second.names[0] == "Messaging-send_email"  # known tools keep their vectors
+    assert manager.index is not old_index and manager.index.missing_vectors == 1
+    assert caplog.text.count("re-index could not embed") == 1
+    hash_embedder.set_mode("ok")
+    await asyncio.sleep(0.25)  # the cooldown
+    await manager.select("track my parcel shipment")
+    assert manager.index.missing_vectors == 0
+
+
+# --- batching -----------------------------------------------------------------------------------
+async def test_a_slow_service_within_its_timeout_serves_a_thousand_concurrent_selections(tmp_path, hash_embedder):
+    manager = await start(build_demo_kernel(str(tmp_path)), hash_embedder, timeout_seconds=0.5)
+    queries = [f"{QUERIES[i % 4]} #{i % 50}" for i in range(1000)]
+    sequential = {q: names(await rank_tools(manager.index, q, manager.config)) for q in set(queries)}
+    hash_embedder.set_mode("ok", delay=0.3)  # each call takes 0.3 s of the 0.5 s allowed
+    calls = hash_embedder.calls
+    rankings = await asyncio.gather(*(rank_tools(manager.index, q, manager.config) for q in queries))
+    assert [r.fallback_reason for r in rankings if r.fallback_reason][:1] == []
+    assert not manager.index.circuit.is_open
+    assert all(names(r) == sequential[q] for q, r in zip(queries, rankings, strict=True))
+    assert hash_embedder.calls - calls < 20  # batched: far fewer calls than requests
+
+
+# --- dimensions ---------------------------------------------------------------------------------
+async def test_embedding_dimensions_are_sent_to_the_service_and_checked():
+    bodies: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        bodies.append(body)
+        size = body.get("dimensions", 1536)
+        data = [{"object": "embedding", "index": i, "embedding": [0.1] * size} for i in range(len(body["input"]))]
+        usage = {"prompt_tokens": 1, "total_tokens": 1}
+        return httpx.Response(200, json={"object": "list", "data": data, "model": body["model"], "usage": usage})
+
+    service = create_embedding_service(EmbeddingConfig(provider="openai", api_key="k", dimensions=256))
+    service.inner.client._client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    kernel = Kernel()
+    kernel.add_plugin(ShippingPlugin(), "Shipping")
+    index = await ToolIndex.build_from_kernel(kernel, service)
+    assert bodies[0]["dimensions"] == 256 and index.embeddings.shape == (1, 256)
+    assert service.ai_model_id == "text-embedding-3-small@256"  # the cache key names the size
