@@ -95,3 +95,71 @@ async def test_a_call_to_a_tool_not_offered_in_this_request_is_refused(demo_kern
     settings = await manager.prepare_execution_settings("add 2 and 3", base)
     await forced_call(demo_kernel, settings, offline_chat_service(transport))
     assert sandbox_file.read_text() == "precious"
+
+
+# --- the policy holds everywhere ----------------------------------------------------------------
+async def test_exclusions_hold_when_filtering_is_disabled(demo_kernel):
+    manager = await manager_for(demo_kernel, enabled=False)
+    transport = RecordingTransport([text_reply("ok")])
+    service = wrap_chat_service(offline_chat_service(transport), manager)
+    settings = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
+    history = ChatHistory()
+    history.add_user_message("send an email to bob")
+    await service.get_chat_message_contents(history, settings, kernel=demo_kernel)
+    sent = transport.tool_names(0)
+    assert "Math-add" in sent and len(sent) > 30  # no ranking: everything visible goes
+    assert not set(FORBIDDEN) & set(sent)
+    clone = await manager.prepare_execution_settings("send an email", settings)
+    offered = clone.function_choice_behavior.filters["included_functions"]
+    assert "Math-add" in offered and not set(FORBIDDEN) & set(offered)
+
+
+async def test_two_agents_on_one_kernel_each_see_and_run_only_their_own_tools(demo_kernel):
+    mail_desk = await create_tool_filter(demo_kernel, ToolFilterConfig(search_method="bm25", exclude=["Files"]))
+    file_desk = await create_tool_filter(demo_kernel, ToolFilterConfig(search_method="bm25", exclude=["Messaging"]))
+
+    async def ask(manager, *replies):
+        transport = RecordingTransport([*replies, text_reply("done")])
+        service = wrap_chat_service(offline_chat_service(transport), manager)
+        settings = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
+        history = ChatHistory()
+        history.add_user_message("find a tool")
+        await service.get_chat_message_contents(history, settings, kernel=demo_kernel)
+        return transport.requests[1]["messages"][-1]["content"]
+
+    search = ("ToolSearch-search_tools", {"query": "send an email message", "detail": "names"})
+    assert "Messaging-send_email" in await ask(mail_desk, tool_call_reply(search))
+    assert "Messaging-" not in await ask(file_desk, tool_call_reply(search))
+    listing = ("Files-list_files", {})
+    assert "not available to this agent" in await ask(mail_desk, tool_call_reply(listing))
+    assert "not available" not in await ask(file_desk, tool_call_reply(listing))
+
+
+async def test_a_source_whose_plugin_name_is_taken_is_an_error_naming_both(tmp_path):
+    import contextlib
+
+    from semantic_kernel import Kernel
+
+    from sk_toolfilter.agents.agent_file import parse_agent
+    from sk_toolfilter.agents.sources import add_sources
+
+    catalog = tmp_path / "tools.jsonl"
+    catalog.write_text('{"plugin": "Math", "name": "add", "description": "Add."}\n')
+    spec = parse_agent(
+        {
+            "name": "a",
+            "tools": [
+                {"type": "plugin", "name": "Math", "import": "sk_toolfilter.demo:MathPlugin"},
+                {"type": "catalog", "name": "extra", "path": str(catalog)},
+            ],
+        }
+    )
+    with pytest.raises(ConfigError) as info:
+        await add_sources(Kernel(), spec, contextlib.AsyncExitStack())
+    assert str(info.value) == "tools[1] (extra): plugin name 'Math' is already used by tools[0] (Math)"
+
+
+async def test_a_discovery_plugin_name_that_is_a_tool_plugin_is_an_error(demo_kernel):
+    with pytest.raises(ConfigError, match="discovery.plugin_name: 'Math' is already the name of a plugin"):
+        await create_tool_filter(demo_kernel, ToolFilterConfig(discovery={"plugin_name": "Math"}))
+    assert "search_tools" not in demo_kernel.plugins["Math"].functions

@@ -111,10 +111,11 @@ async def add_sources(
     """
     counts: dict[str, int] = {}
     skipped = {} if skipped is None else skipped
+    owners = {name: "a plugin already on the kernel" for name in kernel.plugins}
     for position, source in enumerate(spec.tools):
         where = f"tools[{position}] ({source.name})"
         try:
-            counts[source.name] = await _add_source(kernel, source, spec, stack, where)
+            counts[source.name] = await _add_source(kernel, source, spec, stack, where, owners)
         except Exception as exc:
             error = exc if isinstance(exc, ConfigError) else ConfigError(f"{where}: {type(exc).__name__}: {exc}")
             if not source.optional:
@@ -125,16 +126,25 @@ async def add_sources(
 
 
 async def _add_source(
-    kernel: Kernel, source: ToolSource, spec: AgentSpec, stack: contextlib.AsyncExitStack, where: str
+    kernel: Kernel,
+    source: ToolSource,
+    spec: AgentSpec,
+    stack: contextlib.AsyncExitStack,
+    where: str,
+    owners: dict[str, str],
 ) -> int:
     if isinstance(source, PluginSource):
+        _claim(source.name, where, owners)
         return len(add_native_plugin(kernel, source, spec, where).functions)
     if isinstance(source, CatalogSource):
         plugins = catalog_plugins(source, spec)
         for plugin in plugins:
+            _claim(plugin.name, where, owners)
+        for plugin in plugins:
             kernel.add_plugin(plugin)
         return sum(len(p.functions) for p in plugins)
     assert isinstance(source, MCPSource)
+    _claim(source.name, where, owners)
     connection = MCPConnection(
         source, cwd=spec.resolve(source.cwd or "."), where=where, on_change=keep_kernel_in_step(kernel)
     )
@@ -143,3 +153,11 @@ async def _add_source(
     plugin = build_plugin(connection)
     kernel.add_plugin(plugin)
     return len(plugin.functions)
+
+
+def _claim(plugin_name: str, where: str, owners: dict[str, str]) -> None:
+    """Reserve a plugin name for the source at `where`; a name another source holds is an error
+    (Semantic Kernel would silently replace that source's plugin)."""
+    if plugin_name in owners:
+        raise ConfigError(f"{where}: plugin name {plugin_name!r} is already used by {owners[plugin_name]}")
+    owners[plugin_name] = where

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.selection.active import active_manager
 from sk_toolfilter.selection.settings import tool_names
 
 if TYPE_CHECKING:
@@ -55,6 +56,10 @@ def attach_execution_guard(kernel: Kernel, manager: ToolFilterManager) -> None:
     from semantic_kernel.functions import FunctionResult
 
     async def guard_tool_call(context: Any, next: Callable[[Any], Awaitable[None]]) -> None:
+        active = active_manager()
+        if active is not None and active is not manager:  # another agent's request on a shared kernel
+            await next(context)
+            return
         name = context.function.fully_qualified_name
         outcome = refusal(manager, name, context.execution_settings)
         if outcome is None:

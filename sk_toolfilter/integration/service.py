@@ -17,6 +17,7 @@ from pydantic import PrivateAttr
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 
 from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.selection.active import serving
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.settings import tool_name, tool_names
 from sk_toolfilter.selection.sticky import StickyLists
@@ -80,9 +81,17 @@ class FilteredChatCompletion(ChatCompletionClientBase):
     async def get_chat_message_contents(
         self, chat_history: ChatHistory, settings: PromptExecutionSettings, **kwargs: Any
     ) -> list[ChatMessageContent]:
-        if not self.inner.SUPPORTS_FUNCTION_CALLING:
-            return await self.inner.get_chat_message_contents(chat_history, settings, **kwargs)
-        return await super().get_chat_message_contents(chat_history, settings, **kwargs)
+        with serving(self.manager):  # discovery and the guard answer for this agent's manager
+            if not self.inner.SUPPORTS_FUNCTION_CALLING:
+                return await self.inner.get_chat_message_contents(chat_history, settings, **kwargs)
+            return await super().get_chat_message_contents(chat_history, settings, **kwargs)
+
+    async def get_streaming_chat_message_contents(
+        self, chat_history: ChatHistory, settings: PromptExecutionSettings, **kwargs: Any
+    ) -> AsyncGenerator[list[StreamingChatMessageContent], Any]:
+        with serving(self.manager):
+            async for chunk in super().get_streaming_chat_message_contents(chat_history, settings, **kwargs):
+                yield chunk
 
     # --- the hook ---------------------------------------------------------------------------
     async def _narrow(self, chat_history: ChatHistory, settings: PromptExecutionSettings) -> None:
@@ -101,8 +110,15 @@ class FilteredChatCompletion(ChatCompletionClientBase):
             return
         full = state[0]
         behavior = settings.function_choice_behavior
-        if not full or behavior is None or not manager.config.enabled:
+        if not full or behavior is None:
             self._last_selection = tool_names(full) if behavior else []
+            return
+        if not manager.config.enabled:  # no ranking; exclusions still hold
+            visible = [t for t in full if not manager.is_hidden(tool_name(t) or "")]
+            self._last_selection = tool_names(visible)
+            if len(visible) < len(full):
+                settings.tools = visible or None  # type: ignore[attr-defined]
+                state[1] = settings.tools  # type: ignore[attr-defined]
             return
         names = [tool_name(t) for t in full]
         names_on_offer = [n for n in names if n is not None]

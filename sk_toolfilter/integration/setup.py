@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 
 from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.errors import ConfigError
 from sk_toolfilter.integration.guard import attach_execution_guard
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.selection.discovery import DiscoveryPlugin, discovery_pins
@@ -20,6 +21,7 @@ from sk_toolfilter.selection.manager import ToolFilterManager
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
     from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
+    from semantic_kernel.functions import KernelPlugin
 
     from sk_toolfilter.progress import ProgressCallback
 
@@ -77,8 +79,20 @@ def enable_tool_filtering(kernel: Kernel, manager: ToolFilterManager) -> list[st
 
 def _add_discovery_plugin(kernel: Kernel, config: ToolFilterConfig) -> DiscoveryPlugin | None:
     """A new, unbound discovery plugin added to `kernel`, or None (disabled, or already there)."""
-    if not (config.enabled and config.discovery.enabled) or config.discovery.plugin_name in kernel.plugins:
+    if not (config.enabled and config.discovery.enabled):
+        return None
+    existing = kernel.plugins.get(config.discovery.plugin_name)
+    if existing is not None:
+        if not _is_discovery(existing):
+            raise ConfigError(
+                f"tool_filtering.discovery.plugin_name: {config.discovery.plugin_name!r} is already the name of "
+                "a plugin of the kernel (one of the agent's tools); choose another name"
+            )
         return None
     plugin = DiscoveryPlugin()
     kernel.add_plugin(plugin, config.discovery.plugin_name)
     return plugin
+
+
+def _is_discovery(plugin: KernelPlugin) -> bool:
+    return any(isinstance(getattr(getattr(f, "method", None), "__self__", None), DiscoveryPlugin) for f in plugin)

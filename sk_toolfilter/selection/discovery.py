@@ -18,6 +18,7 @@ from semantic_kernel.functions import kernel_function
 
 from sk_toolfilter.errors import ToolFilterError
 from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.selection.active import active_manager
 from sk_toolfilter.selection.manager import ConversationPins, ToolFilterManager
 
 if TYPE_CHECKING:
@@ -136,10 +137,15 @@ class DiscoveryPlugin:
         self._bound = manager
 
     def bind(self, manager: ToolFilterManager) -> None:
-        """Answer from `manager`'s catalog from now on."""
+        """Answer from `manager`'s catalog from now on (outside requests served by another manager)."""
         self._bound = manager
 
     def _manager(self) -> ToolFilterManager:
+        """The manager of the request in progress (agents sharing a kernel share this plugin), else
+        the bound one."""
+        active = active_manager()
+        if active is not None:
+            return active
         if self._bound is None:
             raise ToolFilterError("the discovery plugin is not bound to a ToolFilterManager (call bind(manager))")
         return self._bound

@@ -232,6 +232,12 @@ class ToolFilterManager:
         finally:
             self._refreshing.release()
 
+    def _kernel_names(self) -> list[str]:
+        """Every function of the kernel the manager follows (hidden ones included), in kernel order."""
+        if self._kernel is None:
+            return []
+        return [f.fully_qualified_name for plugin in self._kernel.plugins.values() for f in plugin]
+
     def _exists(self, full_name: str) -> bool:
         """The function is still in the kernel (always true without a kernel to check)."""
         if self._kernel is None:
@@ -406,12 +412,17 @@ class ToolFilterManager:
         """A clone of `base_settings` offering only the selected functions; the base is never mutated.
 
         `query` is the text to match, or a chat history (then the query is built from the
-        conversation and tools found with discovery are included). With ``enabled: false`` the base
-        settings are returned unchanged. With nothing selected and nothing pinned the clone offers
-        no tools at all.
+        conversation and tools found with discovery are included). With ``enabled: false`` nothing is
+        ranked: the base settings come back unchanged, or, when ``exclude`` or ``enabled: false``
+        overrides hide tools, a clone offering every visible one (exclusions are a policy, not a
+        ranking hint). With nothing selected and nothing pinned the clone offers no tools at all.
         """
         if not self.config.enabled:
-            return base_settings
+            everything = self._kernel_names() or self.index.names
+            allowed = allowed_by_behavior(base_settings.function_choice_behavior, everything)
+            offered = [n for n in everything if allowed is None or n in allowed]
+            visible = [n for n in offered if not self.is_hidden(n)]
+            return base_settings if len(visible) == len(offered) else clone_with_functions(base_settings, visible)
         allowed = allowed_by_behavior(base_settings.function_choice_behavior, self.index.names)
         if isinstance(query, str):
             selection = await self.select(query, allowed=allowed)
