@@ -160,6 +160,6 @@ async def test_a_source_whose_plugin_name_is_taken_is_an_error_naming_both(tmp_p
 
 
 async def test_a_discovery_plugin_name_that_is_a_tool_plugin_is_an_error(demo_kernel):
-    with pytest.raises(ConfigError, match="discovery.plugin_name: 'Math' is already the name of a plugin"):
+    with pytest.raises(ConfigError, match=r"discovery\.plugin_name: 'Math' is already the name of a plugin"):
         await create_tool_filter(demo_kernel, ToolFilterConfig(discovery={"plugin_name": "Math"}))
     assert "search_tools" not in demo_kernel.plugins["Math"].functions
