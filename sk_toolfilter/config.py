@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 from sk_toolfilter.errors import ConfigError, describe_validation_error
 
@@ -14,11 +14,37 @@ RankingMethod = Literal["semantic", "bm25"]
 DEFAULT_WEIGHTS: dict[RankingMethod, float] = {"semantic": 0.7, "bm25": 0.3}
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+class StrictConfig(BaseModel):
+    """Unknown keys, NaN / infinity, and booleans where a number belongs are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and _is_numeric(field.annotation) and _holds_bool(value):
+            raise ValueError("expected a number, not true/false")
+        return value
 
 
-class EmbeddingConfig(_Strict):
+def _is_numeric(annotation: Any) -> bool:
+    if annotation is bool:
+        return False
+    if annotation in (int, float):
+        return True
+    return any(_is_numeric(arg) for arg in get_args(annotation))
+
+
+def _holds_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, dict):
+        return any(isinstance(v, bool) for v in value.values())
+    return isinstance(value, list) and any(isinstance(v, bool) for v in value)
+
+
+class EmbeddingConfig(StrictConfig):
     """Which embedding service turns tool descriptions and queries into vectors.
 
     ``provider``: ``local`` (the bundled offline all-MiniLM-L6-v2 ONNX model), ``openai``,
@@ -38,7 +64,11 @@ class EmbeddingConfig(_Strict):
     timeout_seconds: float = Field(default=5.0, gt=0, description="Query-embedding timeout; then BM25.")
     failure_threshold: int = Field(default=3, ge=1, description="Consecutive failures that open the circuit.")
     cooldown_seconds: float = Field(default=30.0, ge=0, description="How long an open circuit skips the service.")
-    cache_dir: str | None = Field(default=None, description="Default: $SK_TOOLFILTER_CACHE or ~/.cache/sk-toolfilter.")
+    cache_dir: str | None = Field(
+        default=None,
+        description="Default: $SK_TOOLFILTER_CACHE or ~/.cache/sk-toolfilter. '~' is expanded; in an agent file a "
+        "relative folder is relative to the file. Unwritable: a warning, and the run goes on without the cache.",
+    )
 
     @property
     def resolved_provider(self) -> str:
@@ -47,7 +77,7 @@ class EmbeddingConfig(_Strict):
         return "openai" if self.api_key is not None else "local"
 
 
-class BM25Config(_Strict):
+class BM25Config(StrictConfig):
     """BM25 parameters. The defaults were tuned on the dev halves of the public benchmarks."""
 
     k1: float = Field(default=2.0, ge=0.0, le=10.0)
@@ -56,7 +86,7 @@ class BM25Config(_Strict):
     stemming: bool = True
 
 
-class ToolOverride(_Strict):
+class ToolOverride(StrictConfig):
     """Per-tool metadata and visibility, keyed by full name (``Plugin-function``) in ``tools_overrides``.
 
     ``enabled: false`` hides the tool everywhere (never sent, listed, pinned or executed);
@@ -71,7 +101,7 @@ class ToolOverride(_Strict):
     keywords: list[str] = Field(default_factory=list, description="Extra words and aliases to match.")
 
 
-class DiscoveryConfig(_Strict):
+class DiscoveryConfig(StrictConfig):
     """The built-in discovery plugin the model calls to search the whole catalog."""
 
     enabled: bool = True
@@ -80,7 +110,7 @@ class DiscoveryConfig(_Strict):
     max_chars: int = Field(default=6000, ge=500, le=50_000, description="Hard cap on one discovery answer.")
 
 
-class AgentLoopConfig(_Strict):
+class AgentLoopConfig(StrictConfig):
     """Selection inside an agent loop: the requests the model makes while answering one user turn.
 
     The user's request of the current turn stays the query (tool calls are context, not the
@@ -104,7 +134,7 @@ class AgentLoopConfig(_Strict):
     max_tools: int = Field(default=6, ge=1, le=128, description="Selected tools per request (with top_k: the larger).")
 
 
-class ToolFilterConfig(_Strict):
+class ToolFilterConfig(StrictConfig):
     """The ``tool_filtering`` block of an agent file.
 
     ``similarity_threshold`` is relative, and means the same for every method: each method scores

@@ -42,11 +42,13 @@ async def test_excluded_tools_cannot_be_pinned(demo_kernel):
     assert "Files-delete_file" not in await manager.filter_tools("hello")
 
 
-async def test_overrides_must_name_real_tools(demo_kernel):
-    with pytest.raises(ConfigError, match=r"tools_overrides: 'Text-slugifyy' is not a kernel function.*Text-slugify"):
-        await create_tool_filter(
-            demo_kernel, ToolFilterConfig.from_mapping({"tools_overrides": {"Text-slugifyy": {"enabled": False}}})
-        )
+async def test_excludes_and_overrides_that_match_no_tool_are_warnings_naming_the_closest_tools(demo_kernel, caplog):
+    config = {"exclude": ["Messagng", "Files-delete_*"], "tools_overrides": {"Text-slugifyy": {"enabled": False}}}
+    await create_tool_filter(demo_kernel, ToolFilterConfig.from_mapping(config))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("exclude[0]: 'Messagng' matches no tool of the kernel; closest real names: Messaging" in w for w in warnings)
+    assert any("tools_overrides: 'Text-slugifyy' matches no tool" in w and "Text-slugify" in w for w in warnings)
+    assert not any("exclude[1]" in w for w in warnings)  # a glob that matches is fine
 
 
 async def forced_call(kernel, settings, service, name="Files-delete_file"):

@@ -11,18 +11,20 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from sk_toolfilter.agents.yaml_reader import read_yaml
-from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.config import StrictConfig, ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, describe_validation_error
 from sk_toolfilter.redaction import remember_secret
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Source(BaseModel):
+    """A tool source (a tagged-union member: no wildcard validators may touch its ``type``)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class ModelSpec(_Strict):
+class ModelSpec(StrictConfig):
     """The chat model. ``provider: openai`` also serves any OpenAI-compatible server via ``base_url``."""
 
     provider: Literal["openai", "azure_openai"] = "openai"
@@ -39,11 +41,11 @@ class ModelSpec(_Strict):
         return None if value == "" else value
 
 
-class InstructionsFile(_Strict):
+class InstructionsFile(StrictConfig):
     file: str
 
 
-class PluginSource(_Strict):
+class PluginSource(_Source):
     """A native SK plugin: ``package.module:Class`` (instantiated with ``init``) or a module."""
 
     type: Literal["plugin"]
@@ -54,7 +56,7 @@ class PluginSource(_Strict):
     optional: bool = False
 
 
-class MCPSource(_Strict):
+class MCPSource(_Source):
     """An MCP server: a local process over stdio (``command``) or a remote one over HTTP (``url``).
 
     ``command: python`` (or ``python3``) runs the current interpreter, and a command that is not on
@@ -64,7 +66,7 @@ class MCPSource(_Strict):
     ``/sse``); ``headers`` values usually come from the environment (``${TOKEN}``).
     """
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
 
     type: Literal["mcp"]
     name: str = Field(pattern=r"^[0-9A-Za-z_]+$")
@@ -84,6 +86,13 @@ class MCPSource(_Strict):
         default=60.0, gt=0, le=86400, alias="request_timeout", description="Bound on one tool call."
     )
     optional: bool = Field(default=False, description="Skip this source, with one warning, when it fails to load.")
+
+    @field_validator("startup_timeout_seconds", "request_timeout_seconds", mode="before")
+    @classmethod
+    def _seconds_are_numbers(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("expected a number of seconds, not true/false")
+        return value
 
     @model_validator(mode="after")
     def _command_or_url(self) -> MCPSource:
@@ -107,7 +116,7 @@ class MCPSource(_Strict):
         return "http"
 
 
-class CatalogSource(_Strict):
+class CatalogSource(_Source):
     """Tool definitions from a JSON/JSONL file, registered as definition-only kernel functions."""
 
     type: Literal["catalog"]
@@ -120,14 +129,14 @@ class CatalogSource(_Strict):
 ToolSource = Annotated[PluginSource | MCPSource | CatalogSource, Field(discriminator="type")]
 
 
-class SampleQuery(_Strict):
+class SampleQuery(StrictConfig):
     """A report query; ``expect`` lists the tools a person would pick for it."""
 
     query: str
     expect: list[str] = Field(default_factory=list)
 
 
-class AgentSpec(_Strict):
+class AgentSpec(StrictConfig):
     """An agent file: identity, model, instructions, tool sources and the ``tool_filtering`` block."""
 
     name: str = Field(pattern=r"^[0-9A-Za-z_-]+$")
@@ -209,7 +218,15 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
             f"{source}:\n" + describe_validation_error(exc, "", union_tags=("plugin", "mcp", "catalog"))
         ) from None
     _remember_secrets(spec)
+    _resolve_cache_dir(spec)
     return spec
+
+
+def _resolve_cache_dir(spec: AgentSpec) -> None:
+    """``embedding.cache_dir``: ``~`` expanded, a relative folder taken from the agent file's folder."""
+    embedding = spec.tool_filtering.embedding
+    if embedding.cache_dir:
+        embedding.cache_dir = str(spec.resolve(embedding.cache_dir))
 
 
 def _remember_secrets(spec: AgentSpec) -> None:

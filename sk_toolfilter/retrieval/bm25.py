@@ -61,14 +61,21 @@ class BM25Index:
     def from_tools(
         cls, tools: Sequence[ToolMetadata], config: BM25Config, token_cache: dict[str, list[str]] | None = None
     ) -> BM25Index:
-        """Index `tools`; `token_cache` (filled here) spares re-tokenizing unchanged tools on a rebuild."""
-        cache = token_cache if token_cache is not None else {}
+        """Index `tools`; `token_cache` (the previous index's) spares re-tokenizing unchanged tools.
+
+        The new index keeps only its own tools' tokens, so the cache never outgrows the catalog,
+        however many rebuilds it goes through.
+        """
+        previous = token_cache or {}
+        cache: dict[str, list[str]] = {}
         documents = []
         for tool in tools:
             key = tool_key(tool)
-            if key not in cache:
-                cache[key] = tool_tokens(tool, config)
-            documents.append(cache[key])
+            tokens = cache.get(key) or previous.get(key)
+            if tokens is None:
+                tokens = tool_tokens(tool, config)
+            cache[key] = tokens
+            documents.append(tokens)
         index = cls(documents, config)
         index.token_cache = cache
         return index

@@ -31,7 +31,7 @@ FORMAT_VERSION = 1
 def default_cache_dir() -> Path:
     """``$SK_TOOLFILTER_CACHE``, else ``$XDG_CACHE_HOME/sk-toolfilter``, else ``~/.cache/sk-toolfilter``."""
     if os.environ.get("SK_TOOLFILTER_CACHE"):
-        return Path(os.environ["SK_TOOLFILTER_CACHE"])
+        return Path(os.environ["SK_TOOLFILTER_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "sk-toolfilter"
 
@@ -40,11 +40,16 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+MAX_ENTRIES = 200_000
+"""Vectors kept per model (file and memory); the oldest written are evicted first."""
+
+
 class EmbeddingCache:
     """Embeddings on disk, shared by restarts and processes."""
 
-    def __init__(self, directory: str | Path | None = None) -> None:
-        self.directory = Path(directory) if directory is not None else default_cache_dir()
+    def __init__(self, directory: str | Path | None = None, *, max_entries: int = MAX_ENTRIES) -> None:
+        self.directory = Path(directory).expanduser() if directory is not None else default_cache_dir()
+        self.max_entries = max_entries
         self._memory: dict[str, dict[str, np.ndarray]] = {}
         self._lock = threading.Lock()
         self._reported: set[Path] = set()
@@ -55,7 +60,11 @@ class EmbeddingCache:
         return self.directory / f"embeddings-v{FORMAT_VERSION}-{slug}-{digest}.npz"
 
     def _read(self, path: Path) -> dict[str, np.ndarray]:
-        if not path.exists():
+        try:
+            if not path.exists():
+                return {}
+        except OSError as exc:  # e.g. a folder we may not enter
+            self._warn_once(path, f"embedding cache {path} is not accessible ({exc.strerror}); continuing without it")
             return {}
         try:
             with np.load(path, allow_pickle=False) as data:
@@ -66,10 +75,13 @@ class EmbeddingCache:
                     raise ValueError("inconsistent arrays")
                 return {str(k): v for k, v in zip(keys, vectors, strict=True)}
         except Exception as exc:
-            if path not in self._reported:
-                self._reported.add(path)
-                logger.warning("sk-toolfilter: embedding cache %s is unreadable (%s); rebuilding it", path, exc)
+            self._warn_once(path, f"embedding cache {path} is unreadable ({exc}); rebuilding it")
             return {}
+
+    def _warn_once(self, path: Path, message: str) -> None:
+        if path not in self._reported:
+            self._reported.add(path)
+            logger.warning("sk-toolfilter: %s", message)
 
     @contextlib.contextmanager
     def _exclusive(self, path: Path) -> Iterator[None]:
@@ -104,7 +116,11 @@ class EmbeddingCache:
                     entries = self._read(path)
                     dims = {v.shape[0] for v in new.values()}
                     entries = {k: v for k, v in entries.items() if v.shape[0] in dims}  # model resized
+                    for key in new:  # re-inserted at the end: the oldest entries are evicted first
+                        entries.pop(key, None)
                     entries.update(new)
+                    if len(entries) > self.max_entries:
+                        entries = dict(list(entries.items())[-self.max_entries :])
                     keys = np.array(list(entries), dtype="U64")
                     matrix = np.stack(list(entries.values())).astype(np.float32)
                     fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
@@ -119,8 +135,13 @@ class EmbeddingCache:
                             os.unlink(tmp)
                     self._memory[model_id] = entries
             except OSError as exc:
-                logger.warning("sk-toolfilter: cannot write embedding cache %s (%s); continuing without it", path, exc)
-                self._memory.setdefault(model_id, {}).update(new)
+                reason = exc.strerror or str(exc)
+                message = f"cannot write embedding cache {path} ({reason}); continuing without it"
+                self._warn_once(self.directory, message)
+                memory = self._memory.setdefault(model_id, {})
+                memory.update(new)
+                if len(memory) > self.max_entries:
+                    self._memory[model_id] = dict(list(memory.items())[-self.max_entries :])
 
 
 class CachedEmbeddings(EmbeddingGeneratorBase):

@@ -115,7 +115,7 @@ class ToolIndex:
             embedding_service=embedding_service,
             bm25_config=bm25_config,
             circuit=circuit,
-            token_cache=dict(previous.bm25.token_cache) if reuse and previous is not None else None,
+            token_cache=previous.bm25.token_cache if reuse and previous is not None else None,
             missing=missing,
         )
 

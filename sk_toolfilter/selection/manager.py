@@ -161,7 +161,8 @@ class ToolFilterManager:
         policy = ToolPolicy(config)
         fingerprint = kernel_fingerprint(kernel)
         crawled = crawl_kernel(kernel)
-        policy.check_names([t.full_name for t in crawled])
+        for message in policy.unmatched([t.full_name for t in crawled]):
+            logger.warning("sk-toolfilter: %s", message)
         index = await ToolIndex.build(
             policy.apply(crawled),
             embedding_service,

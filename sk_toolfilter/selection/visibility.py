@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
 from sk_toolfilter.config import ToolFilterConfig, ToolOverride
-from sk_toolfilter.errors import ConfigError, closest_names
+from sk_toolfilter.errors import closest_names
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 
 
@@ -37,14 +37,19 @@ class ToolPolicy:
     def pinned(self) -> list[str]:
         return [name for name, o in self.overrides.items() if o.always_include and o.enabled]
 
-    def check_names(self, known: Sequence[str]) -> None:
-        """Every override names a real tool (the error lists the closest real names)."""
+    def unmatched(self, known: Sequence[str]) -> list[str]:
+        """One message per ``exclude`` pattern and ``tools_overrides`` entry that names no tool of
+        `known`, with the closest real names (a typo in an exclude would silently expose a tool)."""
         known_set = set(known)
+        plugins = {name.split("-", 1)[0] for name in known}
+        messages = []
+        for position, pattern in enumerate(self.exclude):
+            if not any(fnmatchcase(n, pattern) for n in known) and not any(fnmatchcase(p, pattern) for p in plugins):
+                messages.append(_unmatched(f"tool_filtering.exclude[{position}]", pattern, [*plugins, *known]))
         for name in self.overrides:
             if name not in known_set:
-                suggestions = closest_names(name, known)
-                hint = f"; closest real names: {', '.join(suggestions)}" if suggestions else ""
-                raise ConfigError(f"tool_filtering.tools_overrides: {name!r} is not a kernel function{hint}")
+                messages.append(_unmatched("tool_filtering.tools_overrides", name, known))
+        return messages
 
     def apply(self, tools: Iterable[ToolMetadata]) -> list[ToolMetadata]:
         """Visible tools only, with override metadata (category, tags, keywords) merged in."""
@@ -60,3 +65,9 @@ class ToolPolicy:
                 tool = dataclasses.replace(tool, keywords=tuple(dict.fromkeys([*tool.keywords, *extra])))
             visible.append(tool)
         return visible
+
+
+def _unmatched(key: str, name: str, known: Sequence[str]) -> str:
+    suggestions = closest_names(name, known)
+    hint = f"; closest real names: {', '.join(suggestions)}" if suggestions else ""
+    return f"{key}: {name!r} matches no tool of the kernel{hint}"
