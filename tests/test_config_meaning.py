@@ -48,7 +48,9 @@ async def test_an_unwritable_cache_dir_is_a_warning_and_the_run_goes_on(tmp_path
     assert "continuing without it" in caplog.text
 
 
-async def test_a_cache_dir_that_is_a_file_is_a_warning_and_the_run_goes_on(tmp_path, demo_kernel, hash_embedder, caplog):
+async def test_a_cache_dir_that_is_a_file_is_a_warning_and_the_run_goes_on(
+    tmp_path, demo_kernel, hash_embedder, caplog
+):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
     config = ToolFilterConfig(embedding={"cache_dir": str(blocker / "cache")})

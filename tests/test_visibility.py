@@ -46,7 +46,9 @@ async def test_excludes_and_overrides_that_match_no_tool_are_warnings_naming_the
     config = {"exclude": ["Messagng", "Files-delete_*"], "tools_overrides": {"Text-slugifyy": {"enabled": False}}}
     await create_tool_filter(demo_kernel, ToolFilterConfig.from_mapping(config))
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert any("exclude[0]: 'Messagng' matches no tool of the kernel; closest real names: Messaging" in w for w in warnings)
+    assert any(
+        "exclude[0]: 'Messagng' matches no tool of the kernel; closest real names: Messaging" in w for w in warnings
+    )
     assert any("tools_overrides: 'Text-slugifyy' matches no tool" in w and "Text-slugify" in w for w in warnings)
     assert not any("exclude[1]" in w for w in warnings)  # a glob that matches is fine
 
