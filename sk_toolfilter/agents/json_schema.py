@@ -16,6 +16,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from sk_toolfilter.redaction import library_logger
+
+logger = library_logger(__name__)
+
 MAX_REF_DEPTH = 16
 """Nested ``$ref`` expansions followed on one path before the rest is cut to ``{"type": "object"}``."""
 
@@ -143,11 +147,12 @@ class ToolParameters:
     """SK parameter name → the name the server expects."""
 
 
-def tool_parameters(input_schema: Any) -> ToolParameters:
+def tool_parameters(input_schema: Any, where: str = "a tool") -> ToolParameters:
     """The parameters of a tool whose arguments `input_schema` (an object schema) describes.
 
     Property schemas that are JSON strings (some servers double-encode) are decoded; anything that
-    is not a mapping counts as "any value".
+    is not a mapping counts as "any value". A name SK cannot take, or that collides with another
+    once cleaned (``a.b`` and ``a_b``), is renamed with a warning naming `where` — never merged.
     """
     schema = input_schema if isinstance(input_schema, dict) else {}
     resolved = resolve_refs(schema)
@@ -167,6 +172,8 @@ def tool_parameters(input_schema: Any) -> ToolParameters:
         name = safe_parameter_name(str(raw_name))
         while name in original:
             name += "_"
+        if name != raw_name:
+            logger.warning("sk-toolfilter: parameter %r of %s is sent as %r", raw_name, where, name)
         original[name] = str(raw_name)
         description = prop.get("description")
         dicts.append(

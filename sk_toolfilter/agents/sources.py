@@ -16,6 +16,7 @@ from sk_toolfilter.agents.agent_file import AgentSpec, CatalogSource, MCPSource,
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.agents.json_schema import tool_parameters
 from sk_toolfilter.agents.mcp import MCPConnection, build_plugin, keep_kernel_in_step
+from sk_toolfilter.agents.tool_names import function_name
 from sk_toolfilter.errors import ConfigError
 from sk_toolfilter.redaction import library_logger
 
@@ -84,13 +85,15 @@ def catalog_plugins(source: CatalogSource, spec: AgentSpec) -> list[KernelPlugin
     """
     records = load_catalog(spec.resolve(source.path), default_plugin=source.name)
     by_plugin: dict[str, list[KernelFunctionFromMethod]] = {}
+    taken: dict[str, set[str]] = {}
     for tool, schema in records:
+        name = function_name(tool.plugin, tool.name, taken.setdefault(tool.plugin, set()))
 
-        @kernel_function(name=tool.name, description=tool.description)
-        def definition_only(_name: str = tool.full_name, **kwargs: Any) -> str:
+        @kernel_function(name=name, description=tool.description)
+        def definition_only(_name: str = f"{tool.plugin}-{name}", **kwargs: Any) -> str:
             return DEFINITION_ONLY.format(name=_name)
 
-        definition_only.__kernel_function_parameters__ = tool_parameters(schema).dicts
+        definition_only.__kernel_function_parameters__ = tool_parameters(schema, f"{tool.plugin}-{name}").dicts
         by_plugin.setdefault(tool.plugin, []).append(
             KernelFunctionFromMethod(method=definition_only, plugin_name=tool.plugin)
         )

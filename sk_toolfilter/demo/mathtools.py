@@ -38,16 +38,32 @@ _UNITS = {  # to SI base units
 }
 
 
+MAX_EXPRESSION_CHARS = 200
+MAX_MAGNITUDE = 1e100
+"""Operands and results beyond this are refused: '9**9**9' would take hours and gigabytes."""
+
+
 def _evaluate(node: ast.AST) -> float:
     if isinstance(node, ast.Expression):
         return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        return node.value
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return _bounded(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        return _OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and left != 0 and right * math.log10(abs(left)) > math.log10(MAX_MAGNITUDE):
+            raise ValueError("the result would be too large")
+        return _bounded(_OPERATORS[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
         return _OPERATORS[type(node.op)](_evaluate(node.operand))
     raise ValueError("only numbers and + - * / ** % are allowed")
+
+
+def _bounded(value: float) -> float:
+    if isinstance(value, complex):
+        raise ValueError("complex results are not supported")
+    if abs(value) > MAX_MAGNITUDE:
+        raise ValueError(f"numbers beyond {MAX_MAGNITUDE:g} are not supported")
+    return value
 
 
 def _numbers(values: str) -> list[float]:
@@ -99,6 +115,8 @@ class MathPlugin:
 
     @kernel_function(description="Evaluate an arithmetic expression such as '(3 + 4) * 2 ** 3' safely.")
     def calculate(self, expression: Annotated[str, "Arithmetic expression"]) -> str:
+        if len(expression) > MAX_EXPRESSION_CHARS:
+            return f"cannot evaluate: expressions are limited to {MAX_EXPRESSION_CHARS} characters"
         try:
             return str(_evaluate(ast.parse(expression, mode="eval")))
         except (ValueError, SyntaxError, ZeroDivisionError, OverflowError) as exc:

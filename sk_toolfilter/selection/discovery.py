@@ -123,7 +123,19 @@ def render_matches(
     elif total:
         footer += " describe_tool(name) loads a tool so you can call it on your next step."
     footer += "]"
-    return "\n".join([*body, footer]), shown
+    while body and sum(len(line) + 1 for line in body) + len(footer) > max_chars:
+        body.pop()  # the footer always fits: the answer never exceeds max_chars
+        if len(shown) > len(body):
+            shown = shown[: len(body)]
+    return bounded("\n".join([*body, footer]), max_chars), shown
+
+
+def bounded(text: str, max_chars: int) -> str:
+    """`text` cut to `max_chars`, saying so."""
+    if len(text) <= max_chars:
+        return text
+    note = f" … [cut: answers are limited to {max_chars} characters]"
+    return text[: max(0, max_chars - len(note))] + note
 
 
 class DiscoveryPlugin:
@@ -171,10 +183,12 @@ class DiscoveryPlugin:
         description="Show the full signature of one tool by name (Plugin-function) and load it for your next step.",
     )
     async def describe_tool(self, name: Annotated[str, "Tool name, e.g. Messaging-send_email"]) -> str:
-        tool = self._manager().find_visible_tool(name)
+        manager = self._manager()
+        limit = manager.config.discovery.max_chars
+        tool = manager.find_visible_tool(name[:200])
         if tool is None:
-            return f"No tool named {name!r}. Use search_tools to find one."
-        return render_full(tool)
+            return bounded(f"No tool named {name[:200]!r}. Use search_tools to find one.", limit)
+        return bounded(render_full(tool), limit)
 
 
 def discovered_in(history: ChatHistory, manager: ToolFilterManager, max_loaded: int) -> list[str]:

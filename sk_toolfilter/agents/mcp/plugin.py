@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from semantic_kernel import Kernel
 from semantic_kernel.functions import KernelFunction, KernelFunctionFromMethod, KernelPlugin, kernel_function
 from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
 
-from sk_toolfilter.agents.json_schema import tool_parameters
+from sk_toolfilter.agents.json_schema import safe_parameter_name, tool_parameters
 from sk_toolfilter.agents.mcp.connection import MCPConnection, ToolCallError
 from sk_toolfilter.agents.mcp.results import ERROR_PREFIX, render_content, render_tool_result
+from sk_toolfilter.agents.tool_names import function_name
 from sk_toolfilter.redaction import library_logger
 
 logger = library_logger(__name__)
-
-_NAME_SAFE = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def local_name(name: str) -> str:
-    """A server's tool name as SK accepts it: every character outside ``[A-Za-z0-9_-]`` becomes "_".
-
-    (SK keeps "." and one dotted name then fails ``add_plugin`` for the whole server.)
-    """
-    return _NAME_SAFE.sub("_", name) or "tool"
-
 
 def build_plugin(connection: MCPConnection) -> KernelPlugin:
     """The server's current tools (and prompts, when loaded) as kernel functions.
@@ -37,10 +26,8 @@ def build_plugin(connection: MCPConnection) -> KernelPlugin:
     functions: list[KernelFunction] = []
     taken: set[str] = set()
     for tool in connection.tools:
-        name = _unique(local_name(tool.name), taken)
-        if name != tool.name:
-            logger.debug("sk-toolfilter: MCP tool %r of %s is %r in the kernel", tool.name, source.name, name)
-        params = tool_parameters(tool.inputSchema)
+        name = function_name(source.name, tool.name, taken)
+        params = tool_parameters(tool.inputSchema, where=f"{source.name}-{name}")
         method = kernel_function(name=name, description=tool.description or tool.title or "")(
             _tool_caller(connection, tool.name, params.original_names)
         )
@@ -52,10 +39,10 @@ def build_plugin(connection: MCPConnection) -> KernelPlugin:
             )
         )
     for prompt in connection.prompts:
-        name = _unique(local_name(prompt.name), taken)
+        name = function_name(source.name, prompt.name, taken)
         arguments = prompt.arguments or []
         method = kernel_function(name=name, description=prompt.description or "")(
-            _prompt_getter(connection, prompt.name, {local_name(a.name): a.name for a in arguments})
+            _prompt_getter(connection, prompt.name, {safe_parameter_name(a.name): a.name for a in arguments})
         )
         functions.append(
             KernelFunctionFromMethod(
@@ -63,7 +50,7 @@ def build_plugin(connection: MCPConnection) -> KernelPlugin:
                 plugin_name=source.name,
                 parameters=[
                     KernelParameterMetadata(
-                        name=local_name(a.name),
+                        name=safe_parameter_name(a.name),
                         description=a.description,
                         is_required=bool(a.required),
                         type="string",
@@ -115,11 +102,3 @@ def _prompt_getter(connection: MCPConnection, prompt: str, original_names: dict[
         return "\n".join(f"{m.role}: {render_content(m.content)}" for m in result.messages)
 
     return get
-
-
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, n = name, 2
-    while candidate in taken:
-        candidate, n = f"{name}_{n}", n + 1
-    taken.add(candidate)
-    return candidate
