@@ -6,7 +6,7 @@ matter. See README.md for the data flow and examples.
 
 from sk_toolfilter import _compat
 from sk_toolfilter.config import BM25Config, EmbeddingConfig, ToolFilterConfig
-from sk_toolfilter.errors import ConfigError, EmbeddingServiceError, ToolFilterError, UnknownToolError
+from sk_toolfilter.errors import ConfigError, EmbeddingServiceError, ToolFilterError, ToolSourceError, UnknownToolError
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.integration.setup import attach_to_kernel, create_tool_filter, enable_tool_filtering
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, create_embedding_service
@@ -26,6 +26,7 @@ __all__ = [
     "ConfigError",
     "EmbeddingConfig",
     "EmbeddingServiceError",
+    "ToolSourceError",
     "FilteredChatCompletion",
     "LocalEmbeddingGenerator",
     "ParameterMetadata",

@@ -1,7 +1,8 @@
 """The ``sk-toolfilter`` command line: validate, search, report, chat, eval.
 
-A thin layer over the library. Exit codes: 0 success, 1 runtime error (one-line cause on stderr),
-2 usage error.
+A thin layer over the library. Exit codes: 0 success; 2 usage error — bad flags or a bad agent file
+(any :class:`ConfigError`); 1 runtime failure. Either way one line on stderr, never a traceback
+(``-v`` shows it).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sk_toolfilter.errors import ToolFilterError
+from sk_toolfilter.errors import ConfigError, ToolFilterError
 from sk_toolfilter.progress import Progress
 from sk_toolfilter.redaction import library_logger
 
@@ -33,8 +34,11 @@ def _print_counts(tools: Any) -> None:
 
 async def cmd_validate(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import load_agent_file
 
-    async with await open_toolset(args.agent, progress=Progress("embedding tools")) as tools:
+    spec = load_agent_file(args.agent)
+    spec.instructions_text()  # a missing instructions file fails validation, not the first chat
+    async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
         print(f"{tools.spec.name}: OK")
         _print_counts(tools)
     return 0
@@ -43,15 +47,16 @@ async def cmd_validate(args: argparse.Namespace) -> int:
 async def cmd_search(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent import open_toolset
     from sk_toolfilter.agents.agent_file import load_agent_file
+    from sk_toolfilter.config import ToolFilterConfig
 
     spec = load_agent_file(args.agent)
     overrides: dict[str, Any] = {}
     if args.method:
         overrides["search_method"] = args.method
-    if args.top_k:
+    if args.top_k is not None:
         overrides["top_k"] = args.top_k
     if overrides:
-        config = spec.tool_filtering.model_validate({**spec.tool_filtering.model_dump(), **overrides})
+        config = ToolFilterConfig.from_mapping({**spec.tool_filtering.model_dump(), **overrides})
         spec = spec.model_copy(update={"tool_filtering": config})
     async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
         selection = await tools.manager.select(args.query)
@@ -80,7 +85,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
     queries = spec.sample_queries
     if args.queries:
         queries = _read_queries(Path(args.queries))
-    queries = queries[: args.limit] if args.limit else queries
+    queries = queries[: args.limit] if args.limit is not None else queries
     if not queries:
         queries = [SampleQuery(query="hi there")]
         log.warning("no sample_queries in %s and no --queries; reporting on 'hi there' only", args.agent)
@@ -154,6 +159,17 @@ async def cmd_eval(args: argparse.Namespace) -> int:
     return await (run_conversation_eval(args) if args.conversations else run_eval(args))
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sk-toolfilter",
@@ -170,9 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("agent", help="agent YAML file")
     p.add_argument("query")
     p.add_argument("--method", choices=["semantic", "bm25", "hybrid"])
-    p.add_argument("--top-k", type=int, help="tools to keep (overrides the file)")
+    p.add_argument("--top-k", type=positive_int, help="tools to keep (overrides the file)")
     p.add_argument("--explain", action="store_true", help="per tool: scores per method, why kept or cut")
-    p.add_argument("--limit", type=int, default=20, help="rows of --explain (default 20)")
+    p.add_argument("--limit", type=positive_int, default=20, help="rows of --explain (default 20)")
     p.set_defaults(run=cmd_search)
 
     p = sub.add_parser("report", help="token-savings report: tools payload with filtering off vs on")
@@ -180,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queries", help="queries file: one per line (.txt) or JSON lines with 'query' (.jsonl)")
     p.add_argument("--out", default="report", help="output folder (default: report)")
     p.add_argument("--model-encoding", default="o200k_base", choices=["o200k_base", "cl100k_base"])
-    p.add_argument("--limit", type=int, help="report on the first N queries only")
+    p.add_argument("--limit", type=positive_int, help="report on the first N queries only")
     p.add_argument("--selection-mode", choices=["fresh", "sticky"], help="override tool_filtering.selection_mode")
     p.set_defaults(run=cmd_report)
 
@@ -210,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", default="1,3,5,10", help="cut-offs for recall@k and complete@k")
     p.add_argument("--by-category", action="store_true", help="also report metrics per query category")
     p.add_argument("--out", help="folder for eval.json and eval.md")
-    p.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    p.add_argument("--limit", type=positive_int, help="evaluate only the first N queries")
     p.set_defaults(run=cmd_eval)
     return parser
 
@@ -230,7 +246,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("mcp").setLevel(logging.CRITICAL)
     try:
         return asyncio.run(args.run(args))
+    except ConfigError as exc:  # the user's input: flags, agent file, queries file
+        if args.verbose:
+            raise
+        print(f"sk-toolfilter: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
     except ToolFilterError as exc:
+        if args.verbose:
+            raise
         print(f"sk-toolfilter: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -246,9 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    lines = text.splitlines()
-    return lines[0] if len(lines) == 1 else f"{lines[0]} {'; '.join(s.strip() for s in lines[1:])}"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]} {'; '.join(lines[1:])}"
 
 
 if __name__ == "__main__":

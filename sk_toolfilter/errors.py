@@ -33,6 +33,10 @@ class UnknownToolError(ConfigError):
         super().__init__(f"{key}: {name!r} is not a kernel function (use the full name 'Plugin-function'){hint}")
 
 
+class ToolSourceError(ToolFilterError):
+    """A tool source failed at run time: an MCP server that does not start, answer or stay up."""
+
+
 class EmbeddingServiceError(ToolFilterError):
     """The embedding service failed, or returned vectors of the wrong shape or with NaNs."""
 

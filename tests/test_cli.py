@@ -80,16 +80,16 @@ def test_eval_writes_eval_json(tmp_path, capsys):
     assert {"complete@5", "ndcg@10", "mrr", "mean_tools_sent", "p50_ms"} <= set(data["methods"]["bm25"])
 
 
-def test_runtime_errors_exit_1_with_one_line(tmp_path, capsys):
-    assert main(["validate", str(tmp_path / "missing.yaml")]) == 1
+def test_a_missing_agent_file_is_a_usage_error_in_one_line(tmp_path, capsys):
+    assert main(["validate", str(tmp_path / "missing.yaml")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("sk-toolfilter: error:") and "cannot read agent file" in err and "\n" not in err
 
 
-def test_config_errors_exit_1_and_name_the_key(tmp_path, capsys):
+def test_config_errors_exit_2_and_name_the_key(tmp_path, capsys):
     bad = tmp_path / "a.yaml"
     bad.write_text("name: a\ntool_filtering: {top_k: -1}\n")
-    assert main(["validate", str(bad)]) == 1
+    assert main(["validate", str(bad)]) == 2
     assert "tool_filtering.top_k" in capsys.readouterr().err
 
 
@@ -140,7 +140,7 @@ def test_eval_on_an_agent_file(bm25_agent, tmp_path, capsys):
 def test_chat_without_a_key_says_so_in_one_line(bm25_agent, monkeypatch, capsys):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    assert main(["chat", str(bm25_agent)]) == 1
+    assert main(["chat", str(bm25_agent)]) == 2
     err = capsys.readouterr().err.strip()
     assert "no API key" in err and "\n" not in err
 
@@ -189,8 +189,44 @@ def test_eval_conversations_names_the_line_of_a_bad_step_and_an_unknown_setting(
     steps = tmp_path / "steps.jsonl"
     steps.write_text(json.dumps(conversation_steps()[0]) + "\n" + json.dumps({"messages": [], "gold": ["x"]}) + "\n")
     args = ["eval", "--tools", str(FIXTURES / "tools.jsonl"), "--conversations", str(steps)]
-    assert main(args) == 1
+    assert main(args) == 2
     assert f"{steps}:2: 'messages' must be a non-empty list" in capsys.readouterr().err
     steps.write_text(json.dumps(conversation_steps()[0]) + "\n")
-    assert main([*args, "--set", "agent_loop.max_toolz=3"]) == 1
+    assert main([*args, "--set", "agent_loop.max_toolz=3"]) == 2
     assert "unknown tool_filtering setting 'max_toolz'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "AGENT", "email", "--top-k", "-3"],
+        ["search", "AGENT", "email", "--top-k", "0"],
+        ["search", "AGENT", "email", "--top-k", "many"],
+        ["report", "AGENT", "--limit", "-1"],
+        ["eval", "--agent", "AGENT", "--queries", "q.jsonl", "--limit", "0"],
+    ],
+)
+def test_bad_numbers_on_the_command_line_are_usage_errors(bm25_agent, argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([str(bm25_agent) if a == "AGENT" else a for a in argv])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "must be at least 1" in err or "expected a whole number" in err
+    assert "pydantic" not in err and "Traceback" not in err
+
+
+def test_validate_fails_when_the_instructions_file_is_missing(bm25_agent, capsys):
+    (bm25_agent.parent / "instructions" / "assistant.md").unlink()
+    assert main(["validate", str(bm25_agent)]) == 2
+    assert "instructions.file: cannot read" in capsys.readouterr().err
+
+
+def test_an_error_with_an_empty_message_still_gets_one_line(monkeypatch, capsys):
+    from sk_toolfilter import cli
+
+    async def boom(args):
+        raise RuntimeError()
+
+    monkeypatch.setattr(cli, "cmd_validate", boom)
+    assert main(["validate", "x.yaml"]) == 1
+    assert capsys.readouterr().err.strip() == "sk-toolfilter: error: RuntimeError: RuntimeError (run with -v for details)"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from semantic_kernel import Kernel
 
-from sk_toolfilter import ConfigError, ToolFilterConfig
+from sk_toolfilter import ToolFilterConfig, ToolSourceError
 from sk_toolfilter.agents.agent_file import parse_agent
 from sk_toolfilter.agents.sources import add_sources
 from sk_toolfilter.integration.setup import create_tool_filter
@@ -43,7 +43,7 @@ async def serving():
 
 async def timed_error(*sources) -> tuple[str, float]:
     started = time.perf_counter()
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ToolSourceError) as info:
         await load(*sources)
     return str(info.value), time.perf_counter() - started
 

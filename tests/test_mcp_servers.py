@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from sk_toolfilter import ConfigError
+from sk_toolfilter import ConfigError, ToolSourceError
 from sk_toolfilter.agents.agent import load_agent
 from sk_toolfilter.agents.agent_file import parse_agent
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
@@ -261,7 +261,7 @@ async def test_an_http_server_that_is_not_there_fails_fast_without_echoing_crede
         base_dir=tmp_path,
     )
     started = time.perf_counter()
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ToolSourceError) as info:
         await load_agent(spec, chat_service=offline_chat_service(RecordingTransport()))
     message = str(info.value)
     assert time.perf_counter() - started < 5

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from semantic_kernel import Kernel
 
-from sk_toolfilter import ConfigError
+from sk_toolfilter import ConfigError, ToolSourceError
 from sk_toolfilter.agents.agent_file import parse_agent
 from sk_toolfilter.agents.sources import add_sources
 
@@ -47,7 +47,7 @@ async def test_native_plugin_from_an_import_path(tmp_path):
     ],
 )
 async def test_bad_plugin_sources_are_errors_naming_the_source(import_path, message):
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ToolSourceError) as info:
         await load([{"type": "plugin", "name": "P", "import": import_path}])
     assert "tools[0] (P)" in str(info.value) and message in str(info.value)
 
@@ -77,7 +77,7 @@ async def test_catalog_tools_are_registered_with_their_schemas_and_refuse_to_run
 async def test_catalog_errors_name_the_file_and_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"name": "ok"}\nnot json\n')
-    with pytest.raises(ConfigError, match=r"bad.jsonl: invalid JSON at line"):
+    with pytest.raises(ToolSourceError, match=r"bad.jsonl: invalid JSON at line"):
         await load([{"type": "catalog", "name": "c", "path": str(bad)}])
 
 
@@ -96,7 +96,7 @@ async def test_mcp_server_tools_are_indexed_including_dotted_names():
 
 
 async def test_an_mcp_server_that_fails_to_start_is_a_clear_error():
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ToolSourceError) as info:
         await load([{"type": "mcp", "name": "Broken", "command": "/no/such/binary-xyz"}])
     assert "tools[0] (Broken): MCP server command '/no/such/binary-xyz' cannot be run" in str(info.value)
 
@@ -114,7 +114,7 @@ async def test_an_mcp_server_that_never_answers_times_out_with_a_clear_error():
         "args": ["-c", "import time; time.sleep(30)"],
         "startup_timeout_seconds": 1,
     }
-    with pytest.raises(ConfigError, match=r"tools\[0\] \(Silent\): MCP server 'python -c .*' did not answer"):
+    with pytest.raises(ToolSourceError, match=r"tools\[0\] \(Silent\): MCP server 'python -c .*' did not answer"):
         await load([source])
 
 

@@ -17,7 +17,7 @@ from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.agents.json_schema import tool_parameters
 from sk_toolfilter.agents.mcp import MCPConnection, build_plugin, keep_kernel_in_step
 from sk_toolfilter.agents.tool_names import function_name
-from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.errors import ConfigError, ToolFilterError, ToolSourceError
 from sk_toolfilter.redaction import library_logger
 
 logger = library_logger(__name__)
@@ -108,9 +108,10 @@ async def add_sources(
 ) -> dict[str, int]:
     """Add every tool source of `spec` to `kernel`; MCP servers are closed when `stack` closes.
 
-    Returns the number of functions per source. A source that fails, whatever the failure, is a
-    :class:`ConfigError` naming it, or, when it says ``optional: true``, is skipped with one warning
-    and its error recorded in `skipped` (source name → message).
+    Returns the number of functions per source. A source that fails is an error naming it — a
+    :class:`ConfigError` for what the file says, a :class:`ToolSourceError` for what happened at run
+    time — or, when it says ``optional: true``, whatever the failure, is skipped with one warning and
+    its error recorded in `skipped` (source name → message).
     """
     counts: dict[str, int] = {}
     skipped = {} if skipped is None else skipped
@@ -120,7 +121,7 @@ async def add_sources(
         try:
             counts[source.name] = await _add_source(kernel, source, spec, stack, where, owners)
         except Exception as exc:
-            error = exc if isinstance(exc, ConfigError) else ConfigError(f"{where}: {type(exc).__name__}: {exc}")
+            error = exc if isinstance(exc, ToolFilterError) else ToolSourceError(f"{where}: {type(exc).__name__}: {exc}")
             if not source.optional:
                 raise error from None
             skipped[source.name] = str(error)

@@ -35,7 +35,7 @@ from mcp import ClientSession, McpError, types
 from mcp.shared.message import SessionMessage
 
 from sk_toolfilter.agents.agent_file import MCPSource
-from sk_toolfilter.errors import ConfigError, ToolFilterError
+from sk_toolfilter.errors import ToolFilterError, ToolSourceError
 from sk_toolfilter.redaction import library_logger, redact_url
 
 logger = library_logger(__name__)
@@ -55,7 +55,7 @@ class ToolCallError(ToolFilterError):
 class MCPConnection:
     """A running MCP server, its tools and prompts.
 
-    ``await start()`` connects (or raises :class:`ConfigError` saying what was observed);
+    ``await start()`` connects (or raises :class:`ToolSourceError` saying what was observed);
     ``await call_tool(name, arguments)`` calls one tool; ``await aclose()`` stops the server.
     `on_change` is awaited after the server's tool or prompt list changed and was re-read.
     """
@@ -107,7 +107,7 @@ class MCPConnection:
         """Start the server, initialize the session and list its tools (and prompts).
 
         Bounded by ``startup_timeout_seconds``; a server that exits or fails meanwhile is reported as
-        soon as that is seen. Raises :class:`ConfigError` naming the source, the command or URL,
+        soon as that is seen. Raises :class:`ToolSourceError` naming the source, the command or URL,
         what was observed and the tail of the server's stderr.
         """
         if self._task is not None and not self._task.done():
@@ -123,13 +123,13 @@ class MCPConnection:
         except asyncio.TimeoutError:
             phase = self._phase
             await self._halt()
-            raise ConfigError(self._timeout_message(phase)) from None
+            raise ToolSourceError(self._timeout_message(phase)) from None
         except asyncio.CancelledError:
             await self._halt()
             raise
         except Exception as exc:
             await self._halt()
-            raise ConfigError(self._failure_message(exc)) from None
+            raise ToolSourceError(self._failure_message(exc)) from None
 
     async def aclose(self) -> None:
         """Stop the server (stdin closed, then terminated, then killed) and forget its session."""
@@ -339,7 +339,7 @@ class MCPConnection:
                 await self._halt()
                 try:
                     await self.start()
-                except ConfigError as exc:
+                except ToolSourceError as exc:
                     raise ToolCallError(
                         f"MCP server {self.source.name} stopped ({reason}) and could not be restarted, so {what} "
                         f"did not run: {exc}"
