@@ -35,6 +35,7 @@ def test_discovery_answers_never_exceed_max_chars_footer_included(names, descrip
     text, shown = render_matches(tools, query, detail, limit, max_chars)
     assert len(text) <= max_chars
     assert text.rstrip().endswith("]") or "[cut:" in text
+    assert all(name in text for name in shown)  # what the footer promises is on the page
 
 
 class HugePlugin:

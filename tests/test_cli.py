@@ -229,4 +229,6 @@ def test_an_error_with_an_empty_message_still_gets_one_line(monkeypatch, capsys)
 
     monkeypatch.setattr(cli, "cmd_validate", boom)
     assert main(["validate", "x.yaml"]) == 1
-    assert capsys.readouterr().err.strip() == "sk-toolfilter: error: RuntimeError: RuntimeError (run with -v for details)"
+    assert (
+        capsys.readouterr().err.strip() == "sk-toolfilter: error: RuntimeError: RuntimeError (run with -v for details)"
+    )

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from sk_toolfilter import ConfigError, ToolSourceError
+from sk_toolfilter import ToolSourceError
 from sk_toolfilter.agents.agent import load_agent
 from sk_toolfilter.agents.agent_file import parse_agent
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply

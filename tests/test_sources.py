@@ -47,7 +47,7 @@ async def test_native_plugin_from_an_import_path(tmp_path):
     ],
 )
 async def test_bad_plugin_sources_are_errors_naming_the_source(import_path, message):
-    with pytest.raises(ToolSourceError) as info:
+    with pytest.raises(ConfigError) as info:
         await load([{"type": "plugin", "name": "P", "import": import_path}])
     assert "tools[0] (P)" in str(info.value) and message in str(info.value)
 
@@ -77,7 +77,7 @@ async def test_catalog_tools_are_registered_with_their_schemas_and_refuse_to_run
 async def test_catalog_errors_name_the_file_and_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"name": "ok"}\nnot json\n')
-    with pytest.raises(ToolSourceError, match=r"bad.jsonl: invalid JSON at line"):
+    with pytest.raises(ConfigError, match=r"bad.jsonl: invalid JSON at line"):
         await load([{"type": "catalog", "name": "c", "path": str(bad)}])
 
 

@@ -121,7 +121,9 @@ async def add_sources(
         try:
             counts[source.name] = await _add_source(kernel, source, spec, stack, where, owners)
         except Exception as exc:
-            error = exc if isinstance(exc, ToolFilterError) else ToolSourceError(f"{where}: {type(exc).__name__}: {exc}")
+            error = (
+                exc if isinstance(exc, ToolFilterError) else ToolSourceError(f"{where}: {type(exc).__name__}: {exc}")
+            )
             if not source.optional:
                 raise error from None
             skipped[source.name] = str(error)
