@@ -100,3 +100,67 @@ def test_duplicate_function_names_across_plugins_are_distinct_tools():
     ]
     index = run(ToolIndex.build(tools))
     assert index.names == ["A-search", "B-search"]
+
+
+any_unicode = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), max_size=200)
+
+
+@SETTINGS
+@given(query=st.one_of(any_unicode, any_unicode.map(lambda s: (s or "x") * 3000)))
+def test_any_unicode_query_even_with_lone_surrogates_is_ranked_semantically(query):
+    from sk_toolfilter.retrieval.search import rank_tools
+
+    async def check():
+        tools = [ToolMetadata("Mail", "send_email", "Mail-send_email", "Send an email to someone.")]
+        index = await ToolIndex.build(tools, HashEmbedder())
+        ranking = await rank_tools(index, query, ToolFilterConfig(search_method="semantic"))
+        assert ranking.fallback_reason is None
+        assert not index.circuit.is_open
+
+    run(check())
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=12,
+)
+
+
+@SETTINGS
+@given(
+    names=st.lists(st.text(min_size=1, max_size=90), min_size=1, max_size=6, unique=True),
+    schemas=st.lists(
+        st.one_of(
+            json_values,
+            st.dictionaries(st.text(max_size=12), json_values, max_size=4).map(
+                lambda props: {"type": "object", "properties": props, "required": list(props)[:1]}
+            ),
+        ),
+        min_size=6,
+        max_size=6,
+    ),
+)
+def test_any_catalog_names_and_schemas_register_as_valid_tools_or_a_clear_error(tmp_path_factory, names, schemas):
+    import contextlib
+    import json
+
+    from semantic_kernel import Kernel
+    from semantic_kernel.connectors.ai.function_calling_utils import kernel_function_metadata_to_function_call_format
+
+    from sk_toolfilter.agents.sources import add_sources
+    from sk_toolfilter.agents.tool_names import MAX_TOOL_NAME
+
+    path = tmp_path_factory.mktemp("cat") / "tools.jsonl"
+    records = [{"name": n, "description": "d", "parameters": s} for n, s in zip(names, schemas, strict=False)]
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    spec = parse_agent({"name": "a", "tools": [{"type": "catalog", "name": "cat", "path": str(path)}]})
+    kernel = Kernel()
+    try:
+        run(add_sources(kernel, spec, contextlib.AsyncExitStack()))
+    except ConfigError:
+        return
+    for function in kernel.plugins["cat"]:
+        assert len(function.fully_qualified_name) <= MAX_TOOL_NAME
+        wire = json.dumps(kernel_function_metadata_to_function_call_format(function.metadata))
+        assert "$ref" not in wire
