@@ -18,10 +18,16 @@ import numpy as np
 
 
 def normalize_by_max(scores: np.ndarray) -> np.ndarray:
-    """Scale so the best score is 1.0; all zeros stay zeros (no division by zero)."""
-    scores = np.clip(np.nan_to_num(np.asarray(scores, dtype=np.float64)), 0.0, None)
+    """Scale so the best score is 1.0; all zeros stay zeros (no division by zero), NaN counts as 0."""
+    scores = np.fmax(np.asarray(scores, dtype=np.float64), 0.0)  # one pass: negatives and NaN → 0
     top = float(scores.max(initial=0.0))
-    return scores / top if top > 0 else np.zeros_like(scores)
+    if not np.isfinite(top):
+        scores = np.nan_to_num(scores, posinf=0.0)
+        top = float(scores.max(initial=0.0))
+    if top <= 0:
+        return np.zeros_like(scores)
+    scores /= top
+    return scores
 
 
 def normalize_cosine(cosines: np.ndarray, floor: float) -> np.ndarray:

@@ -1,0 +1,134 @@
+"""Selection latency against its physical floor, per catalog size and method.
+
+    python benchmarks/ranking_floor_benchmark.py [--sizes 500,5000,50000,100000] [--queries 200]
+
+The embedding service answers instantly (random unit vectors), so only the library's own work is
+timed: p50 / p95 of ``ToolFilterManager.filter_tools``. Beside each figure, the floor measured in
+the same run: one numpy matrix-vector product of the catalog's vectors with ONE BLAS thread
+(measured in a subprocess started with ``OPENBLAS_NUM_THREADS=1``), and one BM25 scoring of the
+query (tokenize + sparse row sum); hybrid's floor is both. Also: the BM25 build time, and the
+end-to-end p50 with the local model for one-sentence queries. Prints Markdown; not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
+
+sys.path.insert(0, str(Path(__file__).parent))
+from synthetic import synthetic_queries, synthetic_tools
+
+from sk_toolfilter import ToolFilterConfig, ToolFilterManager, ToolIndex
+from sk_toolfilter.config import BM25Config
+from sk_toolfilter.retrieval.bm25 import BM25Index
+from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+
+DIMS = 384
+ONE_THREAD_MATVEC = """
+import json, statistics, sys, time
+import numpy as np
+out = {}
+for n in map(int, sys.argv[1:]):
+    e = np.random.default_rng(0).standard_normal((n, 384)).astype(np.float32)
+    q = e[0].copy()
+    times = []
+    for _ in range(200 if n <= 10000 else 40):
+        t = time.perf_counter(); e @ q; times.append((time.perf_counter() - t) * 1000)
+    out[n] = statistics.median(times)
+print(json.dumps(out))
+"""
+
+
+class InstantEmbeddings(EmbeddingGeneratorBase):
+    """Random unit vectors at once: the service costs nothing, the library's work is what is timed."""
+
+    ai_model_id: str = "instant"
+
+    async def generate_embeddings(self, texts: list[str], settings: object = None, **kwargs: object) -> np.ndarray:
+        vectors = np.random.default_rng(len(texts)).standard_normal((len(texts), DIMS)).astype(np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def p50_p95(times: list[float]) -> tuple[float, float]:
+    return statistics.median(times), float(np.percentile(times, 95))
+
+
+def one_thread_floor(sizes: list[int]) -> dict[int, float]:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", ONE_THREAD_MATVEC, *map(str, sizes)], env=env, capture_output=True, text=True, check=True
+    )
+    return {int(k): v for k, v in json.loads(result.stdout).items()}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="500,5000,50000,100000")
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    matvec_floor = one_thread_floor(sizes)
+    print("| tools | BM25 build ms | method | filter_tools p50 ms | p95 ms | floor p50 ms | ratio to floor |")
+    print("|---:|---:|---|---:|---:|---:|---:|")
+    for size in sizes:
+        tools = synthetic_tools(size)
+        queries = synthetic_queries(tools, args.queries)
+        started = time.perf_counter()
+        bm25 = BM25Index.from_tools(tools, BM25Config())
+        build_ms = (time.perf_counter() - started) * 1000
+        index = await ToolIndex.build(tools, InstantEmbeddings())
+        bm25_floor = p50_p95([_timed(lambda q=q, b=bm25: b.raw_scores(q)) for q in queries])[0]
+        floors = {"bm25": bm25_floor, "semantic": matvec_floor[size], "hybrid": bm25_floor + matvec_floor[size]}
+        for method in ("bm25", "semantic", "hybrid"):
+            manager = ToolFilterManager(index, ToolFilterConfig(search_method=method))
+            for query in queries[:10]:
+                await manager.filter_tools(query)
+            times = []
+            for query in queries:
+                started = time.perf_counter()
+                await manager.filter_tools(query)
+                times.append((time.perf_counter() - started) * 1000)
+            p50, p95 = p50_p95(times)
+            floor = floors[method]
+            print(
+                f"| {size:,} | {build_ms:.0f} | {method} | {p50:.2f} | {p95:.2f} | {floor:.3f} | {p50 / floor:.1f}x |",
+                flush=True,
+            )
+    await end_to_end(5000, args.queries)
+
+
+async def end_to_end(size: int, n_queries: int) -> None:
+    """Hybrid selection with the local model embedding each one-sentence query."""
+    tools = synthetic_tools(size)
+    index = await ToolIndex.build(tools, LocalEmbeddingGenerator())
+    manager = ToolFilterManager(index, ToolFilterConfig(search_method="hybrid"))
+    queries = synthetic_queries(tools, n_queries)
+    for query in queries[:10]:
+        await manager.filter_tools(query)
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        await manager.filter_tools(query)
+        times.append((time.perf_counter() - started) * 1000)
+    p50, p95 = p50_p95(times)
+    print(f"\nEnd to end, local model, hybrid, {size:,} tools: p50 {p50:.2f} ms, p95 {p95:.2f} ms")
+
+
+def _timed(call: object) -> float:
+    started = time.perf_counter()
+    call()  # type: ignore[operator]
+    return (time.perf_counter() - started) * 1000
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
