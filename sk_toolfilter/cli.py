@@ -239,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(message)s",
     )
     if not args.verbose:
-        for noisy in ("bm25s", "semantic_kernel", "httpx"):
+        for noisy in ("semantic_kernel", "httpx"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
         # The MCP SDK logs a traceback per line a server writes that is not JSON-RPC; the MCP source
         # reports those itself, in one line.

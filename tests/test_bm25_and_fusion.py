@@ -2,6 +2,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sk_toolfilter.config import BM25Config
 from sk_toolfilter.retrieval.bm25 import BM25Index
@@ -74,3 +76,33 @@ def test_rrf_weights_favour_a_method():
     semantic = np.array([0.0, 1.0])
     fused = reciprocal_rank_fusion({"bm25": bm25, "semantic": semantic}, weights={"semantic": 2.0})
     assert fused[1] == 1.0 and fused[0] == pytest.approx(0.5)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    docs=st.lists(
+        st.lists(st.sampled_from(["mail", "send", "file", "read", "sum", "date", ""]), max_size=8), max_size=12
+    ),
+    query=st.lists(st.sampled_from(["mail", "send", "file", "zzz"]), max_size=4),
+)
+def test_vectorized_bm25_equals_the_textbook_formula(docs, query):
+    """Okapi BM25 (no k1+1 factor) with Lucene's IDF, term by term, against the vectorized matrix."""
+    docs = [[t for t in d if t] for d in docs]
+    config = BM25Config(stemming=False)
+    index = BM25Index(docs, config)
+    padded = [d or [""] for d in docs]
+    n = len(padded)
+    avgdl = sum(map(len, padded)) / n if n else 0
+    expected = []
+    for doc in padded:
+        score = 0.0
+        for term in dict.fromkeys(query):
+            df = sum(term in d for d in padded)
+            tf = doc.count(term)
+            if tf and any(docs):
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                score += idf * tf / (tf + config.k1 * (1 - config.b + config.b * len(doc) / avgdl))
+        expected.append(score)
+    got = index.raw_scores(" ".join(query)) if docs else []
+    assert len(got) == len(docs)
+    assert all(abs(a - b) < 1e-5 for a, b in zip(got, expected, strict=False))

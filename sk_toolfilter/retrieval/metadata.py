@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter.retrieval.text import humanize_identifier
@@ -49,8 +50,15 @@ class ToolMetadata:
             "keywords": " ".join(self.keywords),
         }
 
+    @cached_property
+    def _embedding_text(self) -> str:
+        return self._compose_embedding_text()
+
     def embedding_text(self) -> str:
-        """The text embedded for semantic search: readable name, description, parameters."""
+        """The text embedded for semantic search: readable name, description, parameters (computed once)."""
+        return self._embedding_text
+
+    def _compose_embedding_text(self) -> str:
         text = f"{humanize_identifier(self.name)}: {self.description.strip()}"
         params = [
             f"{humanize_identifier(p.name)} ({p.description.strip()})" if p.description else humanize_identifier(p.name)

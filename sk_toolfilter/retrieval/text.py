@@ -46,6 +46,7 @@ def split_identifier(text: str) -> list[str]:
     return words
 
 
+@lru_cache(maxsize=65536)
 def humanize_identifier(name: str) -> str:
     """``send_email`` → ``send email``; used for embedding text."""
     return " ".join(split_identifier(name)).lower()
@@ -53,6 +54,8 @@ def humanize_identifier(name: str) -> str:
 
 @lru_cache(maxsize=65536)
 def _normalize_word(word: str) -> tuple[str, ...]:
+    if word.isascii():
+        return (word.lower(),)  # nothing to fold, no CJK
     # Compatibility-fold first (accents off, "𝐀" → "A", "ﬁ" → "fi"), then lowercase.
     folded = "".join(ch for ch in unicodedata.normalize("NFKD", word) if not unicodedata.combining(ch)) or word
     folded = folded.lower()
@@ -84,12 +87,24 @@ def _stem(word: str) -> str:
 def tokenize(text: str, *, stem: bool = True, drop_stopwords: bool = True) -> list[str]:
     """Lexical tokens of `text`, in order, duplicates kept."""
     tokens: list[str] = []
-    for word in split_identifier(text):
-        for token in _normalize_word(word):
+    for run in _WORD_RUN.findall(text):
+        tokens.extend(_run_tokens(run, stem, drop_stopwords))
+    return tokens
+
+
+@lru_cache(maxsize=262144)
+def _run_tokens(run: str, stem: bool, drop_stopwords: bool) -> tuple[str, ...]:
+    """The tokens of one run of letters and digits (``getHTTPStatus2``). A catalog's vocabulary is
+    small and repeats: caching per run makes tokenizing thousands of tools a dictionary lookup per word."""
+    tokens: list[str] = []
+    for part in _INNER_BOUNDARY.split(run):
+        if not part:
+            continue
+        for token in _normalize_word(part):
             if drop_stopwords and token in STOPWORDS:
                 continue
             tokens.append(_stem(token) if stem else token)
-    return tokens
+    return tuple(tokens)
 
 
 # Sentence ends (not after common abbreviations), semicolons, and sequencing words that start a new request.
