@@ -90,15 +90,7 @@ async def main() -> None:
         bm25_floor = p50_p95([_timed(lambda q=q, b=bm25: b.raw_scores(q)) for q in queries])[0]
         floors = {"bm25": bm25_floor, "semantic": matvec_floor[size], "hybrid": bm25_floor + matvec_floor[size]}
         for method in ("bm25", "semantic", "hybrid"):
-            manager = ToolFilterManager(index, ToolFilterConfig(search_method=method))
-            for query in queries[:10]:
-                await manager.filter_tools(query)
-            times = []
-            for query in queries:
-                started = time.perf_counter()
-                await manager.filter_tools(query)
-                times.append((time.perf_counter() - started) * 1000)
-            p50, p95 = p50_p95(times)
+            p50, p95 = await selection_times(ToolFilterManager(index, ToolFilterConfig(search_method=method)), queries)
             floor = floors[method]
             print(
                 f"| {size:,} | {build_ms:.0f} | {method} | {p50:.2f} | {p95:.2f} | {floor:.3f} | {p50 / floor:.1f}x |",
@@ -112,7 +104,12 @@ async def end_to_end(size: int, n_queries: int) -> None:
     tools = synthetic_tools(size)
     index = await ToolIndex.build(tools, LocalEmbeddingGenerator())
     manager = ToolFilterManager(index, ToolFilterConfig(search_method="hybrid"))
-    queries = synthetic_queries(tools, n_queries)
+    p50, p95 = await selection_times(manager, synthetic_queries(tools, n_queries))
+    print(f"\nEnd to end, local model, hybrid, {size:,} tools: p50 {p50:.2f} ms, p95 {p95:.2f} ms")
+
+
+async def selection_times(manager: ToolFilterManager, queries: list[str]) -> tuple[float, float]:
+    """p50 / p95 milliseconds of ``filter_tools`` over `queries` (after 10 warm-up queries)."""
     for query in queries[:10]:
         await manager.filter_tools(query)
     times = []
@@ -120,8 +117,7 @@ async def end_to_end(size: int, n_queries: int) -> None:
         started = time.perf_counter()
         await manager.filter_tools(query)
         times.append((time.perf_counter() - started) * 1000)
-    p50, p95 = p50_p95(times)
-    print(f"\nEnd to end, local model, hybrid, {size:,} tools: p50 {p50:.2f} ms, p95 {p95:.2f} ms")
+    return p50_p95(times)
 
 
 def _timed(call: object) -> float:
