@@ -1,8 +1,9 @@
 """Coalescing concurrent query embeddings into one call to the embedding service.
 
 While one call is in flight, queries from other requests wait in a queue; when it returns, all of
-them go out as the next batch. An idle service sees no added latency; a busy one sees far fewer,
-larger calls (one ONNX run or one HTTP request instead of dozens).
+them go out as the next batch. An idle service sees no added latency (a lone request makes its
+call itself); a busy one sees far fewer, larger calls (one ONNX run or one HTTP request instead of
+dozens).
 """
 
 from __future__ import annotations
@@ -35,6 +36,17 @@ class QueryBatcher:
     async def embed(self, texts: list[str]) -> np.ndarray:
         loop = asyncio.get_running_loop()
         queue = self._queues.setdefault(loop, _Queue())
+        if not queue.draining:
+            # Nothing in flight: this request calls the service itself (no task hop when idle); the
+            # requests that arrive meanwhile queue up and go out together when it returns.
+            queue.draining = True
+            try:
+                return await self._embed(texts)
+            finally:
+                if queue.pending:
+                    queue.task = loop.create_task(self._drain(queue))
+                else:
+                    queue.draining = False
         future: asyncio.Future[np.ndarray] = loop.create_future()
         queue.pending.append((texts, future))
         if not queue.draining:

@@ -65,10 +65,16 @@ def zscore(scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Standardize over the catalog (or the `mask`ed part of it): mean 0, standard deviation 1."""
     values = np.asarray(scores, dtype=np.float64)
     sample = values if mask is None else values[mask]
-    if sample.size == 0:
+    n = sample.size
+    if n == 0:
         return np.zeros_like(values)
-    sd = float(sample.std())
-    return (values - float(sample.mean())) / sd if sd > 1e-12 else np.zeros_like(values)
+    # Mean and variance in two single-threaded passes (einsum, not BLAS: no thread pool to wake).
+    mean = float(np.add.reduce(sample)) / n
+    variance = max(float(np.einsum("i,i->", sample, sample)) / n - mean * mean, 0.0)
+    sd = variance**0.5
+    if sd <= 1e-12 or sd < 1e-7 * abs(mean):  # constant scores (up to rounding): nothing stands out
+        return np.zeros_like(values)
+    return (values - mean) / sd
 
 
 def zscore_blend(

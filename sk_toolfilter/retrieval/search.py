@@ -78,6 +78,8 @@ async def rank_tools(
         return Ranking(query, requested, requested)
 
     mask = allowed if allowed is None or isinstance(allowed, np.ndarray) else index.mask_of(allowed)
+    if mask is not None and mask.all():
+        mask = None  # nothing to remove: skip the masking passes
     texts = [query]
     if config.split_queries:
         parts = split_query_parts(query)
