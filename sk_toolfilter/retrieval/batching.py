@@ -47,11 +47,9 @@ class QueryBatcher:
                     queue.task = loop.create_task(self._drain(queue))
                 else:
                     queue.draining = False
+        # A call is in flight: wait for the next batch (started by whoever finishes that call).
         future: asyncio.Future[np.ndarray] = loop.create_future()
         queue.pending.append((texts, future))
-        if not queue.draining:
-            queue.draining = True
-            queue.task = loop.create_task(self._drain(queue))
         return await future
 
     async def _drain(self, queue: _Queue) -> None:
