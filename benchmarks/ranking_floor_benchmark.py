@@ -29,9 +29,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import synthetic_queries, synthetic_tools
 
 from sk_toolfilter import ToolFilterConfig, ToolFilterManager, ToolIndex
+from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.config import BM25Config
 from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+from sk_toolfilter.retrieval.search import rank_tools
+from sk_toolfilter.retrieval.text import split_query_parts
 
 DIMS = 384
 ONE_THREAD_MATVEC = """
@@ -79,6 +82,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="500,5000,50000,100000")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     matvec_floor = one_thread_floor(sizes)
@@ -101,6 +105,37 @@ async def main() -> None:
                 flush=True,
             )
     await end_to_end(5000, args.queries)
+    if args.data.joinpath("seal_tools", "dev.jsonl").exists():
+        await multi_part(args.data / "seal_tools")
+
+
+async def multi_part(folder: Path) -> None:
+    """seal_tools dev requests (several sentences each), ranked whole and part by part."""
+    tools = [tool for tool, _ in load_catalog(folder / "tools.jsonl")]
+    index = await ToolIndex.build(tools, InstantEmbeddings())
+    config = ToolFilterConfig(search_method="hybrid")
+    queries = [json.loads(line)["query"] for line in (folder / "dev.jsonl").read_text().splitlines()[:300]]
+    embedded: list[int] = []
+    real_embed = index.embed_queries
+
+    async def counting(texts: list[str]) -> np.ndarray:
+        embedded.append(len(texts))
+        return await real_embed(texts)
+
+    index.embed_queries = counting  # type: ignore[method-assign]
+    by_parts: dict[int, list[float]] = {}
+    for query in queries:
+        parts = 1 + (len(split_query_parts(query)) if len(split_query_parts(query)) >= config.min_query_parts else 0)
+        started = time.perf_counter()
+        await rank_tools(index, query, config, limit=20)
+        by_parts.setdefault(parts, []).append((time.perf_counter() - started) * 1000)
+    print(f"\nMulti-part requests, seal_tools dev ({len(tools):,} tools, hybrid, instant embeddings):")
+    print("| texts ranked (whole + parts) | requests | p50 ms | p50 ms per text |")
+    print("|---:|---:|---:|---:|")
+    for parts, times in sorted(by_parts.items()):
+        p50 = statistics.median(times)
+        print(f"| {parts} | {len(times)} | {p50:.2f} | {p50 / parts:.2f} |")
+    print(f"embedding calls: {len(embedded)} for {len(queries)} requests (all parts of a request in one call)")
 
 
 async def end_to_end(size: int, n_queries: int) -> None:
