@@ -86,22 +86,29 @@ async def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     matvec_floor = one_thread_floor(sizes)
-    print("| tools | BM25 build ms | method | filter_tools p50 ms | p95 ms | floor p50 ms | ratio to floor |")
-    print("|---:|---:|---|---:|---:|---:|---:|")
+    print("| tools | BM25 build ms | method | vectors | bytes/tool | filter_tools p50 ms | p95 ms | floor ms | ratio |")
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|")
     for size in sizes:
         tools = synthetic_tools(size)
         queries = synthetic_queries(tools, args.queries)
         started = time.perf_counter()
         bm25 = BM25Index.from_tools(tools, BM25Config())
         build_ms = (time.perf_counter() - started) * 1000
-        index = await ToolIndex.build(tools, InstantEmbeddings())
+        indexes = {p: await ToolIndex.build(tools, InstantEmbeddings(), precision=p) for p in ("float32", "int8")}
         bm25_floor = p50_p95([_timed(lambda q=q, b=bm25: b.raw_scores(q)) for q in queries])[0]
         floors = {"bm25": bm25_floor, "semantic": matvec_floor[size], "hybrid": bm25_floor + matvec_floor[size]}
-        for method in ("bm25", "semantic", "hybrid"):
-            p50, p95 = await selection_times(ToolFilterManager(index, ToolFilterConfig(search_method=method)), queries)
+        for method, precision in [(m, p) for m in ("bm25", "semantic", "hybrid") for p in ("float32", "int8")]:
+            if method == "bm25" and precision == "int8":
+                continue
+            chosen = indexes[precision]
+            config = ToolFilterConfig(search_method=method)
+            p50, p95 = await selection_times(ToolFilterManager(chosen, config), queries)
             floor = floors[method]
+            per_tool = "–" if method == "bm25" else f"{chosen.vector_bytes / size:.0f}"
+            vectors = "–" if method == "bm25" else precision
             print(
-                f"| {size:,} | {build_ms:.0f} | {method} | {p50:.2f} | {p95:.2f} | {floor:.3f} | {p50 / floor:.1f}x |",
+                f"| {size:,} | {build_ms:.0f} | {method} | {vectors} | {per_tool} | {p50:.2f} | {p95:.2f} "
+                f"| {floor:.3f} | {p50 / floor:.1f}x |",
                 flush=True,
             )
     await end_to_end(5000, args.queries)

@@ -42,9 +42,9 @@ async def start(kernel, embedder, **embedding):
 async def test_a_hanging_service_at_build_time_ends_at_the_timeout_with_a_clear_error(tmp_path, hash_embedder):
     hash_embedder.set_mode("hang")
     started = time.perf_counter()
-    with pytest.raises(EmbeddingServiceError, match=r"did not answer within 0.3s"):
+    with pytest.raises(EmbeddingServiceError, match=r"did not answer within 1.8s"):  # 0.3 s x 46 tools / 8
         await start(build_demo_kernel(str(tmp_path)), hash_embedder, timeout_seconds=0.3)
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < 4
 
 
 @pytest.mark.parametrize(

@@ -168,6 +168,7 @@ async def run_eval(args: argparse.Namespace) -> int:
             batch_size=config.embedding.batch_size,
             progress=Progress("embedding tools") if service else None,
             cache=cache,
+            precision=config.embedding.precision,
         )
         unknown_gold = sorted({g for q in queries for g in q.gold if g not in index})
         if unknown_gold:

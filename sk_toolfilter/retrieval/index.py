@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from sk_toolfilter.retrieval.embeddings import embed_texts, embedding_model_id
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.names import NameMatcher
+from sk_toolfilter.retrieval.scoring import CatalogVectors, Precision
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -30,6 +32,8 @@ logger = library_logger(__name__)
 
 # Texts longer than this are cut before embedding (models truncate anyway; APIs reject huge inputs).
 MAX_EMBED_CHARS = 4000
+TEXTS_PER_TIMEOUT = 8
+"""At build time a call of n texts may take ``timeout_seconds × ⌈n / 8⌉`` (a query embeds a few)."""
 
 
 class ToolIndex:
@@ -49,6 +53,7 @@ class ToolIndex:
         circuit: EmbeddingCircuit | None = None,
         token_cache: dict[str, list[str]] | None = None,
         missing: np.ndarray | None = None,
+        precision: Precision = "float32",
     ) -> None:
         full_names = [t.full_name for t in tools]
         if len(set(full_names)) != len(full_names):
@@ -57,7 +62,8 @@ class ToolIndex:
         if embeddings is not None and embeddings.shape[0] != len(tools):
             raise EmbeddingServiceError(f"{embeddings.shape[0]} embeddings for {len(tools)} tools: sizes must match")
         self.tools: tuple[ToolMetadata, ...] = tuple(tools)
-        self.embeddings = embeddings
+        self.precision: Precision = precision
+        self._vectors = None if embeddings is None else CatalogVectors(embeddings, precision)
         self._missing = missing if missing is not None and missing.any() else None
         self.embedding_service = embedding_service
         self.bm25_config = bm25_config or BM25Config()
@@ -82,6 +88,7 @@ class ToolIndex:
         previous: ToolIndex | None = None,
         circuit: EmbeddingCircuit | None = None,
         embed_new: bool = True,
+        precision: Precision | None = None,
     ) -> ToolIndex:
         """Index `tools`; with a service, embed every tool once, in batches (cached ones are reused).
 
@@ -89,7 +96,8 @@ class ToolIndex:
         and its circuit breaker carries over: only what changed is re-indexed. Each call to the
         service is bounded by the circuit's ``timeout_seconds``. With ``embed_new=False`` the service
         is not called: tools without a known vector get a zero vector (BM25 ranks them) and are
-        counted in :attr:`missing_vectors`.
+        counted in :attr:`missing_vectors`. `precision` (default: the previous index's, else float32)
+        is how the vectors are held and scored (see :mod:`sk_toolfilter.retrieval.scoring`).
 
         Raises EmbeddingServiceError (with the cause) when the service fails or misbehaves.
         """
@@ -117,6 +125,7 @@ class ToolIndex:
             circuit=circuit,
             token_cache=previous.bm25.token_cache if reuse and previous is not None else None,
             missing=missing,
+            precision=precision or (previous.precision if previous is not None else "float32"),
         )
 
     @classmethod
@@ -157,8 +166,18 @@ class ToolIndex:
         return 0 if self._missing is None else int(self._missing.sum())
 
     @property
+    def embeddings(self) -> np.ndarray | None:
+        """The tools' unit vectors as float32 rows (dequantized when held as int8), or None."""
+        return None if self._vectors is None else self._vectors.float32()
+
+    @property
+    def vector_bytes(self) -> int:
+        """Memory held for the tools' vectors."""
+        return 0 if self._vectors is None else self._vectors.nbytes
+
+    @property
     def has_embeddings(self) -> bool:
-        return self.embeddings is not None and self.embedding_service is not None
+        return self._vectors is not None and self.embedding_service is not None
 
     def position(self, full_name: str) -> int:
         return self._position[full_name]
@@ -169,11 +188,12 @@ class ToolIndex:
 
     def vectors_by_text(self) -> dict[str, np.ndarray]:
         """Each tool's embedding keyed by the exact text embedded (for rebuilds)."""
-        if self.embeddings is None:
+        vectors = self.embeddings
+        if vectors is None:
             return {}
         return {
             t.embedding_text()[:MAX_EMBED_CHARS]: v
-            for i, (t, v) in enumerate(zip(self.tools, self.embeddings, strict=True))
+            for i, (t, v) in enumerate(zip(self.tools, vectors, strict=True))
             if self._missing is None or not self._missing[i]
         }
 
@@ -200,10 +220,10 @@ class ToolIndex:
     async def _embed_batch(self, texts: list[str]) -> np.ndarray:
         """One service call for the queries of every request waiting in the batcher, through the
         circuit (its timeout bounds the call, not the time requests spent queued before it)."""
-        service, embeddings = self.embedding_service, self.embeddings
-        if service is None or embeddings is None:
+        service, vectors = self.embedding_service, self._vectors
+        if service is None or vectors is None:
             raise EmbeddingServiceError("this index has no embedding service")
-        dims = embeddings.shape[1]
+        dims = vectors.shape[1]
 
         async def call(timeout: float) -> np.ndarray:
             vectors = await embed_texts(service, texts, timeout=timeout)
@@ -219,14 +239,15 @@ class ToolIndex:
     def cosine_scores(self, query_vector: np.ndarray) -> np.ndarray:
         """Cosine similarity of every tool to a unit query vector (rows are unit vectors).
 
-        Computed with ``np.vecdot`` — one single-threaded dot product per row — not ``embeddings @ q``:
-        a matrix-vector product goes through the BLAS thread pool, whose workers must be woken and
-        scheduled for every query. In a busy process (the local model's inference threads, an app
-        server's) that wait was 6–8 ms for a 0.1 ms product; the row-wise kernel never waits, gives
-        the same scores whatever the BLAS thread count, and changes no process-wide setting.
+        Computed row by row (``np.vecdot``, or SimSIMD's int8 dot products at ``precision: int8``),
+        not as ``embeddings @ q``: a matrix-vector product goes through the BLAS thread pool, whose
+        workers must be woken and scheduled for every query. In a busy process (the local model's
+        inference threads, an app server's) that wait was 6–8 ms for a 0.1 ms product; the row-wise
+        kernels never wait, give the same scores whatever the BLAS thread count, and change no
+        process-wide setting.
         """
-        assert self.embeddings is not None
-        return np.vecdot(self.embeddings, query_vector.astype(self.embeddings.dtype, copy=False))
+        assert self._vectors is not None
+        return self._vectors.scores(query_vector)
 
 
 async def _embed_catalog(
@@ -250,7 +271,9 @@ async def _embed_catalog(
     fresh: list[np.ndarray] = []
     for start in range(0, len(missing), batch_size):
         batch = [texts[i] for i in missing[start : start + batch_size]]
-        fresh.append(await embed_texts(service, batch, batch_size, timeout=timeout))
+        # A query embeds a few texts; a catalog call embeds up to batch_size: the timeout scales.
+        call_timeout = None if timeout is None else timeout * math.ceil(len(batch) / TEXTS_PER_TIMEOUT)
+        fresh.append(await embed_texts(service, batch, batch_size, timeout=call_timeout))
         if progress is not None:
             progress(min(start + batch_size, len(missing)), len(missing))
     dims = {v.shape[0] for v in cached if v is not None} | {f.shape[1] for f in fresh}

@@ -173,6 +173,7 @@ class ToolFilterManager:
             circuit=EmbeddingCircuit(
                 config.embedding.timeout_seconds, config.embedding.failure_threshold, config.embedding.cooldown_seconds
             ),
+            precision=config.embedding.precision,
         )
         manager = cls(index, config)
         manager._kernel, manager._fingerprint, manager._embedding_cache = kernel, fingerprint, cache
