@@ -167,3 +167,22 @@ async def test_embeddings_must_match_the_catalog_size(demo_kernel):
     index = await ToolIndex.build_from_kernel(demo_kernel)
     with pytest.raises(EmbeddingServiceError, match="sizes must match"):
         ToolIndex(index.tools, embeddings=np.zeros((3, 8), dtype=np.float32))
+
+
+def test_int8_vectors_score_close_to_float32_in_a_quarter_of_the_memory():
+    import numpy as np
+
+    from sk_toolfilter.retrieval.scoring import CatalogVectors
+
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((500, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    exact, int8 = CatalogVectors(vectors, "float32"), CatalogVectors(vectors, "int8")
+    for _ in range(20):
+        query = rng.standard_normal(384).astype(np.float32)
+        query /= np.linalg.norm(query)
+        assert np.abs(exact.scores(query) - int8.scores(query)).max() < 0.01
+        best = int(np.argmax(exact.scores(query)))
+        assert best in np.argsort(-int8.scores(query))[:3]
+    assert int8.nbytes * 3.9 < exact.nbytes
+    assert np.abs(int8.float32() - vectors).max() < 0.01  # the dequantized view used by re-indexing

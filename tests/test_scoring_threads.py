@@ -20,12 +20,15 @@ async def main():
     tools = synthetic_tools(3000)
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((len(tools), 384)).astype(np.float32)
-    index = ToolIndex(tools, embeddings=vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    indexes = [ToolIndex(tools, embeddings=unit, precision=p) for p in ("float32", "int8")]
     out = {}
-    for i, query in enumerate(synthetic_queries(tools, 40)):
+    for query in synthetic_queries(tools, 40):
         q = rng.standard_normal(384).astype(np.float32)
-        scores = index.cosine_scores(q / np.linalg.norm(q))
-        out[query] = [int(j) for j in np.argsort(-scores, kind="stable")[:10]] + [float(scores.max())]
+        for index in indexes:
+            scores = index.cosine_scores(q / np.linalg.norm(q))
+            key = index.precision + ":" + query
+            out[key] = [int(j) for j in np.argsort(-scores, kind="stable")[:10]] + [float(scores.max())]
     print(json.dumps(out))
 
 asyncio.run(main())
@@ -41,4 +44,5 @@ def rankings(threads: int) -> dict:
 
 
 def test_semantic_scores_and_rankings_are_identical_with_one_and_many_blas_threads():
+    """For both precisions (float32 and int8)."""
     assert rankings(1) == rankings(8)
