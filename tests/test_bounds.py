@@ -101,7 +101,7 @@ def test_parameters_that_collide_once_cleaned_are_renamed_not_merged(caplog):
         params = tool_parameters({"properties": {"a.b": {"type": "string"}, "a_b": {"type": "integer"}}}, "P-f")
     assert [p["name"] for p in params.dicts] == ["a_b", "a_b_"]
     assert params.original_names == {"a_b": "a.b", "a_b_": "a_b"}
-    assert "parameter 'a.b' of P-f is sent as 'a_b'" in caplog.text
+    assert "parameter 'a_b' of P-f is sent as 'a_b_'" in caplog.text  # the collision is a warning
 
 
 async def test_a_catalog_with_long_names_registers_names_the_api_accepts(tmp_path):

@@ -11,6 +11,7 @@ them, and each parameter gets a readable type label for ``describe_tool``.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -169,11 +170,14 @@ def tool_parameters(input_schema: Any, where: str = "a tool") -> ToolParameters:
             except ValueError:
                 prop = {}
         prop = {k: v for k, v in prop.items() if k != "title"} if isinstance(prop, dict) else {}
-        name = safe_parameter_name(str(raw_name))
+        cleaned = name = safe_parameter_name(str(raw_name))
         while name in original:
             name += "_"
         if name != raw_name:
-            logger.warning("sk-toolfilter: parameter %r of %s is sent as %r", raw_name, where, name)
+            # A collision or a name SK would swallow is worth a warning; a cleaned character is not.
+            swallowed = cleaned[:-1] in RESERVED_PARAMETER_NAMES
+            level = logging.WARNING if name != cleaned or swallowed else logging.DEBUG
+            logger.log(level, "sk-toolfilter: parameter %r of %s is sent as %r", raw_name, where, name)
         original[name] = str(raw_name)
         description = prop.get("description")
         dicts.append(

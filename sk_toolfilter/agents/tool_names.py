@@ -9,6 +9,7 @@ every rename is logged once, so a user can map a name on the wire back to the se
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 
 from sk_toolfilter.redaction import library_logger
@@ -22,8 +23,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def function_name(plugin: str, raw: str, taken: set[str] | None = None) -> str:
-    """A name for `raw` in `plugin` that SK and the API accept, not in `taken` (which it joins)."""
-    name = _UNSAFE.sub("_", raw.strip()) or "tool"
+    """A name for `raw` in `plugin` that SK and the API accept, not in `taken` (which it joins).
+
+    A name only cleaned of characters (``alerts.list`` → ``alerts_list``) is logged at debug level;
+    one shortened or made unique — no longer recognisable at a glance — with a warning.
+    """
+    cleaned = name = _UNSAFE.sub("_", raw.strip()) or "tool"
     room = max(8, MAX_TOOL_NAME - len(plugin) - 1)
     if len(name) > room:
         digest = hashlib.sha1(raw.encode("utf-8", "surrogatepass")).hexdigest()[:6]
@@ -36,7 +41,8 @@ def function_name(plugin: str, raw: str, taken: set[str] | None = None) -> str:
         name = candidate
         taken.add(name)
     if name != raw:
-        logger.warning(
+        logger.log(
+            logging.WARNING if name != cleaned else logging.DEBUG,
             "sk-toolfilter: tool %r of %s is called %r (names are limited to [A-Za-z0-9_-] and "
             "%d characters with the plugin name)",
             raw,

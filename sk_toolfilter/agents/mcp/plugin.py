@@ -16,6 +16,7 @@ from sk_toolfilter.redaction import library_logger
 
 logger = library_logger(__name__)
 
+
 def build_plugin(connection: MCPConnection) -> KernelPlugin:
     """The server's current tools (and prompts, when loaded) as kernel functions.
 
