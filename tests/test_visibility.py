@@ -167,3 +167,35 @@ async def test_a_discovery_plugin_name_that_is_a_tool_plugin_is_an_error(demo_ke
     with pytest.raises(ConfigError, match=r"discovery\.plugin_name: 'Math' is already the name of a plugin"):
         await create_tool_filter(demo_kernel, ToolFilterConfig(discovery={"plugin_name": "Math"}))
     assert "search_tools" not in demo_kernel.plugins["Math"].functions
+
+
+# --- bare names, as other tools' agent files write them --------------------------------------
+async def test_bare_function_names_resolve_when_unambiguous(demo_kernel):
+    config = ToolFilterConfig(
+        search_method="bm25",
+        always_include=["convert_units"],
+        exclude=["send_email", "Files"],
+        tools_overrides={"slugify": {"enabled": False}},
+    )
+    manager = await create_tool_filter(demo_kernel, config)
+    assert manager.config.always_include == ["Math-convert_units"]
+    assert manager.config.exclude == ["Messaging-send_email", "Files"]  # a plugin name stays a plugin
+    assert manager.is_hidden("Messaging-send_email") and manager.is_hidden("Text-slugify")
+    assert "Math-convert_units" in await manager.filter_tools("what's the weather")
+
+
+async def test_an_ambiguous_bare_name_is_an_error_listing_the_candidates(demo_kernel):
+    from semantic_kernel.functions import kernel_function
+
+    class Inbox:
+        @kernel_function(description="Send an email from the shared inbox.")
+        def send_email(self, to: str) -> str:
+            return to
+
+    demo_kernel.add_plugin(Inbox(), "Inbox")
+    with pytest.raises(ConfigError) as info:
+        await create_tool_filter(demo_kernel, ToolFilterConfig(always_include=["send_email"]))
+    assert str(info.value) == (
+        "tool_filtering.always_include[0]: 'send_email' is ambiguous; write one of: "
+        "Inbox-send_email, Messaging-send_email"
+    )

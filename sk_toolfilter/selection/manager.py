@@ -27,7 +27,7 @@ from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
 from sk_toolfilter.selection.turns import Turn, split_turns
 from sk_toolfilter.selection.usage import UsageTracker
-from sk_toolfilter.selection.visibility import ToolPolicy
+from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -81,7 +81,7 @@ class ToolFilterManager:
     def __init__(
         self, index: ToolIndex, config: ToolFilterConfig | None = None, *, usage: UsageTracker | None = None
     ) -> None:
-        self.config = config or ToolFilterConfig()
+        self.config = resolve_bare_names(config or ToolFilterConfig(), index.names)
         self.usage = usage or UsageTracker()
         self.co_usage = CoUsage()
         self.policy = ToolPolicy(self.config)
@@ -158,9 +158,10 @@ class ToolFilterManager:
         if embedding_service is None and config.search_method != "bm25":
             embedding_service = create_embedding_service(config.embedding)
         cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache and embedding_service else None
-        policy = ToolPolicy(config)
         fingerprint = kernel_fingerprint(kernel)
         crawled = crawl_kernel(kernel)
+        config = resolve_bare_names(config, [t.full_name for t in crawled])
+        policy = ToolPolicy(config)
         for message in policy.unmatched([t.full_name for t in crawled]):
             logger.warning("sk-toolfilter: %s", message)
         index = await ToolIndex.build(

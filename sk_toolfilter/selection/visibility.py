@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
 from sk_toolfilter.config import ToolFilterConfig, ToolOverride
-from sk_toolfilter.errors import closest_names
+from sk_toolfilter.errors import ConfigError, closest_names
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 
 
@@ -71,3 +71,33 @@ def _unmatched(key: str, name: str, known: Sequence[str]) -> str:
     suggestions = closest_names(name, known)
     hint = f"; closest real names: {', '.join(suggestions)}" if suggestions else ""
     return f"{key}: {name!r} matches no tool of the kernel{hint}"
+
+
+def resolve_bare_names(config: ToolFilterConfig, full_names: Sequence[str]) -> ToolFilterConfig:
+    """`config` with bare function names (``search_papers``) in ``always_include``,
+    ``tools_overrides`` and ``exclude`` replaced by the one full name they denote
+    (``Papers-search_papers``), as agent files from other tools write them.
+
+    A name with a ``-``, a glob, or (in ``exclude``) a plugin's name is left as written; a bare name
+    that several tools share is a :class:`ConfigError` listing them; one that names no tool is left
+    for the usual unknown-name checks.
+    """
+    by_function: dict[str, list[str]] = {}
+    for full in full_names:
+        by_function.setdefault(full.split("-", 1)[-1], []).append(full)
+    plugins = {full.split("-", 1)[0] for full in full_names}
+
+    def resolve(name: str, key: str, plugin_ok: bool = False) -> str:
+        if "-" in name or any(ch in name for ch in "*?[") or (plugin_ok and name in plugins):
+            return name
+        candidates = by_function.get(name, [])
+        if len(candidates) > 1:
+            raise ConfigError(f"{key}: {name!r} is ambiguous; write one of: {', '.join(sorted(candidates))}")
+        return candidates[0] if candidates else name
+
+    always = [resolve(n, f"tool_filtering.always_include[{i}]") for i, n in enumerate(config.always_include)]
+    exclude = [resolve(n, f"tool_filtering.exclude[{i}]", plugin_ok=True) for i, n in enumerate(config.exclude)]
+    overrides = {resolve(n, f"tool_filtering.tools_overrides.{n}"): o for n, o in config.tools_overrides.items()}
+    if (always, exclude, overrides) == (config.always_include, config.exclude, config.tools_overrides):
+        return config
+    return config.model_copy(update={"always_include": always, "exclude": exclude, "tools_overrides": overrides})
