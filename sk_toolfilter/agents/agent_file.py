@@ -126,7 +126,44 @@ class CatalogSource(_Source):
     optional: bool = False
 
 
-ToolSource = Annotated[PluginSource | MCPSource | CatalogSource, Field(discriminator="type")]
+class VectorDatabase(_Source):
+    """Where a ``vectorstore`` tool keeps its passages (HoloDeck's ``database:`` block)."""
+
+    provider: str = "in-memory"
+    connection_string: SecretStr | None = None
+
+
+class VectorstoreSource(_Source):
+    """A document-search tool (HoloDeck's ``type: vectorstore``): passages from ``source`` (a file or a
+    folder of JSON / JSONL records, Markdown or text), embedded with the configured embedding service
+    and kept in a Semantic Kernel vector-store collection. The function is ``vectorstore-<name>``.
+    """
+
+    type: Literal["vectorstore"]
+    name: str = Field(pattern=r"^[0-9A-Za-z_]+$")
+    description: str = ""
+    source: str
+    top_k: int = Field(default=5, ge=1, le=50)
+    chunk_size: int | None = Field(default=None, ge=100, le=20_000, description="Characters per passage.")
+    chunk_overlap: int | None = Field(default=None, ge=0, le=5_000)
+    min_similarity_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+    vector_field: str | list[str] | None = Field(default=None, description="Record fields embedded as the text.")
+    meta_fields: list[str] | None = None
+    id_field: str | None = None
+    record_path: str | None = Field(default=None, description="Dotted path to the list of records in a JSON file.")
+    field_separator: str = "\n"
+    embedding_model: str | None = None
+    embedding_dimensions: int | None = Field(default=None, gt=0)
+    database: VectorDatabase | str | None = None
+    # HoloDeck keys with no meaning here: accepted, one warning each (see vectorstore.py).
+    record_prefix: str | None = None
+    meta_prefix: str | None = None
+    delimiter: str | None = None
+    defer_loading: bool | None = None
+    optional: bool = False
+
+
+ToolSource = Annotated[PluginSource | MCPSource | CatalogSource | VectorstoreSource, Field(discriminator="type")]
 
 
 class SampleQuery(StrictConfig):
@@ -215,7 +252,7 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
         spec = AgentSpec.model_validate({**data, "base_dir": base_dir or Path(".")})
     except ValidationError as exc:
         raise ConfigError(
-            f"{source}:\n" + describe_validation_error(exc, "", union_tags=("plugin", "mcp", "catalog"))
+            f"{source}:\n" + describe_validation_error(exc, "", union_tags=("plugin", "mcp", "catalog", "vectorstore"))
         ) from None
     _remember_secrets(spec)
     _resolve_cache_dir(spec)
@@ -235,6 +272,9 @@ def _remember_secrets(spec: AgentSpec) -> None:
         if key is not None:
             remember_secret(key.get_secret_value())
     for source in spec.tools:
+        database = source.database if isinstance(source, VectorstoreSource) else None
+        if isinstance(database, VectorDatabase) and database.connection_string is not None:
+            remember_secret(database.connection_string.get_secret_value())
         if isinstance(source, MCPSource):
             for value in [*(source.env or {}).values(), *source.headers.values()]:
                 remember_secret(value)

@@ -12,15 +12,26 @@ from typing import Any
 from semantic_kernel import Kernel
 from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, kernel_function
 
-from sk_toolfilter.agents.agent_file import AgentSpec, CatalogSource, MCPSource, PluginSource, ToolSource
+from sk_toolfilter.agents.agent_file import (
+    AgentSpec,
+    CatalogSource,
+    MCPSource,
+    PluginSource,
+    ToolSource,
+    VectorstoreSource,
+)
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.agents.json_schema import tool_parameters
 from sk_toolfilter.agents.mcp import MCPConnection, build_plugin, keep_kernel_in_step
 from sk_toolfilter.agents.tool_names import function_name
+from sk_toolfilter.agents.vectorstore import PLUGIN as VECTORSTORE_PLUGIN
+from sk_toolfilter.agents.vectorstore import add_vectorstore
 from sk_toolfilter.errors import ConfigError, ToolFilterError, ToolSourceError
 from sk_toolfilter.redaction import library_logger
 
 logger = library_logger(__name__)
+
+VECTORSTORE_OWNER = "the vectorstore tools"
 
 DEFINITION_ONLY = (
     "error: {name} is a definition-only tool from a catalog; it cannot be executed here. "
@@ -149,6 +160,13 @@ async def _add_source(
         for plugin in plugins:
             kernel.add_plugin(plugin)
         return sum(len(p.functions) for p in plugins)
+    if isinstance(source, VectorstoreSource):
+        if owners.setdefault(VECTORSTORE_PLUGIN, VECTORSTORE_OWNER) != VECTORSTORE_OWNER:
+            raise ConfigError(
+                f"{where}: vectorstore tools live in the plugin {VECTORSTORE_PLUGIN!r}, already used by "
+                f"{owners[VECTORSTORE_PLUGIN]}"
+            )
+        return await add_vectorstore(kernel, source, spec, where)
     assert isinstance(source, MCPSource)
     _claim(source.name, where, owners)
     connection = MCPConnection(

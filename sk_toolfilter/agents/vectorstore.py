@@ -1,0 +1,263 @@
+"""``type: vectorstore`` tools: document search over a file or folder, kept in an SK vector store.
+
+HoloDeck's agent files declare document-search tools this way. Each becomes one kernel function,
+``vectorstore-<name>(query)``, returning the best passages with their source. Passages come from
+``source`` — JSON (a list of records, or the list at ``record_path``), JSONL, Markdown or text,
+chunked at paragraph boundaries (``chunk_size`` characters, ``chunk_overlap`` carried over) — and
+are embedded with the agent's configured embedding service (the offline local model by default,
+so a file works without keys) through :func:`~sk_toolfilter.retrieval.embeddings.embed_texts`
+(bounded, cleaned, validated). They are stored in Semantic Kernel's vector-store abstraction: an
+``InMemoryCollection`` (``database`` unset or ``in-memory``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from semantic_kernel import Kernel
+from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
+from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, kernel_function
+
+from sk_toolfilter.agents.agent_file import AgentSpec, VectorDatabase, VectorstoreSource
+from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.retrieval.embeddings import LOCAL_MODEL_ID, create_embedding_service, embed_texts
+
+logger = library_logger(__name__)
+
+PLUGIN = "vectorstore"
+"""The plugin every vectorstore tool's function belongs to (``vectorstore-search_papers``)."""
+DOCUMENT_SUFFIXES = (".json", ".jsonl", ".md", ".markdown", ".txt")
+TEXT_FIELDS = ("title", "text", "content", "body", "abstract", "summary", "description")
+DEFAULT_CHUNK = 1000
+DEFAULT_OVERLAP = 100
+MAX_PASSAGES = 50_000
+MAX_FILE_BYTES = 50_000_000
+MAX_ANSWER_CHARS = 6000
+IGNORED_KEYS = ("record_prefix", "meta_prefix", "delimiter", "defer_loading")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One chunk of a document and where it came from."""
+
+    key: str
+    text: str
+    source: str
+
+
+async def add_vectorstore(kernel: Kernel, source: VectorstoreSource, spec: AgentSpec, where: str) -> int:
+    """Load, chunk and embed `source`'s documents and add its search function to `kernel`."""
+    _warn_about_ignored_keys(source, spec, where)
+    service = create_embedding_service(spec.tool_filtering.embedding)
+    if service is None:
+        raise ConfigError(f"{where}: a vectorstore tool needs an embedding service (embedding.provider is 'none')")
+    passages = load_passages(spec.resolve(source.source), source, where)
+    embedding = spec.tool_filtering.embedding
+    vectors = await embed_texts(
+        service, [p.text for p in passages], embedding.batch_size, timeout=embedding.timeout_seconds * 8
+    )
+    collection = await _collection(source, where, int(vectors.shape[1]))
+    await collection.upsert(
+        [
+            {"key": p.key, "text": p.text, "source": p.source, "embedding": v.tolist()}
+            for p, v in zip(passages, vectors, strict=True)
+        ]
+    )
+    function = _search_function(source, service, collection, embedding.timeout_seconds)
+    plugin = kernel.plugins.get(PLUGIN)
+    if plugin is None:
+        kernel.add_plugin(KernelPlugin(name=PLUGIN, description="Document search", functions=[function]))
+    else:
+        plugin.add(function)
+    logger.info("sk-toolfilter: %s: %d passages from %s", where, len(passages), source.source)
+    return 1
+
+
+def load_passages(path: Path, source: VectorstoreSource, where: str) -> list[Passage]:
+    """The passages of a file or of every document file under a folder (sorted, recursive)."""
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in DOCUMENT_SUFFIXES)
+    elif path.is_file():
+        files = [path]
+    else:
+        raise ConfigError(f"{where}.source: {path} does not exist")
+    size = source.chunk_size or DEFAULT_CHUNK
+    overlap = min(source.chunk_overlap if source.chunk_overlap is not None else DEFAULT_OVERLAP, size // 2)
+    passages: list[Passage] = []
+    for file in files:
+        if file.stat().st_size > MAX_FILE_BYTES:
+            raise ConfigError(f"{where}.source: {file} is larger than {MAX_FILE_BYTES:,} bytes")
+        label = file.name if file == path else str(file.relative_to(path))
+        for title, text in _documents(file, source, label, where):
+            for number, chunk in enumerate(chunk_text(text, size, overlap), 1):
+                passages.append(Passage(f"{title}#{number}", chunk, title))
+                if len(passages) > MAX_PASSAGES:
+                    raise ConfigError(f"{where}.source: more than {MAX_PASSAGES:,} passages")
+    if not passages:
+        raise ConfigError(f"{where}.source: no text found in {path}")
+    return passages
+
+
+def chunk_text(text: str, size: int, overlap: int) -> list[str]:
+    """Paragraphs merged up to `size` characters; a chunk starts with the last `overlap` characters of
+    the previous one; a paragraph longer than `size` is cut at spaces."""
+    paragraphs = [" ".join(p.split()) for p in text.split("\n\n")]
+    pieces: list[str] = []
+    for paragraph in filter(None, paragraphs):
+        while len(paragraph) > size:
+            cut = paragraph.rfind(" ", 0, size)
+            cut = cut if cut > size // 2 else size
+            pieces.append(paragraph[:cut])
+            paragraph = paragraph[cut:].strip()
+        if paragraph:
+            pieces.append(paragraph)
+    chunks: list[str] = []
+    current = ""
+    for piece in pieces:
+        if current and len(current) + 2 + len(piece) > size:
+            chunks.append(current)
+            tail = current[-overlap:] if overlap else ""
+            current = f"{tail[tail.find(' ') + 1:] if ' ' in tail else tail} {piece}".strip() if tail else piece
+        else:
+            current = f"{current}\n\n{piece}" if current else piece
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _documents(file: Path, source: VectorstoreSource, label: str, where: str) -> list[tuple[str, str]]:
+    """(source label, text) of every document in one file."""
+    try:
+        raw = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}.source: cannot read {file} ({exc})") from None
+    suffix = file.suffix.lower()
+    if suffix in (".md", ".markdown", ".txt"):
+        return [(label, raw)]
+    try:
+        if suffix == ".jsonl":
+            records: Any = [json.loads(line) for line in raw.splitlines() if line.strip()]
+        else:
+            records = _records_at(json.loads(raw), source.record_path)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}.source: {file}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    documents = []
+    for position, record in enumerate(records if isinstance(records, list) else [records]):
+        text = _record_text(record, source)
+        if text.strip():
+            documents.append((_record_label(record, source, label, position), text))
+    return documents
+
+
+def _records_at(data: Any, record_path: str | None) -> Any:
+    if record_path:
+        for part in record_path.split("."):
+            data = data.get(part) if isinstance(data, dict) else None
+        return data or []
+    if isinstance(data, dict):
+        lists = [v for v in data.values() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
+        return lists[0] if len(lists) == 1 else [data]
+    return data
+
+
+def _record_text(record: Any, source: VectorstoreSource) -> str:
+    if isinstance(record, str):
+        return record
+    if not isinstance(record, dict):
+        return ""
+    wanted = [source.vector_field] if isinstance(source.vector_field, str) else source.vector_field
+    fields = wanted or [f for f in TEXT_FIELDS if f in record] or [k for k, v in record.items() if isinstance(v, str)]
+    parts = [f"{record[f]}" for f in fields if record.get(f) not in (None, "")]
+    meta = [f"{f}: {record[f]}" for f in source.meta_fields or [] if record.get(f) not in (None, "")]
+    return source.field_separator.join([*parts, *meta])
+
+
+def _record_label(record: Any, source: VectorstoreSource, label: str, position: int) -> str:
+    if isinstance(record, dict):
+        for field in (source.id_field, "id", "title", "name"):
+            if field and record.get(field) not in (None, ""):
+                return f"{label}: {record[field]}"
+    return f"{label}[{position}]"
+
+
+async def _collection(source: VectorstoreSource, where: str, dimensions: int) -> Any:
+    from semantic_kernel.connectors.in_memory import InMemoryCollection
+    from semantic_kernel.data.vector import VectorStoreCollectionDefinition, VectorStoreField
+
+    database = source.database
+    provider = (database.provider if isinstance(database, VectorDatabase) else database) or "in-memory"
+    if provider.lower().replace("_", "-") not in ("in-memory", "inmemory", "memory"):
+        logger.warning(
+            "sk-toolfilter: %s: database provider %r is not supported yet; the passages are kept in Semantic "
+            "Kernel's in-memory vector store",
+            where,
+            provider,
+        )
+    definition = VectorStoreCollectionDefinition(
+        fields=[
+            VectorStoreField("key", name="key", type="str"),
+            VectorStoreField("data", name="text", type="str"),
+            VectorStoreField("data", name="source", type="str"),
+            VectorStoreField("vector", name="embedding", type="float", dimensions=dimensions),
+        ]
+    )
+    collection: Any = InMemoryCollection(
+        record_type=dict, definition=definition, collection_name=f"tool_{source.name}"
+    )
+    await collection.ensure_collection_exists()
+    return collection
+
+
+def _search_function(
+    source: VectorstoreSource, service: EmbeddingGeneratorBase, collection: Any, timeout: float
+) -> KernelFunctionFromMethod:
+    description = source.description or f"Search the documents in {source.source} for passages about a query."
+
+    @kernel_function(name=source.name, description=description)
+    async def search(query: Annotated[str, "What to look for, in a few words"]) -> str:
+        if not query.strip():
+            return "error: give a query to search for."
+        vector = (await embed_texts(service, [query[:4000]], timeout=timeout))[0]
+        results = await collection.search(vector=vector.tolist(), top=source.top_k)
+        lines: list[str] = []
+        async for result in results.results:
+            similarity = 1.0 - float(result.score) if result.score is not None else math.nan
+            if source.min_similarity_score is not None and similarity < source.min_similarity_score:
+                continue
+            lines.append(f"[{len(lines) + 1}] {result.record['source']} (similarity {similarity:.2f})")
+            lines.append(result.record["text"])
+        if not lines:
+            return f"No passage in {source.source} matches {query!r}."
+        answer = "\n".join(lines)
+        return answer if len(answer) <= MAX_ANSWER_CHARS else answer[: MAX_ANSWER_CHARS - 12] + " … [cut]"
+
+    return KernelFunctionFromMethod(method=search, plugin_name=PLUGIN)
+
+
+def _warn_about_ignored_keys(source: VectorstoreSource, spec: AgentSpec, where: str) -> None:
+    ignored = [key for key in IGNORED_KEYS if getattr(source, key) is not None]
+    if ignored:
+        logger.warning("sk-toolfilter: %s: %s have no meaning here and are ignored", where, ", ".join(ignored))
+    configured = embedding_model_id_for(spec)
+    if source.embedding_model and source.embedding_model != configured:
+        logger.warning(
+            "sk-toolfilter: %s: embedding_model %r is not used; passages are embedded with the agent's embedding "
+            "service (%s) so queries and passages share one model",
+            where,
+            source.embedding_model,
+            configured,
+        )
+
+
+def embedding_model_id_for(spec: AgentSpec) -> str:
+    """The model id of the agent's configured embedding service, without creating it."""
+    embedding = spec.tool_filtering.embedding
+    if embedding.resolved_provider == "local":
+        return LOCAL_MODEL_ID
+    return embedding.model or embedding.resolved_provider
+

@@ -1,0 +1,73 @@
+"""``type: vectorstore`` tools: passages from a file, in SK's vector store, searchable and pinnable."""
+
+import contextlib
+from pathlib import Path
+
+import pytest
+from semantic_kernel import Kernel
+
+from sk_toolfilter import ConfigError
+from sk_toolfilter.agents.agent import load_agent, open_toolset
+from sk_toolfilter.agents.agent_file import load_agent_file, parse_agent
+from sk_toolfilter.agents.sources import add_sources
+from sk_toolfilter.agents.vectorstore import chunk_text
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
+
+HOLODECK = Path(__file__).parent / "fixtures" / "holodeck"
+
+
+async def test_the_search_function_returns_the_best_passages_with_their_source():
+    async with await open_toolset(HOLODECK / "agent.yaml") as tools:
+        answer = str(
+            await tools.kernel.invoke(
+                plugin_name="vectorstore", function_name="search_papers", query="retrieval augmented generation"
+            )
+        )
+    first = answer.splitlines()[0]
+    assert first.startswith("[1] papers_index.json: lewis2020 (similarity ")
+    assert "Retrieval-Augmented Generation" in answer and answer.count("\n[") <= 4  # top_k passages
+
+
+async def test_a_bare_name_pins_the_vectorstore_tool_on_every_request(caplog):
+    transport = RecordingTransport(
+        [tool_call_reply(("vectorstore-search_papers", {"query": "dense passage retrieval"})), text_reply("ok")]
+    )
+    spec = load_agent_file(HOLODECK / "agent.yaml")
+    async with await load_agent(spec, chat_service=offline_chat_service(transport)) as loaded:
+        assert loaded.manager.config.always_include == ["vectorstore-search_papers"]
+        await loaded.agent.get_response(messages="hello there")
+    assert "vectorstore-search_papers" in transport.tool_names(0)
+    assert "karpukhin2020" in transport.requests[1]["messages"][-1]["content"]
+    assert "database provider 'chromadb' is not supported yet" in caplog.text
+    assert "embedding_model 'text-embedding-3-small' is not used" in caplog.text
+
+
+def test_chunks_respect_the_size_and_carry_overlap():
+    text = "\n\n".join(f"Paragraph {i} " + "word " * 40 for i in range(10))
+    chunks = chunk_text(text, 500, 60)
+    assert all(len(c) <= 500 + 60 for c in chunks) and len(chunks) >= 4
+    assert chunks[1].split()[0] != "Paragraph"  # starts with the previous chunk's tail
+    assert chunk_text("x" * 2500, 1000, 0) == ["x" * 1000, "x" * 1000, "x" * 500]
+
+
+async def test_a_folder_of_markdown_and_text_is_indexed(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "vpn.md").write_text("# VPN\n\nTo reset the VPN token, open the portal and click reset.")
+    (tmp_path / "docs" / "lunch.txt").write_text("The canteen serves lunch from noon to two.")
+    (tmp_path / "docs" / "image.png").write_bytes(b"\x89PNG")
+    spec = parse_agent(
+        {"name": "a", "tools": [{"type": "vectorstore", "name": "handbook", "source": "docs", "top_k": 1}]},
+        base_dir=tmp_path,
+    )
+    kernel = Kernel()
+    await add_sources(kernel, spec, contextlib.AsyncExitStack())
+    answer = str(await kernel.invoke(plugin_name="vectorstore", function_name="handbook", query="reset my vpn token"))
+    assert answer.startswith("[1] vpn.md") and "[2]" not in answer
+
+
+async def test_a_missing_source_is_an_error_naming_the_tool(tmp_path):
+    spec = parse_agent(
+        {"name": "a", "tools": [{"type": "vectorstore", "name": "kb", "source": "nope"}]}, base_dir=tmp_path
+    )
+    with pytest.raises(ConfigError, match=r"tools\[0\] \(kb\)\.source: .*nope does not exist"):
+        await add_sources(Kernel(), spec, contextlib.AsyncExitStack())
