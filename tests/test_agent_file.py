@@ -80,7 +80,7 @@ def test_errors_name_the_file_and_key_path(tmp_path, yaml_text, expected):
 
 def test_secrets_never_appear_in_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("SECRET_KEY_VALUE", "sk-live-abcdef")
-    path = write(tmp_path, "name: a\nmodel: {api_key: '${SECRET_KEY_VALUE}', temperature: 0.1}\n")
+    path = write(tmp_path, "name: a\nmodel: {api_key: '${SECRET_KEY_VALUE}', temprature: 0.1}\n")
     with pytest.raises(ConfigError) as info:
         load_agent_file(path)
     assert "sk-live-abcdef" not in str(info.value)

@@ -17,7 +17,7 @@ HOLODECK = Path(__file__).parent / "fixtures" / "holodeck"
 
 
 async def test_the_search_function_returns_the_best_passages_with_their_source():
-    async with await open_toolset(HOLODECK / "agent.yaml") as tools:
+    async with await open_toolset(HOLODECK / "papers_only.yaml") as tools:
         answer = str(
             await tools.kernel.invoke(
                 plugin_name="vectorstore", function_name="search_papers", query="retrieval augmented generation"
@@ -32,7 +32,7 @@ async def test_a_bare_name_pins_the_vectorstore_tool_on_every_request(caplog):
     transport = RecordingTransport(
         [tool_call_reply(("vectorstore-search_papers", {"query": "dense passage retrieval"})), text_reply("ok")]
     )
-    spec = load_agent_file(HOLODECK / "agent.yaml")
+    spec = load_agent_file(HOLODECK / "papers_only.yaml")
     async with await load_agent(spec, chat_service=offline_chat_service(transport)) as loaded:
         assert loaded.manager.config.always_include == ["vectorstore-search_papers"]
         await loaded.agent.get_response(messages="hello there")

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from sk_toolfilter.agents.holodeck import adapt_holodeck
 from sk_toolfilter.agents.yaml_reader import read_yaml
 from sk_toolfilter.config import StrictConfig, ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, describe_validation_error
@@ -248,6 +249,7 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
         data = substitute_env(data)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    data = adapt_holodeck(data, source)
     try:
         spec = AgentSpec.model_validate({**data, "base_dir": base_dir or Path(".")})
     except ValidationError as exc:

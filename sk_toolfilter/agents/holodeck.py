@@ -1,0 +1,103 @@
+"""HoloDeck's ``agent.yaml`` keys mapped onto this library's agent file, before validation.
+
+HoloDeck (whose ``tool_filtering`` block this library grew from) writes some settings elsewhere or
+has settings with no meaning here. Each key is either mapped (``model.temperature`` →
+``model.options.temperature``, ``instructions.inline`` → ``instructions``, MCP ``timeout`` →
+``startup_timeout_seconds``, ``model.provider: ollama`` → an OpenAI-compatible ``base_url``) or
+accepted and dropped with one warning naming it. Keys neither format knows stay, so validation
+still reports typos.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sk_toolfilter.redaction import library_logger
+
+logger = library_logger(__name__)
+
+IGNORED_TOP_LEVEL = (
+    "author",
+    "response_format",
+    "evaluations",
+    "test_cases",
+    "execution",
+    "observability",
+    "deployment",
+    "embedding_provider",
+    "claude",
+    "openai",
+)
+MODEL_OPTIONS = ("temperature", "max_tokens", "top_p")
+IGNORED_MODEL = ("auth_provider",)
+IGNORED_MCP = (
+    "encoding",
+    "env_file",
+    "sse_read_timeout",
+    "terminate_on_close",
+    "config",
+    "load_tools",
+    "is_retrieval",
+    "registry_name",
+    "defer_loading",
+)
+IGNORED_TOOL = ("defer_loading",)
+OLLAMA_BASE_URL = "http://localhost:11434/v1"
+
+
+def adapt_holodeck(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A copy of `data` with HoloDeck's keys mapped or dropped (one warning per dropped key)."""
+    data = dict(data)
+    ignored = [key for key in IGNORED_TOP_LEVEL if key in data]
+    for key in ignored:
+        del data[key]
+    if isinstance(data.get("model"), dict):
+        data["model"], dropped = _model(data["model"])
+        ignored += [f"model.{key}" for key in dropped]
+    instructions = data.get("instructions")
+    if isinstance(instructions, dict) and "inline" in instructions and "file" not in instructions:
+        data["instructions"] = instructions["inline"]
+    if isinstance(data.get("tools"), list):
+        tools = []
+        for position, tool in enumerate(data["tools"]):
+            adapted, dropped = _tool(tool) if isinstance(tool, dict) else (tool, [])
+            ignored += [f"tools[{position}].{key}" for key in dropped]
+            tools.append(adapted)
+        data["tools"] = tools
+    if ignored:
+        logger.warning(
+            "sk-toolfilter: %s: %s have no meaning here (HoloDeck settings) and are ignored", source, ", ".join(ignored)
+        )
+    return data
+
+
+def _model(model: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    model = dict(model)
+    options = dict(model.get("options") or {})
+    for key in MODEL_OPTIONS:
+        if key in model:
+            options.setdefault(key, model.pop(key))
+    if options:
+        model["options"] = options
+    if model.get("provider") == "ollama":
+        model["provider"] = "openai"  # Ollama serves the OpenAI API
+        model.setdefault("base_url", (model.pop("endpoint", None) or OLLAMA_BASE_URL).rstrip("/"))
+    dropped = [key for key in IGNORED_MODEL if key in model]
+    for key in dropped:
+        del model[key]
+    return model, dropped
+
+
+def _tool(tool: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    tool = dict(tool)
+    kind = tool.get("type")
+    dropped: list[str] = []
+    if kind == "mcp":
+        if "timeout" in tool:
+            tool.setdefault("startup_timeout_seconds", tool.pop("timeout"))
+        dropped = [key for key in IGNORED_MCP if key in tool]
+    elif kind in ("plugin", "catalog"):
+        dropped = [key for key in IGNORED_TOOL if key in tool]
+    for key in dropped:
+        del tool[key]
+    return tool, dropped

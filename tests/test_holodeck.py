@@ -1,0 +1,75 @@
+"""HoloDeck's published research-agent file runs unchanged: validate, search, report, an agent turn.
+
+Its MCP servers start with ``npx -y <package>``; the test folder links the packages that
+``.ci/install-mcp-servers`` installed, so npx finds them locally (no download).
+"""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sk_toolfilter.agents.agent import load_agent
+from sk_toolfilter.agents.agent_file import load_agent_file
+from sk_toolfilter.cli import main
+from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
+from tests.test_mcp_servers import server_bin
+
+FIXTURE = Path(__file__).parent / "fixtures" / "holodeck"
+
+
+@pytest.fixture
+def holodeck_agent(tmp_path, monkeypatch) -> Path:
+    npm = Path(server_bin("npm/node_modules/.bin/mcp-server-memory")).parents[2]
+    folder = tmp_path / "research-agent"
+    shutil.copytree(FIXTURE, folder)
+    (folder / "node_modules").symlink_to(npm / "node_modules")
+    (folder / "package.json").symlink_to(npm / "package.json")
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.jsonl"))
+    return folder / "agent.yaml"
+
+
+def test_validate_loads_every_tool_and_names_the_holodeck_only_keys_once(holodeck_agent, capsys, caplog):
+    assert main(["validate", str(holodeck_agent)]) == 0
+    out = capsys.readouterr().out
+    assert "search_papers: 1 tools" in out and "memory: 9 tools" in out and "thinking: 1 tools" in out
+    ignored = [r.getMessage() for r in caplog.records if "have no meaning here (HoloDeck settings)" in r.getMessage()]
+    assert len(ignored) == 1 and "author, evaluations, test_cases" in ignored[0]
+
+
+async def test_a_turn_offers_the_pinned_vectorstore_tool_and_returns_passages(holodeck_agent):
+    transport = RecordingTransport(
+        [tool_call_reply(("vectorstore-search_papers", {"query": "papers about residual networks"})), text_reply("ok")]
+    )
+    spec = load_agent_file(holodeck_agent)
+    async with await load_agent(spec, chat_service=offline_chat_service(transport)) as loaded:
+        await loaded.agent.get_response(messages="create an entity in the knowledge graph for Ada")
+    first = transport.requests[0]
+    assert "vectorstore-search_papers" in transport.tool_names(0)  # pinned by its bare name
+    assert any(name.startswith("memory-") for name in transport.tool_names(0))
+    assert first["temperature"] == 0.3 and first.get("max_tokens", first.get("max_completion_tokens")) == 1000
+    assert "he2016" in transport.requests[1]["messages"][-1]["content"]
+
+
+def test_search_and_report_run_on_it_offline(holodeck_agent, tmp_path, capsys):
+    assert main(["search", str(holodeck_agent), "store a fact in the knowledge graph", "--explain"]) == 0
+    assert "memory-" in capsys.readouterr().out
+    assert main(["report", str(holodeck_agent), "--out", str(tmp_path / "report")]) == 0
+    assert (tmp_path / "report" / "report.json").exists()
+
+
+def test_holodeck_settings_map_onto_this_format():
+    from sk_toolfilter.agents.agent_file import parse_agent
+
+    spec = parse_agent(
+        {
+            "name": "a",
+            "model": {"provider": "ollama", "name": "llama3.2:latest", "temperature": 0.1, "auth_provider": "x"},
+            "instructions": {"inline": "Be brief."},
+            "tools": [{"type": "mcp", "name": "m", "command": "npx", "timeout": 7, "load_tools": True}],
+        }
+    )
+    assert spec.model.provider == "openai" and spec.model.base_url == "http://localhost:11434/v1"
+    assert spec.model.options == {"temperature": 0.1}
+    assert spec.instructions_text() == "Be brief."
+    assert spec.tools[0].startup_timeout_seconds == 7
