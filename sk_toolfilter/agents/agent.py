@@ -14,7 +14,8 @@ from typing_extensions import Self
 
 from sk_toolfilter.agents.agent_file import AgentSpec, ModelSpec, load_agent_file
 from sk_toolfilter.agents.sources import add_sources
-from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.errors import ConfigError, closest_names
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.integration.setup import create_tool_filter
 from sk_toolfilter.progress import ProgressCallback
@@ -89,6 +90,21 @@ def create_chat_service(model: ModelSpec, http_client: Any = None) -> ChatComple
     return OpenAIChatCompletion(ai_model_id=model.name, async_client=client)
 
 
+def _only_named(spec: AgentSpec, given: list[str]) -> ToolFilterConfig:
+    """The filter config, with the caller's functions that ``spec.functions`` does not name hidden."""
+    if not spec.functions:
+        return spec.tool_filtering
+    for name in spec.functions:
+        if name not in given:
+            close = ", ".join(n.replace("-", ".", 1) for n in closest_names(name, given)) or "none"
+            raise ConfigError(
+                f"tools: function {name.replace('-', '.', 1)!r} is not in the kernel given to load_agent "
+                f"(pass kernel=... with its plugin); closest: {close}"
+            )
+    hidden = [name for name in given if name not in spec.functions]
+    return spec.tool_filtering.model_copy(update={"exclude": [*spec.tool_filtering.exclude, *hidden]})
+
+
 def execution_settings(spec: AgentSpec, service: ChatCompletionClientBase) -> Any:
     """The agent's own execution settings: ``model.options`` plus automatic function calling."""
     settings_class = service.get_prompt_execution_settings_class()
@@ -98,15 +114,22 @@ def execution_settings(spec: AgentSpec, service: ChatCompletionClientBase) -> An
         raise ConfigError(f"model.options: {exc}") from None
 
 
-async def open_toolset(path: str | Path | AgentSpec, *, progress: ProgressCallback | None = None) -> Toolset:
-    """Load an agent file's tool sources into a kernel and index them (no chat model needed)."""
+async def open_toolset(
+    path: str | Path | AgentSpec, *, kernel: Kernel | None = None, progress: ProgressCallback | None = None
+) -> Toolset:
+    """Load an agent file's tool sources into a kernel and index them (no chat model needed).
+
+    With `kernel`, its plugins (the ones an SK declarative spec's ``type: function`` tools name) are
+    the agent's too; when the file names ``functions``, the kernel's other functions are hidden.
+    """
     spec = path if isinstance(path, AgentSpec) else load_agent_file(path)
     stack = contextlib.AsyncExitStack()
     try:
-        kernel = Kernel()
+        kernel = kernel if kernel is not None else Kernel()
+        given = [f.fully_qualified_name for plugin in kernel.plugins.values() for f in plugin]
         skipped: dict[str, str] = {}
         counts = await add_sources(kernel, spec, stack, skipped)
-        manager = await create_tool_filter(kernel, spec.tool_filtering, progress=progress)
+        manager = await create_tool_filter(kernel, _only_named(spec, given), progress=progress)
     except BaseException:
         await stack.aclose()
         raise
@@ -117,18 +140,21 @@ async def load_agent(
     path: str | Path | AgentSpec,
     *,
     chat_service: ChatCompletionClientBase | None = None,
+    kernel: Kernel | None = None,
     progress: ProgressCallback | None = None,
 ) -> LoadedAgent:
-    """Load an agent file and return a ready :class:`LoadedAgent` (its ``.agent`` is the SK agent).
+    """Load an agent file — this library's format, HoloDeck's, or an SK declarative spec — and return
+    a ready :class:`LoadedAgent` (its ``.agent`` is the SK agent).
 
     `chat_service` replaces the one the ``model:`` block describes (e.g. a service on a test
-    transport). Filtering happens in a service wrapper, so it applies to the agent's first request,
+    transport). `kernel` brings plugins given in code (an SK spec's ``type: function`` tools name
+    them). Filtering happens in a service wrapper, so it applies to the agent's first request,
     every request of the auto-invoke loop and streaming, and never changes the agent's settings.
     """
     from semantic_kernel.agents import ChatCompletionAgent
     from semantic_kernel.functions import KernelArguments
 
-    tools = await open_toolset(path, progress=progress)
+    tools = await open_toolset(path, kernel=kernel, progress=progress)
     try:
         spec = tools.spec
         service = wrap_chat_service(chat_service or create_chat_service(spec.model), tools.manager)

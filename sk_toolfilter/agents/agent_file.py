@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from sk_toolfilter.agents.declarative import from_sk_declarative, is_sk_declarative
 from sk_toolfilter.agents.holodeck import adapt_holodeck
 from sk_toolfilter.agents.yaml_reader import read_yaml
 from sk_toolfilter.config import StrictConfig, ToolFilterConfig
@@ -182,6 +183,11 @@ class AgentSpec(StrictConfig):
     model: ModelSpec = Field(default_factory=ModelSpec)
     instructions: str | InstructionsFile = ""
     tools: list[ToolSource] = Field(default_factory=list)
+    functions: list[str] = Field(
+        default_factory=list,
+        description="Functions of the caller's kernel the agent may call ('Plugin-function'); empty: all "
+        "(SK declarative specs' `type: function` tools).",
+    )
     tool_filtering: ToolFilterConfig = Field(default_factory=ToolFilterConfig)
     sample_queries: list[SampleQuery] = Field(default_factory=list, description="Queries for `sk-toolfilter report`.")
     sample_conversation: list[str] = Field(
@@ -245,6 +251,8 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
     """Validate a parsed agent mapping. Errors name `source`, the key path and the problem."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    if is_sk_declarative(data):
+        data = from_sk_declarative(data, source)
     try:
         data = substitute_env(data)
     except ConfigError as exc:
