@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import os
 from typing import Any
 
 import numpy as np
@@ -103,3 +104,49 @@ def hash_embedder() -> HashEmbedder:
 def isolated_embedding_cache(tmp_path, monkeypatch):
     """Every test gets its own empty embedding cache folder (never the user's)."""
     monkeypatch.setenv("SK_TOOLFILTER_CACHE", str(tmp_path / "embedding-cache"))
+
+
+def require_server(path: str | None, what: str, how: str) -> str:
+    """A server installed by .ci/run: its path, or a skip (a failure in CI) saying how to get it."""
+    if path and os.path.exists(path):
+        return path
+    reason = f"{what} is not installed: {how}"
+    if os.environ.get("SK_TOOLFILTER_REQUIRE_SERVERS"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def chroma_server(tmp_path):
+    """A real Chroma server on a free loopback port (data in tmp_path); yields its URL."""
+    import socket
+    import subprocess
+    import time
+
+    chroma = require_server(
+        os.environ.get("SK_TOOLFILTER_CHROMA"),
+        "the Chroma server",
+        "run .ci/install-chroma DIR and set SK_TOOLFILTER_CHROMA=DIR/bin/chroma",
+    )
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [chroma, "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    else:
+        process.kill()
+        pytest.fail("the Chroma server did not start")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

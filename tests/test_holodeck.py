@@ -1,7 +1,8 @@
 """HoloDeck's published research-agent file runs unchanged: validate, search, report, an agent turn.
 
 Its MCP servers start with ``npx -y <package>``; the test folder links the packages that
-``.ci/install-mcp-servers`` installed, so npx finds them locally (no download).
+``.ci/install-mcp-servers`` installed, so npx finds them locally (no download). Its
+``database: {provider: chromadb}`` is a real Chroma server (``.ci/install-chroma``).
 """
 
 import shutil
@@ -19,7 +20,12 @@ FIXTURE = Path(__file__).parent / "fixtures" / "holodeck"
 
 
 @pytest.fixture
-def holodeck_agent(tmp_path, monkeypatch) -> Path:
+def holodeck_agent(tmp_path, monkeypatch, chroma_server) -> Path:
+    """The example in a folder of its own, its npx packages at hand, its Chroma server running
+    (``database: {provider: chromadb}`` without a URL reads Chroma's own CHROMA_SERVER_* variables)."""
+    host, port = chroma_server.removeprefix("http://").split(":")
+    monkeypatch.setenv("CHROMA_SERVER_HOST", host)
+    monkeypatch.setenv("CHROMA_SERVER_HTTP_PORT", port)
     npm = Path(server_bin("npm/node_modules/.bin/mcp-server-memory")).parents[2]
     folder = tmp_path / "research-agent"
     shutil.copytree(FIXTURE, folder)

@@ -25,7 +25,14 @@ async def test_the_search_function_returns_the_best_passages_with_their_source()
         )
     first = answer.splitlines()[0]
     assert first.startswith("[1] papers_index.json: lewis2020 (similarity ")
-    assert "Retrieval-Augmented Generation" in answer and answer.count("\n[") <= 4  # top_k passages
+    assert "Retrieval-Augmented Generation" in answer
+    assert [line.split("]")[0] for line in answer.splitlines() if line.startswith("[")] == [
+        "[1",
+        "[2",
+        "[3",
+        "[4",
+        "[5",
+    ]  # top_k: 5 passages, numbered
 
 
 async def test_a_bare_name_pins_the_vectorstore_tool_on_every_request(caplog):
@@ -38,7 +45,6 @@ async def test_a_bare_name_pins_the_vectorstore_tool_on_every_request(caplog):
         await loaded.agent.get_response(messages="hello there")
     assert "vectorstore-search_papers" in transport.tool_names(0)
     assert "karpukhin2020" in transport.requests[1]["messages"][-1]["content"]
-    assert "database provider 'chromadb' is not supported yet" in caplog.text
     assert "embedding_model 'text-embedding-3-small' is not used" in caplog.text
 
 
@@ -70,4 +76,53 @@ async def test_a_missing_source_is_an_error_naming_the_tool(tmp_path):
         {"name": "a", "tools": [{"type": "vectorstore", "name": "kb", "source": "nope"}]}, base_dir=tmp_path
     )
     with pytest.raises(ConfigError, match=r"tools\[0\] \(kb\)\.source: .*nope does not exist"):
+        await add_sources(Kernel(), spec, contextlib.AsyncExitStack())
+
+
+async def test_passages_live_in_a_real_chroma_server(chroma_server, tmp_path):
+    import chromadb
+
+    spec = parse_agent(
+        {
+            "name": "a",
+            "tools": [
+                {
+                    "type": "vectorstore",
+                    "name": "search_papers",
+                    "source": str(HOLODECK / "data" / "papers_index.json"),
+                    "database": {"provider": "chromadb", "connection_string": chroma_server},
+                }
+            ],
+        },
+        base_dir=tmp_path,
+    )
+    for _ in range(2):  # a restart rebuilds the collection instead of piling passages up
+        kernel = Kernel()
+        await add_sources(kernel, spec, contextlib.AsyncExitStack())
+    host, port = chroma_server.rsplit(":", 1)
+    stored = chromadb.HttpClient(host=host.split("//")[1], port=int(port)).get_collection("sk_toolfilter_search_papers")
+    assert stored.count() == 6
+    answer = str(
+        await kernel.invoke(plugin_name="vectorstore", function_name="search_papers", query="image recognition")
+    )
+    assert answer.startswith("[1] papers_index.json: he2016 (similarity ")
+
+
+async def test_an_unreachable_chroma_is_a_clear_error(tmp_path):
+    from sk_toolfilter import ToolSourceError
+
+    spec = parse_agent(
+        {
+            "name": "a",
+            "tools": [
+                {
+                    "type": "vectorstore",
+                    "name": "kb",
+                    "source": str(HOLODECK / "data" / "papers_index.json"),
+                    "database": {"provider": "chromadb", "connection_string": "http://127.0.0.1:9"},
+                }
+            ],
+        }
+    )
+    with pytest.raises(ToolSourceError, match=r"tools\[0\] \(kb\): Chroma at http://127.0.0.1:9 is not reachable"):
         await add_sources(Kernel(), spec, contextlib.AsyncExitStack())

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
@@ -269,6 +270,17 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
     return spec
 
 
+def _remember_connection_secret(connection: str) -> None:
+    """A URL's credentials (rendering masks them anyway) — or, for any other connection string
+    (``Server=…;Password=…``), the whole string."""
+    if "://" not in connection:
+        remember_secret(connection)
+        return
+    parts = urlsplit(connection)
+    for secret in (parts.password, parts.query):
+        remember_secret(secret)
+
+
 def _resolve_cache_dir(spec: AgentSpec) -> None:
     """``embedding.cache_dir``: ``~`` expanded, a relative folder taken from the agent file's folder."""
     embedding = spec.tool_filtering.embedding
@@ -284,7 +296,7 @@ def _remember_secrets(spec: AgentSpec) -> None:
     for source in spec.tools:
         database = source.database if isinstance(source, VectorstoreSource) else None
         if isinstance(database, VectorDatabase) and database.connection_string is not None:
-            remember_secret(database.connection_string.get_secret_value())
+            _remember_connection_secret(database.connection_string.get_secret_value())
         if isinstance(source, MCPSource):
             for value in [*(source.env or {}).values(), *source.headers.values()]:
                 remember_secret(value)

@@ -6,25 +6,29 @@ HoloDeck's agent files declare document-search tools this way. Each becomes one 
 chunked at paragraph boundaries (``chunk_size`` characters, ``chunk_overlap`` carried over) — and
 are embedded with the agent's configured embedding service (the offline local model by default,
 so a file works without keys) through :func:`~sk_toolfilter.retrieval.embeddings.embed_texts`
-(bounded, cleaned, validated). They are stored in Semantic Kernel's vector-store abstraction: an
-``InMemoryCollection`` (``database`` unset or ``in-memory``).
+(bounded, cleaned, validated). They are stored through Semantic Kernel's vector-store abstraction:
+an ``InMemoryCollection`` (``database`` unset or ``in-memory``) or a ``ChromaCollection`` on a
+Chroma server (``database: {provider: chromadb, connection_string: http://host:8000}``; the
+collection is rebuilt from the source at every start, so it never serves stale passages).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from semantic_kernel import Kernel
 from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, kernel_function
 
 from sk_toolfilter.agents.agent_file import AgentSpec, VectorDatabase, VectorstoreSource
-from sk_toolfilter.errors import ConfigError
-from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.errors import ConfigError, ToolSourceError
+from sk_toolfilter.redaction import library_logger, redact_url
 from sk_toolfilter.retrieval.embeddings import LOCAL_MODEL_ID, create_embedding_service, embed_texts
 
 logger = library_logger(__name__)
@@ -186,31 +190,96 @@ def _record_label(record: Any, source: VectorstoreSource, label: str, position: 
 
 
 async def _collection(source: VectorstoreSource, where: str, dimensions: int) -> Any:
-    from semantic_kernel.connectors.in_memory import InMemoryCollection
-    from semantic_kernel.data.vector import VectorStoreCollectionDefinition, VectorStoreField
+    """An empty SK collection for the tool's passages: in memory, or in Chroma (``database``).
 
-    database = source.database
-    provider = (database.provider if isinstance(database, VectorDatabase) else database) or "in-memory"
-    if provider.lower().replace("_", "-") not in ("in-memory", "inmemory", "memory"):
-        logger.warning(
-            "sk-toolfilter: %s: database provider %r is not supported yet; the passages are kept in Semantic "
-            "Kernel's in-memory vector store",
-            where,
-            provider,
-        )
+    Both use cosine; SK's in-memory store reports it as a similarity, Chroma's "cosine" space as a
+    distance (1 - similarity): :func:`_similarity` reads either.
+    """
+    from semantic_kernel.data.vector import DistanceFunction, VectorStoreCollectionDefinition, VectorStoreField
+
     definition = VectorStoreCollectionDefinition(
         fields=[
             VectorStoreField("key", name="key", type="str"),
             VectorStoreField("data", name="text", type="str"),
             VectorStoreField("data", name="source", type="str"),
-            VectorStoreField("vector", name="embedding", type="float", dimensions=dimensions),
+            VectorStoreField(
+                "vector",
+                name="embedding",
+                type="float",
+                dimensions=dimensions,
+                distance_function=DistanceFunction.COSINE_SIMILARITY,
+            ),
         ]
     )
-    collection: Any = InMemoryCollection(
-        record_type=dict, definition=definition, collection_name=f"tool_{source.name}"
-    )
+    name = f"sk_toolfilter_{source.name}"
+    provider, url = _database(source)
+    collection: Any
+    if provider == "chromadb":
+        try:
+            collection = _chroma_collection(definition, name, url, where)
+            if await collection.collection_exists():
+                await collection.ensure_collection_deleted()  # the source file is the truth: rebuild
+            await collection.ensure_collection_exists()
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ToolSourceError(f"{where}: Chroma at {redact_url(url)} is not reachable ({exc})") from None
+        return collection
+    from semantic_kernel.connectors.in_memory import InMemoryCollection
+
+    collection = InMemoryCollection(record_type=dict, definition=definition, collection_name=name)
     await collection.ensure_collection_exists()
     return collection
+
+
+def _similarity(collection: Any, score: float | None) -> float:
+    if score is None:
+        return math.nan
+    is_distance = type(collection).__name__ == "ChromaCollection"
+    return 1.0 - float(score) if is_distance else float(score)
+
+
+def _database(source: VectorstoreSource) -> tuple[str, str]:
+    """(provider, URL) of the tool's ``database`` block; unsupported providers warn and use memory."""
+    database = source.database
+    provider = (database.provider if isinstance(database, VectorDatabase) else database) or "in-memory"
+    provider = provider.lower().replace("_", "-")
+    if provider in ("chromadb", "chroma"):
+        secret = database.connection_string if isinstance(database, VectorDatabase) else None
+        return "chromadb", secret.get_secret_value() if secret is not None else default_chroma_url()
+    if provider not in ("in-memory", "inmemory", "memory"):
+        logger.warning(
+            "sk-toolfilter: vectorstore tool %s: database provider %r is not supported; the passages are kept in "
+            "Semantic Kernel's in-memory vector store (supported: in-memory, chromadb)",
+            source.name,
+            provider,
+        )
+    return "in-memory", ""
+
+
+def default_chroma_url() -> str:
+    """Chroma's own client settings from the environment (``CHROMA_SERVER_HOST``,
+    ``CHROMA_SERVER_HTTP_PORT``), else ``http://localhost:8000``."""
+    host = os.environ.get("CHROMA_SERVER_HOST") or "localhost"
+    port = os.environ.get("CHROMA_SERVER_HTTP_PORT") or "8000"
+    return f"http://{host}:{port}"
+
+
+def _chroma_collection(definition: Any, name: str, url: str, where: str) -> Any:
+    try:
+        import chromadb
+        from semantic_kernel.connectors.chroma import ChromaCollection
+    except ImportError:
+        raise ConfigError(
+            f"{where}: database provider chromadb needs the Chroma client: pip install 'sk-toolfilter[chroma]'"
+        ) from None
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    client = chromadb.HttpClient(
+        host=parts.hostname or "localhost",
+        port=parts.port or (443 if parts.scheme == "https" else 8000),
+        ssl=parts.scheme == "https",
+    )
+    return ChromaCollection(record_type=dict, definition=definition, collection_name=name, client=client)
 
 
 def _search_function(
@@ -225,11 +294,13 @@ def _search_function(
         vector = (await embed_texts(service, [query[:4000]], timeout=timeout))[0]
         results = await collection.search(vector=vector.tolist(), top=source.top_k)
         lines: list[str] = []
+        shown = 0
         async for result in results.results:
-            similarity = 1.0 - float(result.score) if result.score is not None else math.nan
+            similarity = _similarity(collection, result.score)
             if source.min_similarity_score is not None and similarity < source.min_similarity_score:
                 continue
-            lines.append(f"[{len(lines) + 1}] {result.record['source']} (similarity {similarity:.2f})")
+            shown += 1
+            lines.append(f"[{shown}] {result.record['source']} (similarity {similarity:.2f})")
             lines.append(result.record["text"])
         if not lines:
             return f"No passage in {source.source} matches {query!r}."
