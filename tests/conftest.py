@@ -1,9 +1,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import inspect
 import os
+import socket
+import subprocess
+import time
 from typing import Any
 
 import numpy as np
@@ -116,37 +120,41 @@ def require_server(path: str | None, what: str, how: str) -> str:
     pytest.skip(reason)
 
 
-@pytest.fixture
-def chroma_server(tmp_path):
-    """A real Chroma server on a free loopback port (data in tmp_path); yields its URL."""
-    import socket
-    import subprocess
-    import time
-
-    chroma = require_server(
-        os.environ.get("SK_TOOLFILTER_CHROMA"),
-        "the Chroma server",
-        "run .ci/install-chroma DIR and set SK_TOOLFILTER_CHROMA=DIR/bin/chroma",
-    )
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen(
-        [chroma, "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_on_loopback(command: list[str], port: int, what: str, env: dict[str, str] | None = None):
+    """Run a server process until it accepts connections on 127.0.0.1:`port`; stop it afterwards."""
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 break
-        time.sleep(0.1)
+        time.sleep(0.05)
     else:
         process.kill()
-        pytest.fail("the Chroma server did not start")
+        pytest.fail(f"{what} did not start")
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield process
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture
+def chroma_server(tmp_path):
+    """A real Chroma server on a free loopback port (data in tmp_path); yields its URL."""
+    chroma = require_server(
+        os.environ.get("SK_TOOLFILTER_CHROMA"),
+        "the Chroma server",
+        "run .ci/install-chroma DIR and set SK_TOOLFILTER_CHROMA=DIR/bin/chroma",
+    )
+    port = free_port()
+    command = [chroma, "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1", "--port", str(port)]
+    with serve_on_loopback(command, port, "the Chroma server"):
+        yield f"http://127.0.0.1:{port}"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from sk_toolfilter import ToolSourceError
 from sk_toolfilter.agents.agent import load_agent
 from sk_toolfilter.agents.agent_file import parse_agent
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
+from tests.conftest import free_port, serve_on_loopback
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SERVERS = os.environ.get("SK_TOOLFILTER_MCP_SERVERS", "")
@@ -178,37 +178,14 @@ async def test_a_structured_result_reaches_the_model_once_as_compact_json(tmp_pa
 # ---------------------------------------------------------------------------------------------- HTTP
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(params=["streamable-http", "sse"])
 def http_server(request) -> Iterator[tuple[str, str]]:
     """A local MCP server over HTTP; yields (url, the token it expects)."""
-    port, token = _free_port(), "tok-" + os.urandom(6).hex()
-    process = subprocess.Popen(
-        [sys.executable, str(FIXTURES / "mcp_http_server.py"), str(port), request.param],
-        env={**os.environ, "EXPECTED_TOKEN": token},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    else:
-        process.kill()
-        pytest.fail("the HTTP MCP server did not start")
+    port, token = free_port(), "tok-" + os.urandom(6).hex()
+    command = [sys.executable, str(FIXTURES / "mcp_http_server.py"), str(port), request.param]
     path = "/mcp" if request.param == "streamable-http" else "/sse"
-    try:
+    with serve_on_loopback(command, port, "the HTTP MCP server", env={**os.environ, "EXPECTED_TOKEN": token}):
         yield f"http://127.0.0.1:{port}{path}", token
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 async def test_an_http_server_is_selected_and_called_with_headers_from_the_environment(
@@ -244,7 +221,7 @@ async def test_an_http_server_is_selected_and_called_with_headers_from_the_envir
 
 
 async def test_an_http_server_that_is_not_there_fails_fast_without_echoing_credentials(tmp_path):
-    port = _free_port()
+    port = free_port()
     spec = parse_agent(
         {
             "name": "t",

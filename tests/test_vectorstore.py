@@ -16,6 +16,12 @@ from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service,
 HOLODECK = Path(__file__).parent / "fixtures" / "holodeck"
 
 
+def papers_tool(name: str, database: dict) -> dict:
+    """An agent mapping with one vectorstore tool over the HoloDeck example's papers."""
+    source = str(HOLODECK / "data" / "papers_index.json")
+    return {"name": "a", "tools": [{"type": "vectorstore", "name": name, "source": source, "database": database}]}
+
+
 async def test_the_search_function_returns_the_best_passages_with_their_source():
     async with await open_toolset(HOLODECK / "papers_only.yaml") as tools:
         answer = str(
@@ -82,20 +88,8 @@ async def test_a_missing_source_is_an_error_naming_the_tool(tmp_path):
 async def test_passages_live_in_a_real_chroma_server(chroma_server, tmp_path):
     import chromadb
 
-    spec = parse_agent(
-        {
-            "name": "a",
-            "tools": [
-                {
-                    "type": "vectorstore",
-                    "name": "search_papers",
-                    "source": str(HOLODECK / "data" / "papers_index.json"),
-                    "database": {"provider": "chromadb", "connection_string": chroma_server},
-                }
-            ],
-        },
-        base_dir=tmp_path,
-    )
+    database = {"provider": "chromadb", "connection_string": chroma_server}
+    spec = parse_agent(papers_tool("search_papers", database), base_dir=tmp_path)
     for _ in range(2):  # a restart rebuilds the collection instead of piling passages up
         kernel = Kernel()
         await add_sources(kernel, spec, contextlib.AsyncExitStack())
@@ -111,18 +105,6 @@ async def test_passages_live_in_a_real_chroma_server(chroma_server, tmp_path):
 async def test_an_unreachable_chroma_is_a_clear_error(tmp_path):
     from sk_toolfilter import ToolSourceError
 
-    spec = parse_agent(
-        {
-            "name": "a",
-            "tools": [
-                {
-                    "type": "vectorstore",
-                    "name": "kb",
-                    "source": str(HOLODECK / "data" / "papers_index.json"),
-                    "database": {"provider": "chromadb", "connection_string": "http://127.0.0.1:9"},
-                }
-            ],
-        }
-    )
+    spec = parse_agent(papers_tool("kb", {"provider": "chromadb", "connection_string": "http://127.0.0.1:9"}))
     with pytest.raises(ToolSourceError, match=r"tools\[0\] \(kb\): Chroma at http://127.0.0.1:9 is not reachable"):
         await add_sources(Kernel(), spec, contextlib.AsyncExitStack())
