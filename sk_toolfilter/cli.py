@@ -246,16 +246,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("mcp").setLevel(logging.CRITICAL)
     try:
         return asyncio.run(args.run(args))
-    except ConfigError as exc:  # the user's input: flags, agent file, queries file
-        if args.verbose:
-            raise
-        print(f"sk-toolfilter: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
     except ToolFilterError as exc:
         if args.verbose:
             raise
         print(f"sk-toolfilter: error: {_one_line(exc)}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, ConfigError) else 1  # 2: the user's input (flags, files)
     except KeyboardInterrupt:
         print("sk-toolfilter: interrupted", file=sys.stderr)
         return 130

@@ -59,14 +59,13 @@ def _format_location(prefix: str, loc: Sequence[Any], union_tags: Iterable[str] 
 
 
 def describe_validation_error(
-    error: ValidationError, prefix: str = "", secret_keys: Iterable[str] = (), union_tags: Iterable[str] = ()
+    error: ValidationError, prefix: str = "", union_tags: Iterable[str] = ()
 ) -> str:
     """One line per problem, each naming the key path and the bad value.
 
-    Values under keys listed in `secret_keys`, or that look secret (``api_key``, ``token``, ``env``,
-    ``headers``…), are never echoed; other values pass through the redaction rule.
+    Values under keys that look secret (``api_key``, ``token``, ``env``, ``headers``…) are never
+    echoed; other values pass through the redaction rule.
     """
-    secrets = {s.lower() for s in secret_keys}
     lines = []
     for err in error.errors(include_url=False):
         loc = err.get("loc", ())
@@ -81,7 +80,7 @@ def describe_validation_error(
         if isinstance(err.get("input"), dict):  # a whole block: its values may hold secrets, and it is long
             lines.append(f"{where}: {message}")
             continue
-        is_secret = any(str(part).lower() in secrets or is_secret_key(part) for part in loc)
+        is_secret = any(is_secret_key(part) for part in loc)
         shown = MASK if is_secret else redact_text(repr(err.get("input")))
         if len(shown) > 80:
             shown = shown[:77] + "..."

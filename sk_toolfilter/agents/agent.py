@@ -12,13 +12,14 @@ from semantic_kernel import Kernel
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from typing_extensions import Self
 
-from sk_toolfilter.agents.agent_file import AgentSpec, ModelSpec, load_agent_file
+from sk_toolfilter.agents.agent_file import AgentSpec, ModelSpec, VectorstoreSource, load_agent_file
 from sk_toolfilter.agents.sources import add_sources
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, closest_names
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.integration.setup import create_tool_filter
 from sk_toolfilter.progress import ProgressCallback
+from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.selection.manager import ToolFilterManager
 
 if TYPE_CHECKING:
@@ -127,9 +128,18 @@ async def open_toolset(
     try:
         kernel = kernel if kernel is not None else Kernel()
         given = [f.fully_qualified_name for plugin in kernel.plugins.values() for f in plugin]
+        # One embedding service for the filter and the vectorstore tools (the local model loads once).
+        config = spec.tool_filtering
+        needs_service = config.search_method != "bm25" or any(isinstance(s, VectorstoreSource) for s in spec.tools)
+        service = create_embedding_service(config.embedding) if needs_service else None
         skipped: dict[str, str] = {}
-        counts = await add_sources(kernel, spec, stack, skipped)
-        manager = await create_tool_filter(kernel, _only_named(spec, given), progress=progress)
+        counts = await add_sources(kernel, spec, stack, skipped, service)
+        manager = await create_tool_filter(
+            kernel,
+            _only_named(spec, given),
+            embedding_service=service if config.search_method != "bm25" else None,
+            progress=progress,
+        )
     except BaseException:
         await stack.aclose()
         raise

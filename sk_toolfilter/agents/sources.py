@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from semantic_kernel import Kernel
+from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, kernel_function
 
 from sk_toolfilter.agents.agent_file import (
@@ -115,9 +116,16 @@ def catalog_plugins(source: CatalogSource, spec: AgentSpec) -> list[KernelPlugin
 
 
 async def add_sources(
-    kernel: Kernel, spec: AgentSpec, stack: contextlib.AsyncExitStack, skipped: dict[str, str] | None = None
+    kernel: Kernel,
+    spec: AgentSpec,
+    stack: contextlib.AsyncExitStack,
+    skipped: dict[str, str] | None = None,
+    embedding_service: EmbeddingGeneratorBase | None = None,
 ) -> dict[str, int]:
     """Add every tool source of `spec` to `kernel`; MCP servers are closed when `stack` closes.
+
+    `embedding_service` embeds the passages of ``vectorstore`` tools (default: one created from
+    ``tool_filtering.embedding``).
 
     Returns the number of functions per source. A source that fails is an error naming it — a
     :class:`ConfigError` for what the file says, a :class:`ToolSourceError` for what happened at run
@@ -130,7 +138,7 @@ async def add_sources(
     for position, source in enumerate(spec.tools):
         where = f"tools[{position}] ({source.name})"
         try:
-            counts[source.name] = await _add_source(kernel, source, spec, stack, where, owners)
+            counts[source.name] = await _add_source(kernel, source, spec, stack, where, owners, embedding_service)
         except Exception as exc:
             error = (
                 exc if isinstance(exc, ToolFilterError) else ToolSourceError(f"{where}: {type(exc).__name__}: {exc}")
@@ -149,6 +157,7 @@ async def _add_source(
     stack: contextlib.AsyncExitStack,
     where: str,
     owners: dict[str, str],
+    embedding_service: EmbeddingGeneratorBase | None = None,
 ) -> int:
     if isinstance(source, PluginSource):
         _claim(source.name, where, owners)
@@ -161,12 +170,8 @@ async def _add_source(
             kernel.add_plugin(plugin)
         return sum(len(p.functions) for p in plugins)
     if isinstance(source, VectorstoreSource):
-        if owners.setdefault(VECTORSTORE_PLUGIN, VECTORSTORE_OWNER) != VECTORSTORE_OWNER:
-            raise ConfigError(
-                f"{where}: vectorstore tools live in the plugin {VECTORSTORE_PLUGIN!r}, already used by "
-                f"{owners[VECTORSTORE_PLUGIN]}"
-            )
-        return await add_vectorstore(kernel, source, spec, where)
+        _claim(VECTORSTORE_PLUGIN, where, owners, owner=VECTORSTORE_OWNER)
+        return await add_vectorstore(kernel, source, spec, where, embedding_service)
     assert isinstance(source, MCPSource)
     _claim(source.name, where, owners)
     connection = MCPConnection(
@@ -179,9 +184,10 @@ async def _add_source(
     return len(plugin.functions)
 
 
-def _claim(plugin_name: str, where: str, owners: dict[str, str]) -> None:
-    """Reserve a plugin name for the source at `where`; a name another source holds is an error
-    (Semantic Kernel would silently replace that source's plugin)."""
-    if plugin_name in owners:
+def _claim(plugin_name: str, where: str, owners: dict[str, str], owner: str | None = None) -> None:
+    """Reserve a plugin name for `owner` (default: the source at `where`); a name someone else holds
+    is an error (Semantic Kernel would silently replace that plugin). The vectorstore tools share
+    one plugin: they claim it under one owner."""
+    owner = owner or where
+    if owners.setdefault(plugin_name, owner) != owner:
         raise ConfigError(f"{where}: plugin name {plugin_name!r} is already used by {owners[plugin_name]}")
-    owners[plugin_name] = where

@@ -29,7 +29,12 @@ from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, ke
 from sk_toolfilter.agents.agent_file import AgentSpec, VectorDatabase, VectorstoreSource
 from sk_toolfilter.errors import ConfigError, ToolSourceError
 from sk_toolfilter.redaction import library_logger, redact_url
-from sk_toolfilter.retrieval.embeddings import LOCAL_MODEL_ID, create_embedding_service, embed_texts
+from sk_toolfilter.retrieval.embeddings import (
+    catalog_call_timeout,
+    create_embedding_service,
+    embed_texts,
+    embedding_model_id,
+)
 
 logger = library_logger(__name__)
 
@@ -54,25 +59,34 @@ class Passage:
     source: str
 
 
-async def add_vectorstore(kernel: Kernel, source: VectorstoreSource, spec: AgentSpec, where: str) -> int:
-    """Load, chunk and embed `source`'s documents and add its search function to `kernel`."""
-    _warn_about_ignored_keys(source, spec, where)
-    service = create_embedding_service(spec.tool_filtering.embedding)
+async def add_vectorstore(
+    kernel: Kernel,
+    source: VectorstoreSource,
+    spec: AgentSpec,
+    where: str,
+    service: EmbeddingGeneratorBase | None = None,
+) -> int:
+    """Load, chunk and embed `source`'s documents and add its search function to `kernel`.
+
+    `service` is the agent's embedding service (created from ``tool_filtering.embedding`` when not
+    given); pass the filter's own to load the local model once.
+    """
+    embedding = spec.tool_filtering.embedding
+    service = service or create_embedding_service(embedding)
     if service is None:
         raise ConfigError(f"{where}: a vectorstore tool needs an embedding service (embedding.provider is 'none')")
+    _warn_about_ignored_keys(source, where, embedding_model_id(service))
     passages = load_passages(spec.resolve(source.source), source, where)
-    embedding = spec.tool_filtering.embedding
-    vectors = await embed_texts(
-        service, [p.text for p in passages], embedding.batch_size, timeout=embedding.timeout_seconds * 8
-    )
-    collection = await _collection(source, where, int(vectors.shape[1]))
+    call_timeout = catalog_call_timeout(embedding.timeout_seconds, min(embedding.batch_size, len(passages)))
+    vectors = await embed_texts(service, [p.text for p in passages], embedding.batch_size, timeout=call_timeout)
+    collection, scores_are_distances = await _collection(source, where, int(vectors.shape[1]))
     await collection.upsert(
         [
             {"key": p.key, "text": p.text, "source": p.source, "embedding": v.tolist()}
             for p, v in zip(passages, vectors, strict=True)
         ]
     )
-    function = _search_function(source, service, collection, embedding.timeout_seconds)
+    function = _search_function(source, service, collection, scores_are_distances, embedding.timeout_seconds)
     plugin = kernel.plugins.get(PLUGIN)
     if plugin is None:
         kernel.add_plugin(KernelPlugin(name=PLUGIN, description="Document search", functions=[function]))
@@ -189,11 +203,10 @@ def _record_label(record: Any, source: VectorstoreSource, label: str, position: 
     return f"{label}[{position}]"
 
 
-async def _collection(source: VectorstoreSource, where: str, dimensions: int) -> Any:
-    """An empty SK collection for the tool's passages: in memory, or in Chroma (``database``).
-
-    Both use cosine; SK's in-memory store reports it as a similarity, Chroma's "cosine" space as a
-    distance (1 - similarity): :func:`_similarity` reads either.
+async def _collection(source: VectorstoreSource, where: str, dimensions: int) -> tuple[Any, bool]:
+    """An empty SK collection for the tool's passages — in memory, or in Chroma (``database``) — and
+    whether its scores are distances. Both use cosine; SK's in-memory store reports it as a
+    similarity, Chroma's "cosine" space as a distance (1 - similarity).
     """
     from semantic_kernel.data.vector import DistanceFunction, VectorStoreCollectionDefinition, VectorStoreField
 
@@ -224,19 +237,12 @@ async def _collection(source: VectorstoreSource, where: str, dimensions: int) ->
             raise
         except Exception as exc:
             raise ToolSourceError(f"{where}: Chroma at {redact_url(url)} is not reachable ({exc})") from None
-        return collection
+        return collection, True
     from semantic_kernel.connectors.in_memory import InMemoryCollection
 
     collection = InMemoryCollection(record_type=dict, definition=definition, collection_name=name)
     await collection.ensure_collection_exists()
-    return collection
-
-
-def _similarity(collection: Any, score: float | None) -> float:
-    if score is None:
-        return math.nan
-    is_distance = type(collection).__name__ == "ChromaCollection"
-    return 1.0 - float(score) if is_distance else float(score)
+    return collection, False
 
 
 def _database(source: VectorstoreSource) -> tuple[str, str]:
@@ -283,7 +289,11 @@ def _chroma_collection(definition: Any, name: str, url: str, where: str) -> Any:
 
 
 def _search_function(
-    source: VectorstoreSource, service: EmbeddingGeneratorBase, collection: Any, timeout: float
+    source: VectorstoreSource,
+    service: EmbeddingGeneratorBase,
+    collection: Any,
+    scores_are_distances: bool,
+    timeout: float,
 ) -> KernelFunctionFromMethod:
     description = source.description or f"Search the documents in {source.source} for passages about a query."
 
@@ -296,7 +306,10 @@ def _search_function(
         lines: list[str] = []
         shown = 0
         async for result in results.results:
-            similarity = _similarity(collection, result.score)
+            if result.score is None:
+                similarity = math.nan
+            else:
+                similarity = 1.0 - float(result.score) if scores_are_distances else float(result.score)
             if source.min_similarity_score is not None and similarity < source.min_similarity_score:
                 continue
             shown += 1
@@ -310,11 +323,10 @@ def _search_function(
     return KernelFunctionFromMethod(method=search, plugin_name=PLUGIN)
 
 
-def _warn_about_ignored_keys(source: VectorstoreSource, spec: AgentSpec, where: str) -> None:
+def _warn_about_ignored_keys(source: VectorstoreSource, where: str, configured: str) -> None:
     ignored = [key for key in IGNORED_KEYS if getattr(source, key) is not None]
     if ignored:
         logger.warning("sk-toolfilter: %s: %s have no meaning here and are ignored", where, ", ".join(ignored))
-    configured = embedding_model_id_for(spec)
     if source.embedding_model and source.embedding_model != configured:
         logger.warning(
             "sk-toolfilter: %s: embedding_model %r is not used; passages are embedded with the agent's embedding "
@@ -323,12 +335,3 @@ def _warn_about_ignored_keys(source: VectorstoreSource, spec: AgentSpec, where: 
             source.embedding_model,
             configured,
         )
-
-
-def embedding_model_id_for(spec: AgentSpec) -> str:
-    """The model id of the agent's configured embedding service, without creating it."""
-    embedding = spec.tool_filtering.embedding
-    if embedding.resolved_provider == "local":
-        return LOCAL_MODEL_ID
-    return embedding.model or embedding.resolved_provider
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -188,6 +189,15 @@ def clean_text(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
     return text
+
+
+TEXTS_PER_TIMEOUT = 8
+"""A catalog call of n texts may take ``timeout_seconds × ⌈n / 8⌉`` (a query embeds a few)."""
+
+
+def catalog_call_timeout(timeout: float | None, n_texts: int) -> float | None:
+    """The bound on one embedding call of `n_texts` catalog texts, given the per-query `timeout`."""
+    return None if timeout is None else timeout * math.ceil(n_texts / TEXTS_PER_TIMEOUT)
 
 
 async def embed_texts(

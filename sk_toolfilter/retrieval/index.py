@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -16,7 +15,7 @@ from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.batching import QueryBatcher
 from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.cache import EmbeddingCache
-from sk_toolfilter.retrieval.embeddings import embed_texts, embedding_model_id
+from sk_toolfilter.retrieval.embeddings import catalog_call_timeout, embed_texts, embedding_model_id
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.names import NameMatcher
@@ -32,8 +31,6 @@ logger = library_logger(__name__)
 
 # Texts longer than this are cut before embedding (models truncate anyway; APIs reject huge inputs).
 MAX_EMBED_CHARS = 4000
-TEXTS_PER_TIMEOUT = 8
-"""At build time a call of n texts may take ``timeout_seconds × ⌈n / 8⌉`` (a query embeds a few)."""
 
 
 class ToolIndex:
@@ -272,7 +269,7 @@ async def _embed_catalog(
     for start in range(0, len(missing), batch_size):
         batch = [texts[i] for i in missing[start : start + batch_size]]
         # A query embeds a few texts; a catalog call embeds up to batch_size: the timeout scales.
-        call_timeout = None if timeout is None else timeout * math.ceil(len(batch) / TEXTS_PER_TIMEOUT)
+        call_timeout = catalog_call_timeout(timeout, len(batch))
         fresh.append(await embed_texts(service, batch, batch_size, timeout=call_timeout))
         if progress is not None:
             progress(min(start + batch_size, len(missing)), len(missing))
