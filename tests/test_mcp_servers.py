@@ -24,7 +24,7 @@ from sk_toolfilter import ToolSourceError
 from sk_toolfilter.agents.agent import load_agent
 from sk_toolfilter.agents.agent_file import parse_agent
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
-from tests.conftest import free_port, serve_on_loopback
+from tests.conftest import free_port, require_server, serve_on_loopback
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SERVERS = os.environ.get("SK_TOOLFILTER_MCP_SERVERS", "")
@@ -32,13 +32,11 @@ SERVERS = os.environ.get("SK_TOOLFILTER_MCP_SERVERS", "")
 
 def server_bin(relative: str) -> str:
     """A registry server installed by .ci/install-mcp-servers; skip (or fail, in CI) when absent."""
-    path = Path(SERVERS, relative)
-    if SERVERS and path.exists():
-        return str(path)
-    reason = f"{relative} is not installed: run .ci/install-mcp-servers DIR and set SK_TOOLFILTER_MCP_SERVERS=DIR"
-    if os.environ.get("SK_TOOLFILTER_REQUIRE_SERVERS"):
-        pytest.fail(reason)
-    pytest.skip(reason)
+    return require_server(
+        str(Path(SERVERS, relative)) if SERVERS else None,
+        relative,
+        "run .ci/install-mcp-servers DIR and set SK_TOOLFILTER_MCP_SERVERS=DIR",
+    )
 
 
 @dataclass
