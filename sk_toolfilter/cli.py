@@ -1,4 +1,4 @@
-"""The ``sk-toolfilter`` command line: validate, search, report, chat, eval.
+"""The ``sk-toolfilter`` command line: validate, search, report, index, chat, eval.
 
 A thin layer over the library. Exit codes: 0 success; 2 usage error — bad flags or a bad agent file
 (any :class:`ConfigError`); 1 runtime failure. Either way one line on stderr, never a traceback
@@ -73,6 +73,42 @@ async def cmd_search(args: argparse.Namespace) -> int:
         else:
             for rank, name in enumerate(selection.names, 1):
                 print(f"  {rank}. {name}")
+    return 0
+
+
+async def cmd_index(args: argparse.Namespace) -> int:
+    """``index push``: make the agent's catalog the store's current version; ``index status``: compare."""
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import load_agent_file
+
+    spec = load_agent_file(args.agent)
+    index = spec.tool_filtering.index
+    if index.store == "memory":
+        raise ConfigError(
+            f"{args.agent}: tool_filtering.index.store is 'memory'; 'index {args.action}' needs a database store "
+            "(e.g. store: postgres with connection_string: ${TOOLS_DB_URL})"
+        )
+    updates: dict[str, Any] = {"publish": args.action == "push"}
+    if args.catalog:
+        updates["catalog"] = args.catalog
+    config = spec.tool_filtering.model_copy(update={"index": index.model_copy(update=updates)})
+    spec = spec.model_copy(update={"tool_filtering": config})
+    async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
+        store = tools.manager.index_store
+        if store is None:
+            raise ConfigError("index: the shared store needs an embedding service (search_method: bm25 has none)")
+        stats, total = store.stats, len(tools.manager.index)
+        current = await store.catalog.current()
+        name = store.catalog.name
+        if current is None:
+            print(f"catalog {name!r} at {store.where}: nothing published yet ({total} tools in the agent)")
+            return 0 if args.action == "status" else 1
+        print(
+            f"catalog {name!r} at {store.where}: version {current.version}, {current.tools} tools, "
+            f"model {current.model_id} ({current.dimensions} dims), published {current.published_at}"
+        )
+        verb = "published" if stats.published else "current"
+        print(f"  this agent: {total} tools; {stats.loaded} read from the store, {stats.embedded} embedded here ({verb})")
     return 0
 
 
@@ -199,6 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=positive_int, help="report on the first N queries only")
     p.add_argument("--selection-mode", choices=["fresh", "sticky"], help="override tool_filtering.selection_mode")
     p.set_defaults(run=cmd_report)
+
+    p = sub.add_parser("index", help="the shared tool index (index.store): push the agent's catalog, or its status")
+    p.add_argument("action", choices=["push", "status"], help="push: embed new or changed tools, switch the version")
+    p.add_argument("agent", help="agent YAML file")
+    p.add_argument("--catalog", help="catalog name in the store (default: index.catalog, else the agent's name)")
+    p.set_defaults(run=cmd_index)
 
     p = sub.add_parser("chat", help="chat with the agent (needs an API key or a local OpenAI-compatible server)")
     p.add_argument("agent", help="agent YAML file")

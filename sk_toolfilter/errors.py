@@ -37,6 +37,10 @@ class ToolSourceError(ToolFilterError):
     """A tool source failed at run time: an MCP server that does not start, answer or stay up."""
 
 
+class IndexStoreError(ToolFilterError):
+    """The shared index store (``index.store``) is unreachable, refused a call, or holds damaged rows."""
+
+
 class EmbeddingServiceError(ToolFilterError):
     """The embedding service failed, or returned vectors of the wrong shape or with NaNs."""
 

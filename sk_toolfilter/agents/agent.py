@@ -106,6 +106,13 @@ def _only_named(spec: AgentSpec, given: list[str]) -> ToolFilterConfig:
     return spec.tool_filtering.model_copy(update={"exclude": [*spec.tool_filtering.exclude, *hidden]})
 
 
+def _with_catalog_name(spec: AgentSpec, config: ToolFilterConfig) -> ToolFilterConfig:
+    """The agent's name names its catalog in a shared store unless ``index.catalog`` does."""
+    if "catalog" in config.index.model_fields_set:
+        return config
+    return config.model_copy(update={"index": config.index.model_copy(update={"catalog": spec.name})})
+
+
 def execution_settings(spec: AgentSpec, service: ChatCompletionClientBase) -> Any:
     """The agent's own execution settings: ``model.options`` plus automatic function calling."""
     settings_class = service.get_prompt_execution_settings_class()
@@ -136,10 +143,11 @@ async def open_toolset(
         counts = await add_sources(kernel, spec, stack, skipped, service)
         manager = await create_tool_filter(
             kernel,
-            _only_named(spec, given),
+            _with_catalog_name(spec, _only_named(spec, given)),
             embedding_service=service if config.search_method != "bm25" else None,
             progress=progress,
         )
+        stack.push_async_callback(manager.aclose)
     except BaseException:
         await stack.aclose()
         raise

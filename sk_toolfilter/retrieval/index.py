@@ -101,18 +101,24 @@ class ToolIndex:
         circuit = circuit or (previous.circuit if previous is not None else None) or EmbeddingCircuit()
         embeddings, missing = None, None
         if embedding_service is not None and tools:
-            texts = [t.embedding_text()[:MAX_EMBED_CHARS] for t in tools]
+            texts = embedding_texts(tools)
             known = (
                 previous.vectors_by_text()
                 if previous is not None and previous.embedding_service is embedding_service
                 else {}
             )
             if embed_new:
-                embeddings = await _embed_catalog(
-                    embedding_service, texts, cache, batch_size, progress, known, circuit.timeout_seconds
+                embeddings, _ = await embed_catalog(
+                    embedding_service,
+                    texts,
+                    cache=cache,
+                    batch_size=batch_size,
+                    progress=progress,
+                    known=known,
+                    timeout=circuit.timeout_seconds,
                 )
             else:
-                embeddings, missing = _known_vectors(texts, known, cache, embedding_service)
+                embeddings, missing = known_vectors(texts, known, cache, embedding_service)
         reuse = previous is not None and previous.bm25_config == (bm25_config or BM25Config())
         return cls(
             tools,
@@ -247,16 +253,25 @@ class ToolIndex:
         return self._vectors.scores(query_vector)
 
 
-async def _embed_catalog(
+def embedding_texts(tools: Iterable[ToolMetadata]) -> list[str]:
+    """The text embedded for each tool (its :meth:`~ToolMetadata.embedding_text`, cut to a bound)."""
+    return [t.embedding_text()[:MAX_EMBED_CHARS] for t in tools]
+
+
+async def embed_catalog(
     service: EmbeddingGeneratorBase,
     texts: list[str],
-    cache: EmbeddingCache | None,
-    batch_size: int,
-    progress: ProgressCallback | None,
+    *,
+    cache: EmbeddingCache | None = None,
+    batch_size: int = 64,
+    progress: ProgressCallback | None = None,
     known: dict[str, np.ndarray] | None = None,
     timeout: float | None = None,
-) -> np.ndarray:
-    """Embed tool texts in batches, reusing `known` vectors and the cache, filling the cache."""
+) -> tuple[np.ndarray, int]:
+    """Embed tool texts in batches, reusing `known` vectors and the cache, filling the cache.
+
+    Returns the float32 vectors (one row per text) and how many texts the service embedded.
+    """
     model_id = embedding_model_id(service)
     known = known or {}
     cached: list[np.ndarray | None] = [known.get(t) for t in texts]
@@ -289,10 +304,10 @@ async def _embed_catalog(
             model_id,
             time.perf_counter() - started,
         )
-    return np.stack(cached).astype(np.float32)  # type: ignore[arg-type]
+    return np.stack(cached).astype(np.float32), len(missing)  # type: ignore[arg-type]
 
 
-def _known_vectors(
+def known_vectors(
     texts: list[str], known: dict[str, np.ndarray], cache: EmbeddingCache | None, service: EmbeddingGeneratorBase
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Vectors for `texts` from `known` and the cache only; zero rows (and a mask) where there is none."""

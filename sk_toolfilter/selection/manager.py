@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.errors import ConfigError, EmbeddingServiceError, UnknownToolError
+from sk_toolfilter.errors import ConfigError, EmbeddingServiceError, IndexStoreError, UnknownToolError
 from sk_toolfilter.progress import ProgressCallback
 from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.cache import EmbeddingCache
@@ -28,6 +28,7 @@ from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_fun
 from sk_toolfilter.selection.turns import Turn, split_turns
 from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
+from sk_toolfilter.store.shared_index import SharedIndex
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -99,6 +100,7 @@ class ToolFilterManager:
         self._refreshing = threading.Lock()
         self._retry_embedding_at = 0.0
         self._conversation_pins: dict[str, ConversationPins] = {}
+        self._store: SharedIndex | None = None
 
     def _describe(self, index: ToolIndex) -> _Catalog:
         plugin = self.config.discovery.plugin_name
@@ -164,22 +166,45 @@ class ToolFilterManager:
         policy = ToolPolicy(config)
         for message in policy.unmatched([t.full_name for t in crawled]):
             logger.warning("sk-toolfilter: %s", message)
-        index = await ToolIndex.build(
-            policy.apply(crawled),
-            embedding_service,
+        circuit = EmbeddingCircuit(
+            config.embedding.timeout_seconds, config.embedding.failure_threshold, config.embedding.cooldown_seconds
+        )
+        build = partial(
+            ToolIndex.build,
             bm25_config=config.bm25,
             batch_size=config.embedding.batch_size,
             progress=progress,
             cache=cache,
-            circuit=EmbeddingCircuit(
-                config.embedding.timeout_seconds, config.embedding.failure_threshold, config.embedding.cooldown_seconds
-            ),
+            circuit=circuit,
             precision=config.embedding.precision,
         )
-        manager = cls(index, config)
+        store = None
+        if config.index.store != "memory" and embedding_service is None:
+            logger.warning("sk-toolfilter: index.store applies to semantic and hybrid search; BM25 indexes in memory")
+        elif config.index.store != "memory" and embedding_service is not None:
+            store = await SharedIndex.open(config.index, embedding_service)
+            build = partial(store.build, publish=config.index.publish, **build.keywords)
+        try:
+            index = await build(policy.apply(crawled), embedding_service)
+            manager = cls(index, config)
+        except BaseException:
+            if store is not None:
+                await store.aclose()
+            raise
         manager._kernel, manager._fingerprint, manager._embedding_cache = kernel, fingerprint, cache
+        manager._store = store
         manager.usage.attach(kernel)
         return manager
+
+    @property
+    def index_store(self) -> SharedIndex | None:
+        """The shared store the index comes from (``index.store``), or None for an in-memory index."""
+        return self._store
+
+    async def aclose(self) -> None:
+        """Release the shared store's connections (selections keep working from memory)."""
+        if self._store is not None:
+            await self._store.aclose()
 
     async def refresh(self, *, force: bool = False) -> bool:
         """Re-index if the kernel's plugins changed (or `force`); True when a new index was swapped in.
@@ -188,27 +213,45 @@ class ToolFilterManager:
         swapped in atomically; selections running meanwhile keep using the old one (and never emit
         a function that is gone: names are checked against the kernel).
         """
-        kernel = self._kernel
+        kernel, store = self._kernel, self._store
         if kernel is None:
             return False
         fingerprint = kernel_fingerprint(kernel)
         retry = self.index.missing_vectors > 0 and time.monotonic() >= self._retry_embedding_at
-        if fingerprint == self._fingerprint and not force and not retry:
+        new_version = store is not None and await store.new_version_available()
+        if fingerprint == self._fingerprint and not force and not retry and not new_version:
             return False
         if not self._refreshing.acquire(blocking=False):
             return False  # another task is rebuilding; this selection uses the current index
         try:
             old = self.index
             tools = self.policy.apply(crawl_kernel(kernel))
-            build = partial(
-                ToolIndex.build,
-                tools,
-                old.embedding_service,
-                bm25_config=self.config.bm25,
-                batch_size=self.config.embedding.batch_size,
-                cache=self._embedding_cache,
-                previous=old,
-            )
+            kernel_changed = fingerprint != self._fingerprint
+
+            async def build(embed_new: bool = True) -> ToolIndex:
+                common: dict[str, Any] = {
+                    "bm25_config": self.config.bm25,
+                    "batch_size": self.config.embedding.batch_size,
+                    "cache": self._embedding_cache,
+                    "previous": old,
+                    "embed_new": embed_new,
+                }
+                if store is not None and old.embedding_service is not None:
+                    try:
+                        return await store.build(
+                            tools,
+                            old.embedding_service,
+                            circuit=old.circuit,
+                            precision=old.precision,
+                            publish=self.config.index.publish and kernel_changed,
+                            **common,
+                        )
+                    except IndexStoreError as exc:
+                        store.report_failure(exc)
+                        if not kernel_changed:
+                            return old  # keep serving the catalog in memory
+                return await ToolIndex.build(tools, old.embedding_service, **common)
+
             try:
                 index = await build()
             except EmbeddingServiceError as exc:
@@ -226,6 +269,10 @@ class ToolFilterManager:
             else:
                 if old.missing_vectors:
                     logger.info("sk-toolfilter: the tools indexed without vectors are embedded now")
+            if index is old:
+                return False
+            if new_version and store is not None:
+                store.picked_up()
             self._catalog = self._describe(index)
             self._fingerprint = fingerprint
             added = len(set(index.names) - set(old.names))

@@ -1,0 +1,308 @@
+"""A named, versioned catalog of tool records kept in two Semantic Kernel vector-store collections.
+
+* **tool records** (one collection per vector size): immutable, content-addressed (see
+  :mod:`sk_toolfilter.store.records`); a changed tool is a new record.
+* **catalog rows**: per catalog and embedding model, one *version row* ``<catalog>@<model>``
+  naming the current version, and one *manifest row* per version listing its records' keys.
+
+A writer upserts the new records, then the new manifest, then switches the version row. The switch
+is a single-row upsert, one transaction, and the records and manifest it points to exist before it:
+a reader sees the old catalog or the new one, never a mix. Checking for a new version reads one
+small row. Records only the version before last used are deleted when a version is published, so
+a reader still loading the previous version finds its records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from semantic_kernel.data.vector import (
+    DistanceFunction,
+    IndexKind,
+    VectorStoreCollection,
+    VectorStoreCollectionDefinition,
+    VectorStoreField,
+)
+
+from sk_toolfilter.errors import IndexStoreError
+from sk_toolfilter.store.records import RECORD_FIELDS, StoredTool, from_record
+
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    Collection = VectorStoreCollection[str, dict[str, Any]]
+else:  # parametrizing SK's pydantic generic at run time is refused (it holds type[dict])
+    Collection = VectorStoreCollection
+CollectionFactory = Callable[[str, VectorStoreCollectionDefinition], Awaitable[Collection]]
+"""Opens (creating it if needed) the collection of that name with that definition."""
+
+READ_BATCH = 2_000
+"""Records fetched per ``get`` call; a few run at once."""
+
+
+def tool_record_definition(dimensions: int) -> VectorStoreCollectionDefinition:
+    """The tool-record collection: key, metadata fields, and the vector (cosine, no ANN index)."""
+    return VectorStoreCollectionDefinition(
+        fields=[
+            VectorStoreField("key", name="id", type="str"),
+            *(
+                VectorStoreField("data", name=name, type="int" if name == "dimensions" else "str")
+                for name in RECORD_FIELDS
+            ),
+            VectorStoreField(
+                "vector",
+                name="embedding",
+                type="float",
+                dimensions=dimensions,
+                distance_function=DistanceFunction.COSINE_SIMILARITY,
+                # Ranking reads the vectors into the process (measured faster than the database's
+                # nearest-neighbour search at every catalog size we tried; see the README), so the
+                # table needs no approximate index, whose upkeep slows every write.
+                index_kind=IndexKind.FLAT,
+            ),
+        ]
+    )
+
+
+CATALOG_DEFINITION = VectorStoreCollectionDefinition(
+    fields=[
+        VectorStoreField("key", name="id", type="str"),
+        VectorStoreField("data", name="catalog", type="str"),
+        VectorStoreField("data", name="model_id", type="str"),
+        VectorStoreField("data", name="dimensions", type="int"),
+        VectorStoreField("data", name="version", type="str"),
+        VectorStoreField("data", name="previous", type="str"),
+        VectorStoreField("data", name="tools", type="int"),
+        VectorStoreField("data", name="published_at", type="str"),
+        VectorStoreField("data", name="manifest", type="str"),
+    ]
+)
+"""The catalog collection: version rows and manifest rows share one shape."""
+
+
+@dataclass(frozen=True)
+class CatalogVersion:
+    """What a version row says: which version is current, and what it holds."""
+
+    version: str
+    previous: str
+    model_id: str
+    dimensions: int
+    tools: int
+    published_at: str
+
+
+class SharedCatalog:
+    """One catalog (`name`) of tools embedded by one model, in a store's collections.
+
+    Every call is bounded by `timeout` seconds; any failure of the store (unreachable, refused,
+    malformed rows) is an :class:`IndexStoreError` naming what was being done.
+    """
+
+    def __init__(
+        self,
+        open_collection: CollectionFactory,
+        name: str,
+        model_id: str,
+        *,
+        table_prefix: str = "sk_toolfilter",
+        timeout: float = 5.0,
+        concurrency: int = 4,
+    ) -> None:
+        self.name, self.model_id = name, model_id
+        self.timeout = timeout
+        self._open = open_collection
+        self._prefix = table_prefix
+        self._catalogs: Collection | None = None
+        self._tools: dict[int, Collection] = {}
+        self._concurrency = concurrency
+        self._version_key = f"{name}@{model_id}"
+
+    # --- reading ------------------------------------------------------------------------------
+    async def current(self) -> CatalogVersion | None:
+        """The current version (one small row), or None when nothing was published yet."""
+        catalogs = await self._catalog_collection()
+        row = await self._bounded("reading the catalog version", catalogs.get(self._version_key))
+        return None if row is None else _version_of(_one(row))
+
+    async def load(self, version: CatalogVersion) -> list[StoredTool]:
+        """Every tool of `version`, with its vector. IndexStoreError if a record is gone or damaged
+        (e.g. deleted by a newer publish: read :meth:`current` again)."""
+        keys = await self._manifest(version)
+        tools = await self._tool_collection(version.dimensions)
+        semaphore = asyncio.Semaphore(self._concurrency)
+
+        async def fetch(batch: list[str]) -> list[dict[str, Any]]:
+            async with semaphore:
+                found = await self._bounded(
+                    "reading tool records", tools.get(batch, include_vectors=True), scale=len(batch) / READ_BATCH
+                )
+            return [] if found is None else list(found) if isinstance(found, Sequence) else [found]
+
+        batches = [keys[i : i + READ_BATCH] for i in range(0, len(keys), READ_BATCH)]
+        rows = {r["id"]: r for found in await asyncio.gather(*map(fetch, batches)) for r in found}
+        missing = [k for k in keys if k not in rows]
+        if missing:
+            raise IndexStoreError(
+                f"index store: version {version.version} of catalog {self.name!r} lists {len(missing)} record(s) "
+                "that are not in the store (a newer version replaced it)"
+            )
+        try:
+            return [from_record(rows[k]) for k in keys]
+        except ValueError as exc:
+            raise IndexStoreError(f"index store: catalog {self.name!r}: {exc}") from None
+
+    async def _manifest(self, version: CatalogVersion) -> list[str]:
+        catalogs = await self._catalog_collection()
+        row = await self._bounded("reading the catalog manifest", catalogs.get(self._manifest_key(version.version)))
+        if row is None:
+            raise IndexStoreError(
+                f"index store: the manifest of version {version.version} of catalog {self.name!r} is gone "
+                "(a newer version replaced it)"
+            )
+        try:
+            keys = json.loads(_one(row)["manifest"])
+            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+                raise ValueError("not a list of keys")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IndexStoreError(f"index store: the manifest of catalog {self.name!r} is damaged ({exc})") from None
+        return keys
+
+    # --- writing ------------------------------------------------------------------------------
+    async def publish(
+        self, keys: Sequence[str], new_records: Sequence[dict[str, Any]], dimensions: int
+    ) -> CatalogVersion:
+        """Make the tools `keys` (in order) the current version; `new_records` are the records the
+        store may not have yet. Returns the version now current (unchanged if it already was)."""
+        manifest = json.dumps(list(keys), separators=(",", ":"))
+        version_id = hashlib.sha256(f"{dimensions}\n{manifest}".encode()).hexdigest()[:16]
+        current = await self.current()
+        if current is not None and current.version == version_id:
+            return current
+        tools = await self._tool_collection(dimensions)
+        for start in range(0, len(new_records), READ_BATCH):
+            batch = list(new_records[start : start + READ_BATCH])
+            await self._bounded("writing tool records", tools.upsert(batch), scale=len(batch) / READ_BATCH)
+        published = CatalogVersion(
+            version=version_id,
+            previous=current.version if current is not None else "",
+            model_id=self.model_id,
+            dimensions=dimensions,
+            tools=len(keys),
+            published_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        catalogs = await self._catalog_collection()
+        await self._bounded(
+            "writing the catalog manifest",
+            catalogs.upsert(self._row(self._manifest_key(version_id), published, manifest)),
+        )
+        # The switch: one row, one statement, one transaction.
+        await self._bounded("switching the catalog version", catalogs.upsert(self._row(self._version_key, published)))
+        if current is not None and current.previous and current.previous != version_id:
+            await self._collect_garbage(current, set(keys))
+        return published
+
+    async def _collect_garbage(self, replaced: CatalogVersion, kept: set[str]) -> None:
+        """Delete the version before `replaced` (and its records no later version uses)."""
+        catalogs = await self._catalog_collection()
+        older = CatalogVersion(replaced.previous, "", replaced.model_id, replaced.dimensions, 0, "")
+        try:
+            old_keys = set(await self._manifest(older))
+            kept |= set(await self._manifest(replaced))
+        except IndexStoreError:
+            return  # already collected (or never complete): nothing of ours to delete
+        garbage = sorted(old_keys - kept)
+        tools = await self._tool_collection(replaced.dimensions)
+        for start in range(0, len(garbage), READ_BATCH):
+            await self._bounded("deleting replaced tool records", tools.delete(garbage[start : start + READ_BATCH]))
+        await self._bounded("deleting a replaced manifest", catalogs.delete(self._manifest_key(older.version)))
+
+    async def delete(self) -> None:
+        """Remove this catalog's version row (its records are left to other catalogs' collection)."""
+        catalogs = await self._catalog_collection()
+        await self._bounded("deleting the catalog", catalogs.delete(self._version_key))
+
+    # --- plumbing -----------------------------------------------------------------------------
+    def _manifest_key(self, version: str) -> str:
+        return f"{self._version_key}#{version}"
+
+    def _row(self, key: str, version: CatalogVersion, manifest: str = "") -> dict[str, Any]:
+        return {
+            "id": key,
+            "catalog": self.name,
+            "model_id": version.model_id,
+            "dimensions": version.dimensions,
+            "version": version.version,
+            "previous": version.previous,
+            "tools": version.tools,
+            "published_at": version.published_at,
+            "manifest": manifest,
+        }
+
+    async def _catalog_collection(self) -> Collection:
+        if self._catalogs is None:
+            self._catalogs = await self._bounded(
+                "opening the catalog table", self._open(f"{self._prefix}_catalogs", CATALOG_DEFINITION)
+            )
+        return self._catalogs
+
+    async def _tool_collection(self, dimensions: int) -> Collection:
+        if dimensions not in self._tools:
+            self._tools[dimensions] = await self._bounded(
+                "opening the tool table",
+                self._open(f"{self._prefix}_tools_{dimensions}", tool_record_definition(dimensions)),
+            )
+        return self._tools[dimensions]
+
+    async def _bounded(self, doing: str, call: Awaitable[T], *, scale: float = 1.0) -> T:
+        """`call`, bounded by the timeout (scaled for big batches); every failure an IndexStoreError."""
+        try:
+            return await asyncio.wait_for(call, self.timeout * max(1.0, scale))
+        except IndexStoreError:
+            raise
+        except asyncio.TimeoutError:
+            raise IndexStoreError(
+                f"index store: {doing} for catalog {self.name!r} took longer than {self.timeout:g}s"
+            ) from None
+        except Exception as exc:
+            raise IndexStoreError(f"index store: {doing} for catalog {self.name!r} failed: {_reason(exc)}") from exc
+
+
+def _one(row: Any) -> dict[str, Any]:
+    if isinstance(row, Sequence) and not isinstance(row, (str, bytes)):
+        row = row[0]
+    if not isinstance(row, dict):
+        raise IndexStoreError(f"index store: unexpected row type {type(row).__name__}")
+    return row
+
+
+def _version_of(row: dict[str, Any]) -> CatalogVersion:
+    try:
+        return CatalogVersion(
+            version=str(row["version"]),
+            previous=str(row.get("previous") or ""),
+            model_id=str(row["model_id"]),
+            dimensions=int(row["dimensions"]),
+            tools=int(row["tools"]),
+            published_at=str(row["published_at"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IndexStoreError(f"index store: a catalog version row is damaged ({exc})") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost useful message of a connector error (SK wraps the driver's)."""
+    seen: list[str] = []
+    current: BaseException | None = exc
+    while current is not None and len(seen) < 5:
+        text = str(current).strip().splitlines()[0] if str(current).strip() else type(current).__name__
+        if text not in seen:
+            seen.append(text)
+        current = current.__cause__ or current.__context__
+    return seen[-1]

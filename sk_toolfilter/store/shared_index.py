@@ -1,0 +1,303 @@
+"""SharedIndex: the manager's side of a shared catalog — build indexes from it, follow its versions,
+and keep serving from memory while the store is away.
+
+Rules (see the README, "One index for a fleet"):
+
+* **Reading.** A tool of the kernel whose name is in the current version takes the stored record
+  (metadata and vector): a replica against a warm store makes no embedding call, and a catalog
+  pushed with better descriptions changes every replica's ranking. Tools the version lacks are
+  embedded in this process.
+* **Publishing** (``publish: true``, at start and when the kernel's tools change): when the
+  kernel's tools differ from the version's (a new, changed or removed tool), only the new or
+  changed ones are embedded, their records written, and the kernel's catalog becomes the new
+  version in one switch.
+* **Following.** Before a selection (at most every ``check_interval_seconds``) one small row says
+  whether a new version is current; if so, the next index is built from it.
+* **Outages.** A failing store gives one warning; selections keep the index in memory and the
+  store is tried again every ``retry_seconds``; one info line when it answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sk_toolfilter.config import BM25Config, IndexConfig
+from sk_toolfilter.errors import ConfigError, IndexStoreError
+from sk_toolfilter.progress import ProgressCallback
+from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.retrieval.cache import EmbeddingCache
+from sk_toolfilter.retrieval.embeddings import embedding_model_id
+from sk_toolfilter.retrieval.faults import EmbeddingCircuit
+from sk_toolfilter.retrieval.index import ToolIndex, embed_catalog, embedding_texts, known_vectors
+from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.retrieval.scoring import Precision
+from sk_toolfilter.store.records import StoredTool, content_hash, record_key, to_record
+from sk_toolfilter.store.shared_catalog import CatalogVersion, SharedCatalog
+
+if TYPE_CHECKING:
+    from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
+
+    from sk_toolfilter.store.postgres import PostgresIndexStore
+
+logger = library_logger(__name__)
+
+
+@dataclass
+class StoreStats:
+    """What this process did with the shared store (for ``sk-toolfilter index status`` and tests)."""
+
+    version: str = ""
+    """The catalog version the current index was built from ('' before the first)."""
+    loaded: int = 0
+    """Tools of the current index whose record came from the store."""
+    embedded: int = 0
+    """Tool texts this process sent to the embedding service, in total (0 on a warm store)."""
+    published: int = 0
+    """Versions this process published."""
+    reloads: int = 0
+    """New versions picked up after the start."""
+
+
+class SharedIndex:
+    """A shared catalog bound to one embedding model, as a :class:`ToolFilterManager` uses it."""
+
+    def __init__(self, catalog: SharedCatalog, config: IndexConfig, owner: PostgresIndexStore | None = None) -> None:
+        self.catalog, self.config = catalog, config
+        self.stats = StoreStats()
+        self._owner = owner
+        self._next_check = 0.0
+        self._failing = False
+        self._check: tuple[asyncio.AbstractEventLoop, asyncio.Task[bool]] | None = None
+        self._warned_local: set[str] = set()
+
+    @classmethod
+    async def open(cls, config: IndexConfig, embedding_service: EmbeddingGeneratorBase) -> SharedIndex:
+        """Connect to the store ``config.store`` names; IndexStoreError (naming the server) if it fails."""
+        if config.store != "postgres":
+            raise ConfigError(f"tool_filtering.index.store: {config.store!r} is not a database store")
+        from sk_toolfilter.store.postgres import PostgresIndexStore
+
+        store = await PostgresIndexStore.connect(config)
+        return cls(store.catalog(config.catalog, embedding_model_id(embedding_service)), config, store)
+
+    @property
+    def where(self) -> str:
+        """The store, as a user would name it (never with a password)."""
+        return self._owner.where if self._owner is not None else "the store"
+
+    async def aclose(self) -> None:
+        """Close the connections (the index in memory stays usable)."""
+        if self._owner is not None:
+            await self._owner.close()
+
+    # --- building -----------------------------------------------------------------------------
+    async def build(
+        self,
+        tools: Sequence[ToolMetadata],
+        embedding_service: EmbeddingGeneratorBase,
+        *,
+        bm25_config: BM25Config | None = None,
+        batch_size: int = 64,
+        progress: ProgressCallback | None = None,
+        cache: EmbeddingCache | None = None,
+        circuit: EmbeddingCircuit | None = None,
+        precision: Precision = "float32",
+        previous: ToolIndex | None = None,
+        publish: bool = False,
+        embed_new: bool = True,
+    ) -> ToolIndex:
+        """The index of `tools` from the current version (see the module rules); with `publish`, the
+        kernel's catalog becomes the current version if it differs. IndexStoreError if the store fails."""
+        current, stored = await self._read_current()
+        by_name = {s.tool.full_name: s for s in stored}
+        writing = publish and embed_new and _differs(tools, stored)
+        if writing:
+            chosen = list(tools)
+            reused = [_same(by_name.get(t.full_name), t) for t in tools]
+        else:
+            chosen = [by_name[t.full_name].tool if t.full_name in by_name else t for t in tools]
+            reused = [by_name.get(t.full_name) for t in tools]
+        vectors, fresh, missing = await self._vectors(
+            chosen, reused, embedding_service, cache, batch_size, progress, circuit, embed_new
+        )
+        reuse_tokens = previous is not None and previous.bm25_config == (bm25_config or BM25Config())
+        index = ToolIndex(
+            chosen,
+            embeddings=vectors,
+            embedding_service=embedding_service,
+            bm25_config=bm25_config,
+            circuit=circuit or (previous.circuit if previous is not None else None),
+            token_cache=previous.bm25.token_cache if reuse_tokens and previous is not None else None,
+            missing=missing,
+            precision=precision,
+        )
+        version = current
+        if writing and vectors is not None:
+            version = await self._publish(chosen, vectors, fresh)
+        elif fresh:
+            self._warn_local(current, [chosen[i].full_name for i in fresh])
+        self.stats.version = version.version if version is not None else ""
+        self.stats.loaded = sum(r is not None for r in reused)
+        return index
+
+    async def _read_current(self) -> tuple[CatalogVersion | None, list[StoredTool]]:
+        """The current version and its tools; read again once if a publish replaced it meanwhile."""
+        for attempt in range(2):
+            current = await self.catalog.current()
+            if current is None:
+                return None, []
+            try:
+                return current, await self.catalog.load(current)
+            except IndexStoreError:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _vectors(
+        self,
+        tools: list[ToolMetadata],
+        reused: list[StoredTool | None],
+        service: EmbeddingGeneratorBase,
+        cache: EmbeddingCache | None,
+        batch_size: int,
+        progress: ProgressCallback | None,
+        circuit: EmbeddingCircuit | None,
+        embed_new: bool,
+    ) -> tuple[np.ndarray | None, list[int], np.ndarray | None]:
+        """One float32 row per tool: the stored vector, else embedded here. Returns the rows, the
+        positions embedded here, and (``embed_new=False``) the mask of rows left without a vector."""
+        fresh = [i for i, r in enumerate(reused) if r is None]
+        texts = embedding_texts(tools[i] for i in fresh)
+        rows: np.ndarray | None = None
+        missing = None
+        if texts and embed_new:
+            timeout = circuit.timeout_seconds if circuit is not None else None
+            rows, embedded = await embed_catalog(
+                service, texts, cache=cache, batch_size=batch_size, progress=progress, timeout=timeout
+            )
+            self.stats.embedded += embedded
+        elif texts:
+            rows, missing_rows = known_vectors(texts, {}, cache, service)
+            if rows is not None and missing_rows is not None:
+                missing = np.zeros(len(tools), dtype=bool)
+                missing[fresh] = missing_rows
+        dims = {r.vector.shape[0] for r in reused if r is not None} | ({rows.shape[1]} if rows is not None else set())
+        if len(dims) > 1:
+            raise IndexStoreError(
+                f"index store: catalog {self.catalog.name!r} holds {sorted(dims)[0]}-dimensional vectors of "
+                f"{self.catalog.model_id}, the service returns {sorted(dims)[-1]}: publish the catalog again"
+            )
+        if not dims:
+            return None, fresh, None
+        (size,) = dims
+        matrix = np.zeros((len(tools), size), dtype=np.float32)
+        for i, record in enumerate(reused):
+            if record is not None:
+                matrix[i] = record.vector
+        if rows is not None:
+            matrix[fresh] = rows
+        elif fresh:
+            missing = np.zeros(len(tools), dtype=bool)
+            missing[fresh] = True
+        return matrix, fresh, missing
+
+    async def _publish(self, tools: list[ToolMetadata], vectors: np.ndarray, fresh: list[int]) -> CatalogVersion:
+        model_id, dims = self.catalog.model_id, int(vectors.shape[1])
+        keys = [record_key(content_hash(t), model_id, dims) for t in tools]
+        records = [to_record(tools[i], vectors[i], model_id) for i in fresh]
+        version = await self.catalog.publish(keys, records, dims)
+        self.stats.published += 1
+        logger.info(
+            "sk-toolfilter: published version %s of catalog %r (%d tools, %d new or changed) to %s",
+            version.version,
+            self.catalog.name,
+            len(tools),
+            len(fresh),
+            self.where,
+        )
+        return version
+
+    def _warn_local(self, current: CatalogVersion | None, names: list[str]) -> None:
+        key = current.version if current is not None else ""
+        if key in self._warned_local:
+            return
+        self._warned_local.add(key)
+        where = f"version {current.version} of catalog" if current is not None else "the store's catalog"
+        logger.warning(
+            "sk-toolfilter: %d tool(s) are not in %s %r (e.g. %s): embedded in this process only; "
+            "run 'sk-toolfilter index push' (or set index.publish: true) to share them",
+            len(names),
+            where,
+            self.catalog.name,
+            ", ".join(names[:3]),
+        )
+
+    # --- following ----------------------------------------------------------------------------
+    async def new_version_available(self) -> bool:
+        """True when the store's current version is not the one the index was built from.
+
+        At most one check per ``check_interval_seconds`` (concurrent selections share it). While
+        the store fails, selections never wait on it: False (the index in memory keeps serving),
+        and every ``retry_seconds`` a check runs in the background; once it succeeds the next
+        selection checks again.
+        """
+        if time.monotonic() < self._next_check:
+            return False
+        loop = asyncio.get_running_loop()
+        if self._check is None or self._check[0] is not loop or self._check[1].done():
+            self._check = (loop, loop.create_task(self._check_version()))
+        if self._failing:
+            return False
+        return await asyncio.shield(self._check[1])
+
+    async def _check_version(self) -> bool:
+        try:
+            current = await self.catalog.current()
+        except IndexStoreError as exc:
+            self.report_failure(exc)
+            return False
+        if self._failing:
+            self._failing = False
+            self._next_check = 0.0  # the next selection looks for a version published meanwhile
+            logger.info("sk-toolfilter: the index store %s answers again", self.where)
+            return False
+        self._next_check = time.monotonic() + self.config.check_interval_seconds
+        return current is not None and current.version != self.stats.version
+
+    def report_failure(self, exc: IndexStoreError) -> None:
+        """Note a failed store call: one warning per outage, next try after ``retry_seconds``."""
+        self._next_check = time.monotonic() + self.config.retry_seconds
+        if not self._failing:
+            self._failing = True
+            version = self.stats.version or "(none)"
+            logger.warning(
+                "sk-toolfilter: %s; serving catalog %r version %s from memory, retrying every %gs",
+                exc,
+                self.catalog.name,
+                version,
+                self.config.retry_seconds,
+            )
+
+    def picked_up(self) -> None:
+        """Count a new version taken in after the start."""
+        self.stats.reloads += 1
+
+
+def _differs(tools: Sequence[ToolMetadata], stored: list[StoredTool]) -> bool:
+    """The kernel's catalog is not the stored one (a tool new, changed, removed, or reordered)."""
+    if len(tools) != len(stored):
+        return True
+    return any(
+        t.full_name != s.tool.full_name or content_hash(t) != s.content_hash for t, s in zip(tools, stored, strict=True)
+    )
+
+
+def _same(record: StoredTool | None, tool: ToolMetadata) -> StoredTool | None:
+    """`record` if it holds exactly `tool`."""
+    return record if record is not None and record.content_hash == content_hash(tool) else None

@@ -1,0 +1,274 @@
+"""The shared tool index against a real PostgreSQL with pgvector (started by the tests from the
+binaries .ci/install-postgres installs): replicas that read instead of embedding, atomic version
+switches, catalog changes reaching running replicas, and outages served from memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+from semantic_kernel import Kernel
+from semantic_kernel.functions import kernel_function
+
+from sk_toolfilter import ToolFilterConfig, ToolFilterManager
+from sk_toolfilter.errors import ConfigError, IndexStoreError
+from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.store.postgres import PostgresIndexStore
+from sk_toolfilter.store.records import content_hash, record_key, to_record
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def store_config(dsn: str, **extra) -> ToolFilterConfig:
+    """A filter configuration on the shared store, in tables of this test's own."""
+    index = {"store": "postgres", "connection_string": dsn, "table_prefix": f"t{uuid.uuid4().hex[:12]}"}
+    return ToolFilterConfig.from_mapping({"index": {**index, **extra}})
+
+
+class Travel:
+    @kernel_function(description="Book a flight between two airports on a date.")
+    def book_flight(self, origin: str, destination: str) -> str:
+        return "booked"
+
+    @kernel_function(description="Find hotels in a city for given dates.")
+    def find_hotel(self, city: str) -> str:
+        return "hotels"
+
+    @kernel_function(description="Rent a car at an airport.")
+    def rent_car(self, airport: str) -> str:
+        return "car"
+
+
+def travel_kernel() -> Kernel:
+    kernel = Kernel()
+    kernel.add_plugin(Travel(), "Travel")
+    return kernel
+
+
+@pytest.mark.postgres
+async def test_a_replica_against_a_warm_store_makes_no_embedding_call(postgres, demo_kernel, hash_embedder, tmp_path):
+    config = store_config(postgres.dsn)
+    first = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
+    tools = len(first.index)
+    assert first.index_store.stats.embedded == tools and first.index_store.stats.published == 1
+    calls = hash_embedder.calls
+
+    second = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
+    assert hash_embedder.calls == calls  # not one catalog call: every vector came from the store
+    assert second.index_store.stats.loaded == tools and second.index_store.stats.embedded == 0
+    assert second.index_store.stats.version == first.index_store.stats.version
+
+    memory = await ToolFilterManager.from_kernel(
+        demo_kernel, config.model_copy(update={"index": ToolFilterConfig().index}), embedding_service=hash_embedder
+    )
+    for query in ["send an email to bob", "convert 5 miles to km", "what time is it in Tokyo", "delete old notes"]:
+        assert await second.filter_tools(query) == await memory.filter_tools(query)
+        assert await first.filter_tools(query) == await memory.filter_tools(query)
+    for manager in (first, second):
+        await manager.aclose()
+
+
+@pytest.mark.postgres
+def test_two_processes_share_one_store_through_the_agent_file(postgres, tmp_path):
+    """`sk-toolfilter index push` embeds the bundled agent's tools once (real local model); a second
+    process (the status command, as a replica) reads them all and embeds nothing."""
+    agent = tmp_path / "agent.yaml"
+    text = (REPO / "agent.yaml").read_text(encoding="utf-8")
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    text = text.replace(
+        "tool_filtering:\n",
+        "tool_filtering:\n  index:\n    store: postgres\n    connection_string: ${TEST_TOOLS_DB}\n"
+        f"    table_prefix: {prefix}\n",
+        1,
+    )
+    agent.write_text(text, encoding="utf-8")
+    (tmp_path / "instructions").mkdir()
+    (tmp_path / "instructions" / "assistant.md").write_text("You help.", encoding="utf-8")
+    env = {**os.environ, "TEST_TOOLS_DB": postgres.dsn, "SK_TOOLFILTER_CACHE": str(tmp_path / "no-cache")}
+    env["PYTHONPATH"] = str(REPO)
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "sk_toolfilter.cli", *args], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    pushed = cli("index", "push", str(agent))
+    assert "catalog 'atlas'" in pushed and "0 read from the store" in pushed and "(published)" in pushed
+    status = cli("index", "status", str(agent))
+    assert "embedded here" in status and ", 0 embedded here (current)" in status, status
+    assert pushed.split("version ")[1][:16] == status.split("version ")[1][:16]
+
+
+@pytest.mark.postgres
+async def test_a_reader_during_a_switch_sees_one_version_whole(postgres, hash_embedder):
+    config = store_config(postgres.dsn).index
+    writer_store = await PostgresIndexStore.connect(config)
+    reader_store = await PostgresIndexStore.connect(config)
+    writer = writer_store.catalog("fleet", "hash-64")
+    reader = reader_store.catalog("fleet", "hash-64")
+
+    def catalog(tag: str) -> tuple[list[str], list[dict]]:
+        tools = [
+            ToolMetadata(plugin="P", name=f"tool_{i}", full_name=f"P-tool_{i}", description=f"{tag} tool number {i}")
+            for i in range(600)
+        ]
+        records = [to_record(t, hash_embedder.vector(t.description) + 1e-3, "hash-64") for t in tools]
+        return [r["id"] for r in records], records
+
+    await writer.publish(*catalog("old"), dimensions=64)
+    seen: list[set[str]] = []
+    first_read = asyncio.Event()
+    published = asyncio.Event()
+
+    async def read_until_new() -> None:
+        while True:
+            version = await reader.current()
+            tools = await reader.load(version)
+            seen.append({t.tool.description.split()[0] for t in tools})
+            first_read.set()
+            if published.is_set() and "new" in seen[-1]:
+                return
+
+    readers = [asyncio.create_task(read_until_new()) for _ in range(3)]
+    await first_read.wait()
+    await writer.publish(*catalog("new"), dimensions=64)
+    published.set()
+    await asyncio.wait_for(asyncio.gather(*readers), 60)
+    assert all(len(tags) == 1 for tags in seen), [tags for tags in seen if len(tags) != 1]
+    assert {"old"} in seen and {"new"} in seen
+    await writer_store.close()
+    await reader_store.close()
+
+
+@pytest.mark.postgres
+async def test_a_pushed_catalog_change_reaches_a_running_replica_before_its_next_selection(postgres, hash_embedder):
+    config = store_config(postgres.dsn)
+    replica = await ToolFilterManager.from_kernel(travel_kernel(), config, embedding_service=hash_embedder)
+    before, embedded = replica.index_store.stats.version, replica.index_store.stats.embedded
+    assert "Travel-rent_car" not in await replica.filter_tools("hire a vehicle")
+
+    # A new release of the agent describes rent_car better and pushes its catalog.
+    class BetterTravel(Travel):
+        @kernel_function(name="rent_car", description="Hire a vehicle (car rental) at an airport.")
+        def rent_car(self, airport: str) -> str:
+            return "car"
+
+    release = Kernel()
+    release.add_plugin(BetterTravel(), "Travel")
+    pusher = await ToolFilterManager.from_kernel(release, config, embedding_service=hash_embedder)
+    assert pusher.index_store.stats.embedded == 1  # only the changed tool was embedded
+    assert pusher.index_store.stats.version != before
+
+    assert "Travel-rent_car" in await replica.filter_tools("hire a vehicle")  # the very next selection
+    assert replica.index_store.stats.version == pusher.index_store.stats.version
+    assert replica.index.get("Travel-rent_car").description.startswith("Hire a vehicle")
+    assert replica.index_store.stats.reloads == 1 and replica.index_store.stats.embedded == embedded
+    await replica.filter_tools("book a flight")
+    assert replica.index_store.stats.reloads == 1  # no reload without a new version
+    for manager in (replica, pusher):
+        await manager.aclose()
+
+
+@pytest.mark.postgres
+async def test_a_replica_with_publish_false_embeds_its_extra_tools_for_itself_only(postgres, hash_embedder, caplog):
+    config = store_config(postgres.dsn)
+    await (await ToolFilterManager.from_kernel(travel_kernel(), config, embedding_service=hash_embedder)).aclose()
+    kernel = travel_kernel()
+
+    class Weather:
+        @kernel_function(description="Weather forecast for a city.")
+        def forecast(self, city: str) -> str:
+            return "sunny"
+
+    kernel.add_plugin(Weather(), "Weather")
+    reader_config = config.model_copy(update={"index": config.index.model_copy(update={"publish": False})})
+    with caplog.at_level(logging.WARNING, logger="sk_toolfilter"):
+        reader = await ToolFilterManager.from_kernel(kernel, reader_config, embedding_service=hash_embedder)
+    stats = reader.index_store.stats
+    assert (stats.loaded, stats.embedded, stats.published) == (3, 1, 0)
+    assert "Weather-forecast" in await reader.filter_tools("weather forecast for Paris")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "1 tool(s) are not in version" in warnings[0] and "Weather-forecast" in warnings[0]
+    assert (await reader.index_store.catalog.current()).tools == 3  # the store's catalog is unchanged
+    await reader.aclose()
+
+
+@pytest.mark.postgres
+async def test_a_store_that_goes_away_gives_one_warning_and_the_replica_keeps_serving(
+    own_postgres, hash_embedder, caplog
+):
+    config = store_config(own_postgres.dsn, retry_seconds=0, timeout_seconds=2)
+    manager = await ToolFilterManager.from_kernel(travel_kernel(), config, embedding_service=hash_embedder)
+    expected = await manager.filter_tools("book a flight to Lisbon")
+    own_postgres.stop()
+    with caplog.at_level(logging.INFO, logger="sk_toolfilter"):
+        for _ in range(5):
+            assert await manager.filter_tools("book a flight to Lisbon") == expected
+        own_postgres.start()
+        for _ in range(100):  # the background check notices within a few selections
+            assert await manager.filter_tools("book a flight to Lisbon") == expected
+            if any("answers again" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0.05)
+    ours = [r for r in caplog.records if r.name.startswith("sk_toolfilter")]
+    warnings = [r.getMessage() for r in ours if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "serving catalog 'default' version" in warnings[0] and "from memory" in warnings[0]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r not in ours]  # no driver noise
+    assert not [r for r in ours if r.levelno >= logging.ERROR]
+    assert any("answers again" in r.getMessage() for r in ours)
+    await manager.aclose()
+
+
+async def test_an_unreachable_store_at_start_is_a_clear_error_without_the_password(hash_embedder):
+    dsn = "postgresql://tools:Sup3r-s3cret-pw@127.0.0.1:9/tools"
+    config = ToolFilterConfig.from_mapping(
+        {"index": {"store": "postgres", "connection_string": dsn, "timeout_seconds": 2}}
+    )
+    with pytest.raises(IndexStoreError) as caught:
+        await ToolFilterManager.from_kernel(travel_kernel(), config, embedding_service=hash_embedder)
+    message = str(caught.value)
+    assert "cannot connect to PostgreSQL at 127.0.0.1:9/tools as tools" in message
+    assert "Sup3r-s3cret-pw" not in message and "Sup3r-s3cret-pw" not in repr(caught.value)
+
+
+def test_database_keys_under_store_memory_are_a_config_error():
+    with pytest.raises(ConfigError, match="connection_string applies to a database store"):
+        ToolFilterConfig.from_mapping({"index": {"connection_string": "host=db"}})
+    with pytest.raises(ConfigError, match=r"index\.store"):
+        ToolFilterConfig.from_mapping({"index": {"store": "redis"}})
+
+
+def test_record_keys_follow_the_content_and_the_model():
+    tool = ToolMetadata(plugin="P", name="f", full_name="P-f", description="does f")
+    changed = ToolMetadata(plugin="P", name="f", full_name="P-f", description="does f better")
+    assert record_key(content_hash(tool), "m", 64) == record_key(content_hash(tool), "m", 64)
+    assert record_key(content_hash(tool), "m", 64) != record_key(content_hash(changed), "m", 64)
+    assert record_key(content_hash(tool), "m", 64) != record_key(content_hash(tool), "other", 64)
+
+
+def test_index_push_on_a_memory_store_says_what_to_configure(tmp_path):
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(textwrap.dedent("""\
+        name: small
+        tools: []
+    """))
+    done = subprocess.run(
+        [sys.executable, "-m", "sk_toolfilter.cli", "index", "push", str(agent)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 2
+    assert "index.store is 'memory'" in done.stderr and "Traceback" not in done.stderr
+    json.dumps(done.stderr)
