@@ -108,7 +108,9 @@ async def cmd_index(args: argparse.Namespace) -> int:
             f"model {current.model_id} ({current.dimensions} dims), published {current.published_at}"
         )
         verb = "published" if stats.published else "current"
-        print(f"  this agent: {total} tools; {stats.loaded} read from the store, {stats.embedded} embedded here ({verb})")
+        print(
+            f"  this agent: {total} tools; {stats.loaded} read from the store, {stats.embedded} embedded here ({verb})"
+        )
     return 0
 
 

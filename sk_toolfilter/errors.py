@@ -62,9 +62,7 @@ def _format_location(prefix: str, loc: Sequence[Any], union_tags: Iterable[str] 
     return ".".join(parts).replace(".[", "[") or "(root)"
 
 
-def describe_validation_error(
-    error: ValidationError, prefix: str = "", union_tags: Iterable[str] = ()
-) -> str:
+def describe_validation_error(error: ValidationError, prefix: str = "", union_tags: Iterable[str] = ()) -> str:
     """One line per problem, each naming the key path and the bad value.
 
     Values under keys that look secret (``api_key``, ``token``, ``env``, ``headers``…) are never

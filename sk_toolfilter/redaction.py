@@ -117,7 +117,5 @@ def library_logger(name: str) -> logging.Logger:
 def _secrets() -> set[str]:
     with _lock:
         values = set(_remembered)
-    values.update(
-        v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= MIN_SECRET_LENGTH and k != "PATH"
-    )
+    values.update(v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= MIN_SECRET_LENGTH and k != "PATH")
     return values

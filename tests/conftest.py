@@ -201,9 +201,7 @@ class PostgresServer:
     def start(self) -> None:
         command = [os.path.join(self.bin, "postgres"), "-D", self.data, "-h", "127.0.0.1", "-p", str(self.port)]
         command += ["-k", self.data, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=50"]
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, user=self._user
-        )
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, user=self._user)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

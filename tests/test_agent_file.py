@@ -58,7 +58,8 @@ def test_malformed_yaml_reports_the_line(tmp_path):
         ("name: a\ntool_filtering: {topk: 3}\n", "tool_filtering.topk: unknown key"),
         ("name: a\nmodle: {}\n", "modle: unknown key"),
         ("description: no name\n", "name: required key is missing"),
-        ("name: a\ntools: [{type: mcp, name: S}]\n",
+        (
+            "name: a\ntools: [{type: mcp, name: S}]\n",
             "tools[0]: needs 'command' (a local stdio server) or 'url' (an HTTP server)",
         ),
         ("name: a\ntools: [{type: rest, name: S}]\n", "tools[0]: Input tag 'rest' found using 'type'"),

@@ -146,9 +146,7 @@ async def test_a_server_that_cannot_be_restarted_gives_an_error_not_a_hang(tmp_p
 
 
 async def test_a_tool_list_change_reindexes_the_filter_live(serving):
-    manager = await create_tool_filter(
-        serving, ToolFilterConfig(search_method="bm25", discovery={"enabled": False})
-    )
+    manager = await create_tool_filter(serving, ToolFilterConfig(search_method="bm25", discovery={"enabled": False}))
     assert "Faulty-teleport" not in manager.index.names
     assert str(await serving.invoke(plugin_name="Faulty", function_name="grow", name="teleport")) == "grown"
     for _ in range(50):  # the re-listing runs in its own task, right after the notification

@@ -259,10 +259,12 @@ def test_record_keys_follow_the_content_and_the_model():
 
 def test_index_push_on_a_memory_store_says_what_to_configure(tmp_path):
     agent = tmp_path / "agent.yaml"
-    agent.write_text(textwrap.dedent("""\
+    agent.write_text(
+        textwrap.dedent("""\
         name: small
         tools: []
-    """))
+    """)
+    )
     done = subprocess.run(
         [sys.executable, "-m", "sk_toolfilter.cli", "index", "push", str(agent)],
         capture_output=True,

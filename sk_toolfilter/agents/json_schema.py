@@ -162,7 +162,7 @@ def tool_parameters(input_schema: Any, where: str = "a tool") -> ToolParameters:
     required_names = {str(n) for n in required} if isinstance(required, list) else set()
     dicts: list[dict[str, Any]] = []
     original: dict[str, str] = {}
-    for raw_name, raw_prop in (properties.items() if isinstance(properties, dict) else ()):
+    for raw_name, raw_prop in properties.items() if isinstance(properties, dict) else ():
         prop = raw_prop
         if isinstance(prop, str):
             try:

@@ -140,7 +140,7 @@ def chunk_text(text: str, size: int, overlap: int) -> list[str]:
         if current and len(current) + 2 + len(piece) > size:
             chunks.append(current)
             tail = current[-overlap:] if overlap else ""
-            current = f"{tail[tail.find(' ') + 1:] if ' ' in tail else tail} {piece}".strip() if tail else piece
+            current = f"{tail[tail.find(' ') + 1 :] if ' ' in tail else tail} {piece}".strip() if tail else piece
         else:
             current = f"{current}\n\n{piece}" if current else piece
     if current:

@@ -45,8 +45,10 @@ def split_turns(history: ChatHistory) -> tuple[list[Turn], Turn | None]:
                 full_name = item.name if "-" in item.name else f"{item.plugin_name}-{item.function_name}"
                 if full_name not in calls:
                     calls.append(full_name)
-        answered = message.role == AuthorRole.ASSISTANT and bool(message.content) and not any(
-            isinstance(item, FunctionCallContent) for item in message.items
+        answered = (
+            message.role == AuthorRole.ASSISTANT
+            and bool(message.content)
+            and not any(isinstance(item, FunctionCallContent) for item in message.items)
         )
         turns[-1] = (request, calls, answered or turns[-1][2])
     if not turns:
