@@ -137,7 +137,7 @@ def _postgres_collection(
     from semantic_kernel.connectors.postgres import PostgresCollection
     from semantic_kernel.data.vector import IndexKind
 
-    class ExactSearchCollection(PostgresCollection):  # type: ignore[type-arg]
+    class ExactSearchCollection(PostgresCollection):
         """SK's Postgres collection; ``IndexKind.FLAT`` creates no vector index (pgvector then searches
         exactly), where SK 1.x only knows HNSW and IVF_FLAT."""
 
