@@ -5,11 +5,8 @@ import contextlib
 import hashlib
 import inspect
 import os
-import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import time
 from typing import Any
 
@@ -21,6 +18,7 @@ from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGene
 
 from sk_toolfilter.demo import ALL_PLUGINS
 from sk_toolfilter.retrieval.text import tokenize
+from tests.pg_server import PostgresServer, free_port
 
 
 class RateLimited(Exception):
@@ -108,6 +106,19 @@ def hash_embedder() -> HashEmbedder:
 
 
 @pytest.fixture(autouse=True)
+def isolated_secrets():
+    """Secrets one test makes the library remember stay that test's (Hypothesis draws strings such
+    as "connection_string" from the source, and a remembered one would mask it in later messages)."""
+    from sk_toolfilter import redaction
+
+    with redaction._lock:
+        before = set(redaction._remembered)
+    yield
+    with redaction._lock:
+        redaction._remembered.intersection_update(before)
+
+
+@pytest.fixture(autouse=True)
 def isolated_embedding_cache(tmp_path, monkeypatch):
     """Every test gets its own empty embedding cache folder (never the user's)."""
     monkeypatch.setenv("SK_TOOLFILTER_CACHE", str(tmp_path / "embedding-cache"))
@@ -121,12 +132,6 @@ def require_server(path: str | None, what: str, how: str) -> str:
     if os.environ.get("SK_TOOLFILTER_REQUIRE_SERVERS"):
         pytest.fail(reason)
     pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -163,74 +168,6 @@ def chroma_server(tmp_path):
         yield f"http://127.0.0.1:{port}"
 
 
-class PostgresServer:
-    """A real PostgreSQL (with pgvector) from .ci/install-postgres, on a free loopback port.
-
-    PostgreSQL refuses to run as root: as root, the binaries are copied where another user can read
-    them and the server runs as ``nobody``.
-    """
-
-    def __init__(self, install: str) -> None:
-        self.port = free_port()
-        self._scratch = tempfile.mkdtemp(prefix="sk-toolfilter-pg-")
-        os.chmod(self._scratch, 0o755)
-        self._user: str | None = None
-        if os.geteuid() == 0:
-            self._user = "nobody"
-            copy = os.path.join(self._scratch, "install")
-            for part in ("pgserver/pginstall", "pgserver.libs"):  # the binaries find their libraries at ../../../
-                shutil.copytree(os.path.join(install, part), os.path.join(copy, part), symlinks=True)
-            install = copy
-        self.bin = os.path.join(install, "pgserver", "pginstall", "bin")
-        self.data = os.path.join(self._scratch, "data")
-        os.mkdir(self.data, 0o700)
-        if self._user:
-            shutil.chown(self.data, self._user)
-        self._run("initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale")
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def dsn(self) -> str:
-        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
-
-    def _run(self, program: str, *args: str) -> None:
-        subprocess.run(
-            [os.path.join(self.bin, program), *args], check=True, capture_output=True, user=self._user, timeout=60
-        )
-
-    def start(self) -> None:
-        command = [os.path.join(self.bin, "postgres"), "-D", self.data, "-h", "127.0.0.1", "-p", str(self.port)]
-        command += ["-k", self.data, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=50"]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, user=self._user)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"PostgreSQL exited at start (code {self.process.returncode})")
-            ready = subprocess.run(
-                [os.path.join(self.bin, "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres"],
-                capture_output=True,
-            )
-            if ready.returncode == 0:
-                return
-            time.sleep(0.1)
-        self.stop()
-        pytest.fail("PostgreSQL did not accept connections within 30 s")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)  # "fast" shutdown: ends the sessions, as a DB restart does
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
-
-    def remove(self) -> None:
-        self.stop()
-        shutil.rmtree(self._scratch, ignore_errors=True)
-
-
 def postgres_install() -> str:
     return require_server(
         os.environ.get("SK_TOOLFILTER_POSTGRES"),
@@ -239,15 +176,24 @@ def postgres_install() -> str:
     )
 
 
-@pytest.fixture(scope="session")
-def postgres_session():
-    """One real PostgreSQL server for the test session (tests isolate by table prefix)."""
-    server = PostgresServer(postgres_install())
-    server.start()
+@contextlib.contextmanager
+def running_postgres():
+    try:
+        server = PostgresServer(postgres_install())
+        server.start()
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        pytest.fail(f"PostgreSQL did not start: {exc}")
     try:
         yield server
     finally:
         server.remove()
+
+
+@pytest.fixture(scope="session")
+def postgres_session():
+    """One real PostgreSQL server for the test session (tests isolate by table prefix)."""
+    with running_postgres() as server:
+        yield server
 
 
 @pytest.fixture
@@ -259,9 +205,5 @@ def postgres(postgres_session) -> PostgresServer:
 @pytest.fixture
 def own_postgres():
     """A PostgreSQL server of this test's own (for tests that stop it)."""
-    server = PostgresServer(postgres_install())
-    server.start()
-    try:
+    with running_postgres() as server:
         yield server
-    finally:
-        server.remove()

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from sk_toolfilter import ConfigError, ToolFilterConfig, create_tool_filter
 from sk_toolfilter.agents.agent_file import parse_agent
-from sk_toolfilter.config import AgentLoopConfig, BM25Config, DiscoveryConfig, EmbeddingConfig
+from sk_toolfilter.config import AgentLoopConfig, BM25Config, DiscoveryConfig, EmbeddingConfig, IndexConfig
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ async def test_a_cache_dir_that_is_a_file_is_a_warning_and_the_run_goes_on(
     assert caplog.text.count("continuing without it") == 1
 
 
-_MODELS = [ToolFilterConfig, EmbeddingConfig, BM25Config, DiscoveryConfig, AgentLoopConfig]
+_MODELS = [ToolFilterConfig, EmbeddingConfig, BM25Config, DiscoveryConfig, AgentLoopConfig, IndexConfig]
 _ANY = st.one_of(
     st.none(),
     st.booleans(),

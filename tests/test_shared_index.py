@@ -14,6 +14,7 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 from semantic_kernel import Kernel
 from semantic_kernel.functions import kernel_function
@@ -22,7 +23,7 @@ from sk_toolfilter import ToolFilterConfig, ToolFilterManager
 from sk_toolfilter.errors import ConfigError, IndexStoreError
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.store.postgres import PostgresIndexStore
-from sk_toolfilter.store.records import content_hash, record_key, to_record
+from sk_toolfilter.store.records import StoredCatalog, content_hash, pack_image, record_key, to_record
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -117,31 +118,36 @@ async def test_a_reader_during_a_switch_sees_one_version_whole(postgres, hash_em
     writer = writer_store.catalog("fleet", "hash-64")
     reader = reader_store.catalog("fleet", "hash-64")
 
-    def catalog(tag: str) -> tuple[list[str], list[dict]]:
+    def catalog(tag: str) -> dict:
         tools = [
             ToolMetadata(plugin="P", name=f"tool_{i}", full_name=f"P-tool_{i}", description=f"{tag} tool number {i}")
             for i in range(600)
         ]
         records = [to_record(t, hash_embedder.vector(t.description) + 1e-3, "hash-64") for t in tools]
-        return [r["id"] for r in records], records
+        keys = [r["id"] for r in records]
+        vectors = np.stack([r["embedding"] for r in records])
+        image = StoredCatalog(
+            [t.full_name for t in tools], [r["content_hash"] for r in records], keys, vectors, tools=tools
+        )
+        return {"keys": keys, "new_records": records, "dimensions": 64, "image": lambda: pack_image(image)}
 
-    await writer.publish(*catalog("old"), dimensions=64)
+    await writer.publish(**catalog("old"))
     seen: list[set[str]] = []
     first_read = asyncio.Event()
     published = asyncio.Event()
 
-    async def read_until_new() -> None:
+    async def read_until_new(whole: bool) -> None:
         while True:
             version = await reader.current()
-            tools = await reader.load(version)
-            seen.append({t.tool.description.split()[0] for t in tools})
+            stored = await (reader.load(version) if whole else reader.load_records(version))
+            seen.append({t.description.split()[0] for t in stored.tools})
             first_read.set()
             if published.is_set() and "new" in seen[-1]:
                 return
 
-    readers = [asyncio.create_task(read_until_new()) for _ in range(3)]
-    await first_read.wait()
-    await writer.publish(*catalog("new"), dimensions=64)
+    readers = [asyncio.create_task(read_until_new(whole)) for whole in (True, False, True, False)]
+    await asyncio.wait_for(first_read.wait(), 30)
+    await writer.publish(**catalog("new"))
     published.set()
     await asyncio.wait_for(asyncio.gather(*readers), 60)
     assert all(len(tags) == 1 for tags in seen), [tags for tags in seen if len(tags) != 1]
@@ -274,3 +280,77 @@ def test_index_push_on_a_memory_store_says_what_to_configure(tmp_path):
     assert done.returncode == 2
     assert "index.store is 'memory'" in done.stderr and "Traceback" not in done.stderr
     json.dumps(done.stderr)
+
+
+async def test_publishing_keeps_the_previous_version_readable_and_collects_the_one_before(hash_embedder):
+    """Catalog mechanics on SK's in-memory collection (no server): content-addressed records,
+    versions that share unchanged records, and garbage collection two versions back."""
+    from semantic_kernel.connectors.in_memory import InMemoryCollection
+
+    from sk_toolfilter.store.shared_catalog import SharedCatalog
+
+    collections: dict[str, InMemoryCollection] = {}
+
+    async def open_collection(name, definition):
+        if name not in collections:
+            collections[name] = InMemoryCollection(record_type=dict, definition=definition, collection_name=name)
+        return collections[name]
+
+    catalog = SharedCatalog(open_collection, "c", "hash-64")
+
+    def release(descriptions: list[str], positions: list[int] | None = None) -> tuple[list[str], list[dict]]:
+        positions = positions or list(range(len(descriptions)))
+        tools = [
+            ToolMetadata(plugin="P", name=f"t{i}", full_name=f"P-t{i}", description=d)
+            for i, d in zip(positions, descriptions, strict=True)
+        ]
+        records = [to_record(t, hash_embedder.vector(t.description) + 1e-3, "hash-64") for t in tools]
+        return [r["id"] for r in records], records
+
+    assert await catalog.current() is None
+    v1 = await catalog.publish(*release(["alpha", "beta", "gamma"]), dimensions=64)
+    v2 = await catalog.publish(*release(["alpha", "beta", "gamma improved"]), dimensions=64)
+    assert v2.previous == v1.version
+    assert await catalog.publish(*release(["alpha", "beta", "gamma improved"]), dimensions=64) == v2  # no-op
+    assert {t.description for t in (await catalog.load(v1)).tools} == {"alpha", "beta", "gamma"}  # still readable
+
+    v3 = await catalog.publish(*release(["alpha", "beta 2", "gamma improved"]), dimensions=64)
+    with pytest.raises(IndexStoreError, match="is gone"):
+        await catalog.load(v1)  # collected: two versions back
+    assert [t.description for t in (await catalog.load(v2)).tools] == ["alpha", "beta", "gamma improved"]
+    assert [t.description for t in (await catalog.load(v3)).tools] == ["alpha", "beta 2", "gamma improved"]
+    tools = collections["sk_toolfilter_tools_64"]
+    stored = await tools.get(
+        [r["id"] for r in release(["alpha", "beta", "gamma", "beta 2", "gamma improved"], [0, 1, 2, 1, 2])[1]]
+    )
+    assert sorted(r["description"] for r in stored) == ["alpha", "beta", "beta 2", "gamma improved"]  # "gamma" went
+
+
+async def test_a_damaged_image_is_one_warning_and_the_records_are_read(hash_embedder, caplog):
+    from semantic_kernel.connectors.in_memory import InMemoryCollection
+
+    from sk_toolfilter.store.shared_catalog import SharedCatalog
+
+    collections: dict[str, InMemoryCollection] = {}
+
+    async def open_collection(name, definition):
+        if name not in collections:
+            collections[name] = InMemoryCollection(record_type=dict, definition=definition, collection_name=name)
+        return collections[name]
+
+    catalog = SharedCatalog(open_collection, "c", "hash-64")
+    tools = [ToolMetadata(plugin="P", name=f"t{i}", full_name=f"P-t{i}", description=f"tool {i}") for i in range(5)]
+    records = [to_record(t, hash_embedder.vector(t.description) + 1e-3, "hash-64") for t in tools]
+    image = StoredCatalog(
+        [t.full_name for t in tools],
+        [r["content_hash"] for r in records],
+        [r["id"] for r in records],
+        np.ones((5, 64)),
+        tools=tools,
+    )
+    version = await catalog.publish([r["id"] for r in records], records, 64, image=lambda: pack_image(image)[:-40])
+    with caplog.at_level(logging.WARNING, logger="sk_toolfilter"):
+        stored = await catalog.load(version)
+    assert [t.description for t in stored.tools] == [f"tool {i}" for i in range(5)]
+    assert np.allclose(stored.vectors, np.stack([r["embedding"] for r in records]))  # the records' vectors
+    assert [r.getMessage() for r in caplog.records if "damaged catalog image" in r.getMessage()]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel, openai_tool_definition
+from sk_toolfilter.store.shared_index import SharedIndex
 
 COLUMNS = ("recall@1", "recall@3", "recall@5", "recall@10", "complete@5", "ndcg@10", "mrr", "mean_tools_sent")
 
@@ -156,20 +159,25 @@ async def run_eval(args: argparse.Namespace) -> int:
     queries = load_queries(args.queries)[: args.limit]
     tools, config, toolset = await _load_tools(args)
     config = apply_overrides(config, args.set)
+    closers: list[Callable[[], Awaitable[None]]] = []
     try:
         service = create_embedding_service(config.embedding) if set(methods) - {"bm25"} else None
         cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache else None
         if service is not None and cache is not None:
             service = cached(service, cache)  # queries too are embedded once across methods and runs
-        index = await ToolIndex.build(
-            tools,
-            service,
+        build = partial(
+            ToolIndex.build,
             bm25_config=config.bm25,
             batch_size=config.embedding.batch_size,
             progress=Progress("embedding tools") if service else None,
             cache=cache,
             precision=config.embedding.precision,
         )
+        if config.index.store != "memory" and service is not None:  # the catalog from (or into) the shared store
+            store = await SharedIndex.open(config.index, service)
+            closers.append(store.aclose)
+            build = partial(store.build, publish=config.index.publish, **build.keywords)
+        index = await build(tools, service)
         unknown_gold = sorted({g for q in queries for g in q.gold if g not in index})
         if unknown_gold:
             raise ConfigError(f"--queries: gold tools not in the catalog: {', '.join(unknown_gold[:5])}")
@@ -182,6 +190,8 @@ async def run_eval(args: argparse.Namespace) -> int:
             result.metrics["tokens_all"] = float(tool_tokens.sum())
             results.append(result)
     finally:
+        for close in closers:
+            await close()
         if toolset is not None:
             await toolset.aclose()
 

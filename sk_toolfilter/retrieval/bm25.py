@@ -105,6 +105,32 @@ class BM25Index:
         index.token_cache = cache
         return index
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The statistics as plain arrays (see :meth:`from_arrays`): vocabulary in row order, CSR rows."""
+        vocabulary = np.array(list(self.vocabulary), dtype=np.str_) if self.vocabulary else np.zeros(0, np.str_)
+        return {"vocabulary": vocabulary, "indptr": self._indptr, "indices": self._indices, "data": self._data}
+
+    @classmethod
+    def from_arrays(cls, size: int, arrays: dict[str, np.ndarray], config: BM25Config) -> BM25Index:
+        """An index of `size` tools from :meth:`arrays` of one built with the same `config` (no
+        tokenizing: a replica reads the statistics the writer computed). ValueError if inconsistent."""
+        vocabulary = [str(term) for term in arrays["vocabulary"]]
+        indptr, indices, data = arrays["indptr"], arrays["indices"], arrays["data"]
+        if (
+            len(indptr) != len(vocabulary) + 1
+            or int(indptr[-1]) != len(indices)
+            or len(indices) != len(data)
+            or (len(indices) and int(indices.max()) >= size)
+        ):
+            raise ValueError("inconsistent BM25 arrays")
+        index = cls([], config)
+        index.size = size
+        index.vocabulary = {term: row for row, term in enumerate(vocabulary)}
+        index._indptr = indptr.astype(np.int64, copy=False)
+        index._indices = indices.astype(np.int32, copy=False)
+        index._data = data.astype(np.float32, copy=False)
+        return index
+
     def raw_scores(self, query: str) -> np.ndarray:
         """Raw BM25 score of every tool (0 where no query term occurs): the sum of its terms' rows."""
         scores = np.zeros(self.size, dtype=np.float32)

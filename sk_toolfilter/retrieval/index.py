@@ -51,6 +51,7 @@ class ToolIndex:
         token_cache: dict[str, list[str]] | None = None,
         missing: np.ndarray | None = None,
         precision: Precision = "float32",
+        bm25: BM25Index | None = None,
     ) -> None:
         full_names = [t.full_name for t in tools]
         if len(set(full_names)) != len(full_names):
@@ -64,7 +65,9 @@ class ToolIndex:
         self._missing = missing if missing is not None and missing.any() else None
         self.embedding_service = embedding_service
         self.bm25_config = bm25_config or BM25Config()
-        self.bm25 = BM25Index.from_tools(self.tools, self.bm25_config, token_cache)
+        if bm25 is not None and (bm25.size != len(self.tools) or bm25.config != self.bm25_config):
+            raise ValueError("the BM25 statistics given were built for another catalog or configuration")
+        self.bm25 = bm25 or BM25Index.from_tools(self.tools, self.bm25_config, token_cache)
         self.name_matcher = NameMatcher(self.tools)
         self._position = {name: i for i, name in enumerate(full_names)}
         self.circuit = circuit or EmbeddingCircuit()

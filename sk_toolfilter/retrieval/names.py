@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.text import split_identifier
@@ -11,12 +12,14 @@ from sk_toolfilter.retrieval.text import split_identifier
 _IDENTIFIER = re.compile(r"[\w][\w\-.:/]*[\w]|[\w]", re.UNICODE)
 
 
-def _variants(full_name: str, plugin: str, name: str) -> set[str]:
-    lowered = {full_name.lower()}
-    if plugin:
-        for sep in (".", "_", ":", "/", "__"):
-            lowered.add(f"{plugin}{sep}{name}".lower())
-    return lowered
+SEPARATORS = ("-", ".", "_", ":", "/", "__")
+"""How a query may join a plugin and a function name (``Email-send_email``, ``Email.send_email``…)."""
+
+
+@lru_cache(maxsize=65536)
+def _is_compound(name: str) -> bool:
+    """Two or more words (``send_email``, ``getWeather``): specific enough to be taken as a name."""
+    return len(split_identifier(name)) >= 2
 
 
 class NameMatcher:
@@ -25,21 +28,38 @@ class NameMatcher:
     A full name matches in any common spelling (``Plugin-fn``, ``Plugin.fn``, ``Plugin_fn``). A bare
     function name matches only when it is identifier-like (two or more words such as
     ``send_email`` or ``getWeather``), so an ordinary word like "search" is not taken as a name.
+
+    Two small maps (the full name and compound bare name; plugin and name) rather than every
+    spelling of every tool: a query word is tried at each separator it contains instead.
     """
 
     def __init__(self, tools: Sequence[ToolMetadata]) -> None:
-        self._by_spelling: dict[str, list[int]] = {}
+        exact: dict[str, list[int]] = {}
+        parts: dict[str, list[int]] = {}
         for position, tool in enumerate(tools):
-            spellings = _variants(tool.full_name, tool.plugin, tool.name)
-            if len(split_identifier(tool.name)) >= 2:
-                spellings.add(tool.name.lower())
-            for spelling in spellings:
-                self._by_spelling.setdefault(spelling, []).append(position)
+            full = tool.full_name.lower()
+            exact.setdefault(full, []).append(position)
+            if _is_compound(tool.name):
+                bare = tool.name.lower()
+                if bare != full:
+                    exact.setdefault(bare, []).append(position)
+            if tool.plugin:
+                parts.setdefault(f"{tool.plugin}\x00{tool.name}".lower(), []).append(position)
+        self._exact, self._parts = exact, parts
+
+    def _positions(self, word: str) -> list[int]:
+        found = set(self._exact.get(word, ()))
+        for sep in SEPARATORS:
+            start = word.find(sep)
+            while start > 0:
+                found.update(self._parts.get(f"{word[:start]}\x00{word[start + len(sep) :]}", ()))
+                start = word.find(sep, start + 1)
+        return sorted(found)
 
     def named_in(self, query: str) -> list[int]:
         """Positions of the tools the query names, in order of first mention."""
         found: dict[int, None] = {}
         for word in _IDENTIFIER.findall(query):
-            for position in self._by_spelling.get(word.lower(), ()):
+            for position in self._positions(word.lower()):
                 found.setdefault(position)
         return list(found)

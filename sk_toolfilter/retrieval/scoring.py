@@ -58,7 +58,15 @@ class CatalogVectors:
 
 def _quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """int8 codes with each row's largest component at ±127, and each row's scale (float32)."""
-    peak = np.abs(vectors).max(axis=1)
+    peak = np.maximum(vectors.max(axis=1), -vectors.min(axis=1))
     scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-    codes = np.clip(np.rint(vectors / scale[:, None]), -127, 127).astype(np.int8)
+    codes = np.empty(vectors.shape, dtype=np.int8)
+    for start in range(0, len(vectors), QUANTIZE_ROWS):  # in blocks: no catalog-sized temporaries
+        block = vectors[start : start + QUANTIZE_ROWS] / scale[start : start + QUANTIZE_ROWS, None]
+        np.rint(block, out=block)
+        np.clip(block, -127, 127, out=block)
+        codes[start : start + QUANTIZE_ROWS] = block
     return codes, scale
+
+
+QUANTIZE_ROWS = 4096

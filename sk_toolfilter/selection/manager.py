@@ -15,6 +15,7 @@ from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, EmbeddingServiceError, IndexStoreError, UnknownToolError
 from sk_toolfilter.progress import ProgressCallback
 from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.retrieval.bulk import collector_paused
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.cutoff import ToolDecision, apply_cutoff
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
@@ -160,6 +161,18 @@ class ToolFilterManager:
         if embedding_service is None and config.search_method != "bm25":
             embedding_service = create_embedding_service(config.embedding)
         cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache and embedding_service else None
+        with collector_paused():
+            return await cls._index_kernel(kernel, config, embedding_service, cache, progress)
+
+    @classmethod
+    async def _index_kernel(
+        cls,
+        kernel: Kernel,
+        config: ToolFilterConfig,
+        embedding_service: EmbeddingGeneratorBase | None,
+        cache: EmbeddingCache | None,
+        progress: ProgressCallback | None,
+    ) -> ToolFilterManager:
         fingerprint = kernel_fingerprint(kernel)
         crawled = crawl_kernel(kernel)
         config = resolve_bare_names(config, [t.full_name for t in crawled])
@@ -253,7 +266,8 @@ class ToolFilterManager:
                 return await ToolIndex.build(tools, old.embedding_service, **common)
 
             try:
-                index = await build()
+                with collector_paused():
+                    index = await build()
             except EmbeddingServiceError as exc:
                 # Keep selecting: known tools keep their vectors, new ones are ranked by BM25 until
                 # a later selection (after the cooldown) embeds them. One warning per incident.

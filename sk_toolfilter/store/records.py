@@ -9,7 +9,9 @@ writer adds the next one.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import zipfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +34,14 @@ RECORD_FIELDS = (
 
 
 def content_hash(tool: ToolMetadata) -> str:
-    """SHA-256 of everything ranking reads from the tool (names, description, parameters, keywords)."""
-    return hashlib.sha256(_canonical(_metadata_fields(tool)).encode("utf-8")).hexdigest()
+    """SHA-256 of everything ranking reads from the tool: names, description, each parameter's name,
+    type, description and whether it is required, keywords (not parameter schemas: ranking never
+    reads them, and serializing them canonically was most of the cost of hashing 50,000 tools)."""
+    parts = [tool.full_name, tool.plugin, tool.name, tool.description]
+    for p in tool.parameters:
+        parts += [p.name, p.type, p.description, "1" if p.required else "0"]
+    parts.append("\x1d".join(tool.keywords))
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def record_key(tool_hash: str, model_id: str, dimensions: int) -> str:
@@ -109,10 +117,7 @@ def _metadata_fields(tool: ToolMetadata) -> dict[str, Any]:
         "name": tool.name,
         "full_name": tool.full_name,
         "description": tool.description,
-        "parameters": [
-            {"name": p.name, "type": p.type, "description": p.description, "required": p.required, "schema": p.schema}
-            for p in tool.parameters
-        ],
+        "parameters": _params(tool),
         "keywords": list(tool.keywords),
     }
 
@@ -126,3 +131,139 @@ def _as_vector(value: Any) -> np.ndarray:
     if hasattr(value, "to_numpy"):
         value = value.to_numpy()
     return np.asarray(value, dtype=np.float32).reshape(-1)
+
+
+class StoredCatalog:
+    """A whole catalog version as read from the store: tool names in order, their content hashes
+    and record keys, one float32 row per tool, and (from an image) the BM25 statistics the writer
+    built. A tool's metadata is decoded when asked for (a replica whose kernel holds the same tool
+    uses its own)."""
+
+    def __init__(
+        self,
+        names: list[str],
+        hashes: list[str],
+        keys: list[str],
+        vectors: np.ndarray,
+        *,
+        tools: list[ToolMetadata] | None = None,
+        meta: list[str] | None = None,
+        bm25: dict[str, np.ndarray] | None = None,
+        bm25_config: dict[str, Any] | None = None,
+    ) -> None:
+        if not (len(names) == len(hashes) == len(keys) == len(vectors)) or vectors.ndim != 2:
+            raise ValueError("a stored catalog's parts disagree in length")
+        if (tools is None) == (meta is None) or len(tools if tools is not None else meta or []) != len(names):
+            raise ValueError("a stored catalog needs its tools or their metadata, one per name")
+        self.names, self.hashes, self.keys, self.vectors = names, hashes, keys, vectors
+        self.bm25, self.bm25_config = bm25, bm25_config
+        self._tools: list[ToolMetadata | None] = list(tools) if tools is not None else [None] * len(names)
+        self._meta = meta
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def tool(self, row: int) -> ToolMetadata:
+        """The metadata of the tool in `row` (ValueError if its stored form is damaged)."""
+        tool = self._tools[row]
+        if tool is None:
+            assert self._meta is not None
+            tool = self._tools[row] = _decode_tool(self._meta[row])
+        return tool
+
+    @property
+    def tools(self) -> list[ToolMetadata]:
+        """Every tool's metadata, in order."""
+        return [self.tool(row) for row in range(len(self.names))]
+
+    @classmethod
+    def from_records(cls, stored: list[StoredTool], dimensions: int) -> StoredCatalog:
+        vectors = np.zeros((len(stored), dimensions), dtype=np.float32)
+        for row, tool in enumerate(stored):
+            vectors[row] = tool.vector
+        return cls(
+            [s.tool.full_name for s in stored],
+            [s.content_hash for s in stored],
+            [s.key for s in stored],
+            vectors,
+            tools=[s.tool for s in stored],
+        )
+
+
+IMAGE_FORMAT = 1
+
+
+def pack_image(catalog: StoredCatalog) -> bytes:
+    """The catalog as one read-optimized blob (``.npz``, no pickles): a replica starts from one row
+    instead of one record per tool, and takes the BM25 statistics instead of tokenizing."""
+    meta = [_canonical(_metadata_fields(t)) for t in catalog.tools]  # one line each: JSON escapes newlines
+    arrays: dict[str, np.ndarray] = {
+        "format": np.array(IMAGE_FORMAT),
+        "names": _text_array("\n".join(catalog.names)),
+        "meta": _text_array("\n".join(meta)),
+        "hashes": _text_array("\n".join(catalog.hashes)),
+        "keys": _text_array("\n".join(catalog.keys)),
+        "vectors": catalog.vectors.astype(np.float32, copy=False),
+    }
+    if catalog.bm25 is not None:
+        arrays.update({f"bm25_{name}": value for name, value in catalog.bm25.items()})
+        arrays["bm25_config"] = _text_array(_canonical(catalog.bm25_config))
+    buffer = io.BytesIO()
+    np.savez(buffer, allow_pickle=False, **arrays)
+    return buffer.getvalue()
+
+
+def unpack_image(blob: bytes) -> StoredCatalog:
+    """The catalog of :func:`pack_image`; ValueError when the blob is damaged or of another format."""
+    try:
+        with np.load(io.BytesIO(blob), allow_pickle=False) as data:
+            if int(data["format"]) != IMAGE_FORMAT:
+                raise ValueError(f"image format {int(data['format'])}")
+            bm25 = {name[5:]: data[name] for name in data.files if name.startswith("bm25_") and name != "bm25_config"}
+            return StoredCatalog(
+                _lines(data["names"]),
+                _lines(data["hashes"]),
+                _lines(data["keys"]),
+                data["vectors"],
+                meta=_lines(data["meta"]),
+                bm25=bm25 or None,
+                bm25_config=json.loads(_lines(data["bm25_config"])[0]) if "bm25_config" in data else None,
+            )
+    except (KeyError, IndexError, TypeError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"damaged catalog image: {exc}") from None
+
+
+def _decode_tool(line: str) -> ToolMetadata:
+    try:
+        fields = json.loads(line)
+        return ToolMetadata(
+            plugin=str(fields["plugin"]),
+            name=str(fields["name"]),
+            full_name=str(fields["full_name"]),
+            description=str(fields["description"]),
+            parameters=tuple(
+                ParameterMetadata(
+                    str(p["name"]), str(p["type"]), str(p["description"]), bool(p["required"]), p["schema"]
+                )
+                for p in fields["parameters"]
+            ),
+            keywords=tuple(str(k) for k in fields["keywords"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"damaged catalog image: tool metadata ({exc})") from None
+
+
+def _text_array(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+
+
+def _lines(array: np.ndarray) -> list[str]:
+    text = array.tobytes().decode("utf-8")
+    return text.split("\n") if text else []
+
+
+def _params(tool: ToolMetadata) -> list[dict[str, Any]]:
+    return [
+        {"name": p.name, "type": p.type, "description": p.description, "required": p.required, "schema": p.schema}
+        for p in tool.parameters
+    ]

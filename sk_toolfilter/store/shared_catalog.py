@@ -3,7 +3,11 @@
 * **tool records** (one collection per vector size): immutable, content-addressed (see
   :mod:`sk_toolfilter.store.records`); a changed tool is a new record.
 * **catalog rows**: per catalog and embedding model, one *version row* ``<catalog>@<model>``
-  naming the current version, and one *manifest row* per version listing its records' keys.
+  naming the current version; per version, a *manifest row* listing its records' keys and an
+  *image row*: the same tools, vectors and BM25 statistics packed in one blob, so a replica
+  starts with one read (50,000 tools: ~0.5 s, where reading 50,000 records through the connector
+  and tokenizing them took ~4 s). The records stay the truth: writers diff against them, and a
+  version without a sound image is read record by record.
 
 A writer upserts the new records, then the new manifest, then switches the version row. The switch
 is a single-row upsert, one transaction, and the records and manifest it points to exist before it:
@@ -31,7 +35,10 @@ from semantic_kernel.data.vector import (
 )
 
 from sk_toolfilter.errors import IndexStoreError
-from sk_toolfilter.store.records import RECORD_FIELDS, StoredTool, from_record
+from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.store.records import RECORD_FIELDS, StoredCatalog, from_record, unpack_image
+
+logger = library_logger(__name__)
 
 T = TypeVar("T")
 
@@ -81,9 +88,10 @@ CATALOG_DEFINITION = VectorStoreCollectionDefinition(
         VectorStoreField("data", name="tools", type="int"),
         VectorStoreField("data", name="published_at", type="str"),
         VectorStoreField("data", name="manifest", type="str"),
+        VectorStoreField("data", name="image", type="bytes"),
     ]
 )
-"""The catalog collection: version rows and manifest rows share one shape."""
+"""The catalog collection: version rows, manifest rows and image rows share one shape."""
 
 
 @dataclass(frozen=True)
@@ -131,9 +139,38 @@ class SharedCatalog:
         row = await self._bounded("reading the catalog version", catalogs.get(self._version_key))
         return None if row is None else _version_of(_one(row))
 
-    async def load(self, version: CatalogVersion) -> list[StoredTool]:
-        """Every tool of `version`, with its vector. IndexStoreError if a record is gone or damaged
-        (e.g. deleted by a newer publish: read :meth:`current` again)."""
+    async def load(self, version: CatalogVersion) -> StoredCatalog:
+        """Every tool of `version` with its vector: from the version's image (one row) when it has a
+        sound one, else record by record. IndexStoreError if a record is gone or damaged (e.g.
+        deleted by a newer publish: read :meth:`current` again)."""
+        image = await self.load_image(version)
+        return image if image is not None else await self.load_records(version)
+
+    async def load_image(self, version: CatalogVersion) -> StoredCatalog | None:
+        """The version's image, or None when it has none (or a damaged one: then one warning)."""
+        catalogs = await self._catalog_collection()
+        row = await self._bounded(
+            "reading the catalog image", catalogs.get(self._image_key(version.version)), scale=version.tools / 5_000
+        )
+        blob = None if row is None else _one(row).get("image")
+        if not blob:
+            return None
+        try:
+            catalog = unpack_image(bytes(blob))
+        except ValueError as exc:
+            logger.warning(
+                "sk-toolfilter: catalog %r version %s: %s; reading its records", self.name, version.version, exc
+            )
+            return None
+        if catalog.vectors.shape != (version.tools, version.dimensions):
+            logger.warning(
+                "sk-toolfilter: catalog %r version %s: image does not match its version row", self.name, version.version
+            )
+            return None
+        return catalog
+
+    async def load_records(self, version: CatalogVersion) -> StoredCatalog:
+        """Every tool of `version`, read record by record (a few batches at once)."""
         keys = await self._manifest(version)
         tools = await self._tool_collection(version.dimensions)
         semaphore = asyncio.Semaphore(self._concurrency)
@@ -154,7 +191,7 @@ class SharedCatalog:
                 "that are not in the store (a newer version replaced it)"
             )
         try:
-            return [from_record(rows[k]) for k in keys]
+            return StoredCatalog.from_records([from_record(rows[k]) for k in keys], version.dimensions)
         except ValueError as exc:
             raise IndexStoreError(f"index store: catalog {self.name!r}: {exc}") from None
 
@@ -176,10 +213,15 @@ class SharedCatalog:
 
     # --- writing ------------------------------------------------------------------------------
     async def publish(
-        self, keys: Sequence[str], new_records: Sequence[dict[str, Any]], dimensions: int
+        self,
+        keys: Sequence[str],
+        new_records: Sequence[dict[str, Any]],
+        dimensions: int,
+        image: Callable[[], bytes] | None = None,
     ) -> CatalogVersion:
         """Make the tools `keys` (in order) the current version; `new_records` are the records the
-        store may not have yet. Returns the version now current (unchanged if it already was)."""
+        store may not have yet, `image` makes the version's image (see :func:`pack_image`).
+        Returns the version now current (unchanged if it already was)."""
         manifest = json.dumps(list(keys), separators=(",", ":"))
         version_id = hashlib.sha256(f"{dimensions}\n{manifest}".encode()).hexdigest()[:16]
         current = await self.current()
@@ -202,6 +244,12 @@ class SharedCatalog:
             "writing the catalog manifest",
             catalogs.upsert(self._row(self._manifest_key(version_id), published, manifest)),
         )
+        if image is not None:
+            await self._bounded(
+                "writing the catalog image",
+                catalogs.upsert(self._row(self._image_key(version_id), published, image=image())),
+                scale=len(keys) / 5_000,
+            )
         # The switch: one row, one statement, one transaction.
         await self._bounded("switching the catalog version", catalogs.upsert(self._row(self._version_key, published)))
         if current is not None and current.previous and current.previous != version_id:
@@ -221,7 +269,10 @@ class SharedCatalog:
         tools = await self._tool_collection(replaced.dimensions)
         for start in range(0, len(garbage), READ_BATCH):
             await self._bounded("deleting replaced tool records", tools.delete(garbage[start : start + READ_BATCH]))
-        await self._bounded("deleting a replaced manifest", catalogs.delete(self._manifest_key(older.version)))
+        await self._bounded(
+            "deleting a replaced manifest",
+            catalogs.delete([self._manifest_key(older.version), self._image_key(older.version)]),
+        )
 
     async def delete(self) -> None:
         """Remove this catalog's version row (its records are left to other catalogs' collection)."""
@@ -232,7 +283,10 @@ class SharedCatalog:
     def _manifest_key(self, version: str) -> str:
         return f"{self._version_key}#{version}"
 
-    def _row(self, key: str, version: CatalogVersion, manifest: str = "") -> dict[str, Any]:
+    def _image_key(self, version: str) -> str:
+        return f"{self._version_key}#{version}#image"
+
+    def _row(self, key: str, version: CatalogVersion, manifest: str = "", image: bytes = b"") -> dict[str, Any]:
         return {
             "id": key,
             "catalog": self.name,
@@ -243,6 +297,7 @@ class SharedCatalog:
             "tools": version.tools,
             "published_at": version.published_at,
             "manifest": manifest,
+            "image": image,
         }
 
     async def _catalog_collection(self) -> Collection:

@@ -31,13 +31,14 @@ from sk_toolfilter.config import BM25Config, IndexConfig
 from sk_toolfilter.errors import ConfigError, IndexStoreError
 from sk_toolfilter.progress import ProgressCallback
 from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import embedding_model_id
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.index import ToolIndex, embed_catalog, embedding_texts, known_vectors
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.scoring import Precision
-from sk_toolfilter.store.records import StoredTool, content_hash, record_key, to_record
+from sk_toolfilter.store.records import StoredCatalog, content_hash, pack_image, record_key, to_record
 from sk_toolfilter.store.shared_catalog import CatalogVersion, SharedCatalog
 
 if TYPE_CHECKING:
@@ -115,18 +116,46 @@ class SharedIndex:
         """The index of `tools` from the current version (see the module rules); with `publish`, the
         kernel's catalog becomes the current version if it differs. IndexStoreError if the store fails."""
         current, stored = await self._read_current()
-        by_name = {s.tool.full_name: s for s in stored}
-        writing = publish and embed_new and _differs(tools, stored)
-        if writing:
-            chosen = list(tools)
-            reused = [_same(by_name.get(t.full_name), t) for t in tools]
-        else:
-            chosen = [by_name[t.full_name].tool if t.full_name in by_name else t for t in tools]
-            reused = [by_name.get(t.full_name) for t in tools]
-        vectors, fresh, missing = await self._vectors(
-            chosen, reused, embedding_service, cache, batch_size, progress, circuit, embed_new
+        bm25_config = bm25_config or BM25Config()
+        stored_names = stored.names if stored is not None else []
+        position = {name: row for row, name in enumerate(stored_names)}
+        hashes = [content_hash(t) for t in tools]
+        rows: list[int | None] = [position.get(t.full_name) for t in tools]
+        writing = (
+            publish
+            and embed_new
+            and (stored is None or stored_names != [t.full_name for t in tools] or stored.hashes != hashes)
         )
-        reuse_tokens = previous is not None and previous.bm25_config == (bm25_config or BM25Config())
+        try:
+            if writing:  # the kernel's catalog, reusing the stored vector of every unchanged tool
+                rows = [
+                    r if r is not None and stored is not None and stored.hashes[r] == h else None
+                    for r, h in zip(rows, hashes, strict=True)
+                ]
+                chosen = list(tools)
+            else:  # the stored catalog, for the tools this kernel has (its own object when identical)
+                chosen = [
+                    t if r is None or stored is None or stored.hashes[r] == h else stored.tool(r)
+                    for t, r, h in zip(tools, rows, hashes, strict=True)
+                ]
+        except ValueError as exc:
+            raise IndexStoreError(f"index store: catalog {self.catalog.name!r}: {exc}") from None
+        vectors, fresh, missing = await self._vectors(
+            chosen, rows, stored, embedding_service, cache, batch_size, progress, circuit, embed_new
+        )
+        same_catalog = stored is not None and not fresh and rows == list(range(len(stored)))
+        bm25 = None
+        if (
+            same_catalog
+            and stored is not None
+            and stored.bm25 is not None
+            and stored.bm25_config == bm25_config.model_dump()
+        ):
+            try:
+                bm25 = BM25Index.from_arrays(len(chosen), stored.bm25, bm25_config)
+            except ValueError as exc:
+                logger.warning("sk-toolfilter: catalog %r: %s; tokenizing the tools instead", self.catalog.name, exc)
+        reuse_tokens = previous is not None and previous.bm25_config == bm25_config
         index = ToolIndex(
             chosen,
             embeddings=vectors,
@@ -136,22 +165,23 @@ class SharedIndex:
             token_cache=previous.bm25.token_cache if reuse_tokens and previous is not None else None,
             missing=missing,
             precision=precision,
+            bm25=bm25,
         )
         version = current
         if writing and vectors is not None:
-            version = await self._publish(chosen, vectors, fresh)
+            version = await self._publish(index, hashes, vectors, fresh)
         elif fresh:
             self._warn_local(current, [chosen[i].full_name for i in fresh])
         self.stats.version = version.version if version is not None else ""
-        self.stats.loaded = sum(r is not None for r in reused)
+        self.stats.loaded = len(chosen) - len(fresh)
         return index
 
-    async def _read_current(self) -> tuple[CatalogVersion | None, list[StoredTool]]:
+    async def _read_current(self) -> tuple[CatalogVersion | None, StoredCatalog | None]:
         """The current version and its tools; read again once if a publish replaced it meanwhile."""
         for attempt in range(2):
             current = await self.catalog.current()
             if current is None:
-                return None, []
+                return None, None
             try:
                 return current, await self.catalog.load(current)
             except IndexStoreError:
@@ -162,7 +192,8 @@ class SharedIndex:
     async def _vectors(
         self,
         tools: list[ToolMetadata],
-        reused: list[StoredTool | None],
+        rows: list[int | None],
+        stored: StoredCatalog | None,
         service: EmbeddingGeneratorBase,
         cache: EmbeddingCache | None,
         batch_size: int,
@@ -170,24 +201,28 @@ class SharedIndex:
         circuit: EmbeddingCircuit | None,
         embed_new: bool,
     ) -> tuple[np.ndarray | None, list[int], np.ndarray | None]:
-        """One float32 row per tool: the stored vector, else embedded here. Returns the rows, the
+        """One float32 row per tool: the stored row, else embedded here. Returns the rows, the
         positions embedded here, and (``embed_new=False``) the mask of rows left without a vector."""
-        fresh = [i for i, r in enumerate(reused) if r is None]
+        fresh = [i for i, r in enumerate(rows) if r is None]
+        if stored is not None and not fresh and rows == list(range(len(stored))):
+            return stored.vectors, [], None  # the stored catalog as it is: no copy
         texts = embedding_texts(tools[i] for i in fresh)
-        rows: np.ndarray | None = None
+        embedded: np.ndarray | None = None
         missing = None
         if texts and embed_new:
             timeout = circuit.timeout_seconds if circuit is not None else None
-            rows, embedded = await embed_catalog(
+            embedded, count = await embed_catalog(
                 service, texts, cache=cache, batch_size=batch_size, progress=progress, timeout=timeout
             )
-            self.stats.embedded += embedded
+            self.stats.embedded += count
         elif texts:
-            rows, missing_rows = known_vectors(texts, {}, cache, service)
-            if rows is not None and missing_rows is not None:
+            embedded, missing_rows = known_vectors(texts, {}, cache, service)
+            if embedded is not None and missing_rows is not None:
                 missing = np.zeros(len(tools), dtype=bool)
                 missing[fresh] = missing_rows
-        dims = {r.vector.shape[0] for r in reused if r is not None} | ({rows.shape[1]} if rows is not None else set())
+        dims = ({stored.vectors.shape[1]} if stored is not None and len(fresh) < len(tools) else set()) | (
+            {embedded.shape[1]} if embedded is not None else set()
+        )
         if len(dims) > 1:
             raise IndexStoreError(
                 f"index store: catalog {self.catalog.name!r} holds {sorted(dims)[0]}-dimensional vectors of "
@@ -197,21 +232,33 @@ class SharedIndex:
             return None, fresh, None
         (size,) = dims
         matrix = np.zeros((len(tools), size), dtype=np.float32)
-        for i, record in enumerate(reused):
-            if record is not None:
-                matrix[i] = record.vector
-        if rows is not None:
-            matrix[fresh] = rows
+        reused = [i for i, r in enumerate(rows) if r is not None]
+        if stored is not None and reused:
+            matrix[reused] = stored.vectors[[r for r in rows if r is not None]]
+        if embedded is not None:
+            matrix[fresh] = embedded
         elif fresh:
             missing = np.zeros(len(tools), dtype=bool)
             missing[fresh] = True
         return matrix, fresh, missing
 
-    async def _publish(self, tools: list[ToolMetadata], vectors: np.ndarray, fresh: list[int]) -> CatalogVersion:
+    async def _publish(
+        self, index: ToolIndex, hashes: list[str], vectors: np.ndarray, fresh: list[int]
+    ) -> CatalogVersion:
         model_id, dims = self.catalog.model_id, int(vectors.shape[1])
-        keys = [record_key(content_hash(t), model_id, dims) for t in tools]
+        tools = list(index.tools)
+        keys = [record_key(h, model_id, dims) for h in hashes]
         records = [to_record(tools[i], vectors[i], model_id) for i in fresh]
-        version = await self.catalog.publish(keys, records, dims)
+        image = StoredCatalog(
+            [t.full_name for t in tools],
+            hashes,
+            keys,
+            vectors,
+            tools=tools,
+            bm25=index.bm25.arrays(),
+            bm25_config=index.bm25_config.model_dump(),
+        )
+        version = await self.catalog.publish(keys, records, dims, image=lambda: pack_image(image))
         self.stats.published += 1
         logger.info(
             "sk-toolfilter: published version %s of catalog %r (%d tools, %d new or changed) to %s",
@@ -287,17 +334,3 @@ class SharedIndex:
     def picked_up(self) -> None:
         """Count a new version taken in after the start."""
         self.stats.reloads += 1
-
-
-def _differs(tools: Sequence[ToolMetadata], stored: list[StoredTool]) -> bool:
-    """The kernel's catalog is not the stored one (a tool new, changed, removed, or reordered)."""
-    if len(tools) != len(stored):
-        return True
-    return any(
-        t.full_name != s.tool.full_name or content_hash(t) != s.content_hash for t, s in zip(tools, stored, strict=True)
-    )
-
-
-def _same(record: StoredTool | None, tool: ToolMetadata) -> StoredTool | None:
-    """`record` if it holds exactly `tool`."""
-    return record if record is not None and record.content_hash == content_hash(tool) else None
