@@ -197,11 +197,10 @@ async def database_search(args: argparse.Namespace, size: int, prefix: str) -> N
     from semantic_kernel.data.vector import DistanceFunction, IndexKind, VectorStoreCollectionDefinition
 
     from sk_toolfilter.config import IndexConfig
+    from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
     from sk_toolfilter.retrieval.scoring import CatalogVectors
     from sk_toolfilter.store.postgres import PostgresIndexStore
     from sk_toolfilter.store.shared_catalog import tool_record_definition
-
-    from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
 
     config = IndexConfig(store="postgres", connection_string=args.dsn, timeout_seconds=300, table_prefix=prefix)
     store = await PostgresIndexStore.connect(config)
