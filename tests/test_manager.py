@@ -123,3 +123,22 @@ async def test_from_kernel_builds_the_configured_index(demo_kernel, hash_embedde
 async def test_from_kernel_with_bm25_needs_no_embedding_service(demo_kernel):
     manager = await ToolFilterManager.from_kernel(demo_kernel, ToolFilterConfig(search_method="bm25"))
     assert not manager.index.has_embeddings
+
+
+async def test_a_function_added_to_an_existing_plugin_is_indexed_at_the_next_deep_check(
+    demo_kernel, hash_embedder, monkeypatch
+):
+    from semantic_kernel.functions import kernel_function
+
+    import sk_toolfilter.selection.manager as manager_module
+
+    manager = await ToolFilterManager.from_kernel(demo_kernel, embedding_service=hash_embedder)
+    await manager.filter_tools("hello")  # the deep check just ran: the next one is a second away
+
+    @kernel_function(name="translate_to_klingon", description="Translate English text into Klingon.")
+    def translate_to_klingon(text: str) -> str:
+        return text
+
+    demo_kernel.add_function("Text", translate_to_klingon)  # the plugin object stays the same
+    monkeypatch.setattr(manager_module.time, "monotonic", lambda: 10.0**9)  # ... and a second passes
+    assert "Text-translate_to_klingon" in await manager.filter_tools("translate this into Klingon")

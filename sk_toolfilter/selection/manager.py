@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -59,9 +60,24 @@ class _Catalog:
     discovery_names: list[str]
 
 
-def kernel_fingerprint(kernel: Kernel) -> tuple[Any, ...]:
-    """Cheap identity of the kernel's plugins and function counts (detects added or removed plugins)."""
-    return tuple((name, id(plugin), len(plugin.functions)) for name, plugin in kernel.plugins.items())
+def kernel_fingerprint(kernel: Kernel, previous: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
+    """Cheap identity of the kernel's plugins (names, objects) and their function counts.
+
+    Runs before every selection. Names and objects are read from the dict alone (2,500 plugins:
+    ~0.1 ms); counting functions touches every plugin object (~4 ms at 2,500 plugins in a busy
+    process), so with `previous` given and the plugins unchanged its counts are reused: a function
+    added to an existing plugin is noticed at the next deep check (:data:`DEEP_CHECK_SECONDS`).
+    Plugins added, removed or replaced are noticed at once.
+    """
+    plugins = kernel.plugins
+    names, objects = tuple(plugins), tuple(map(id, plugins.values()))
+    if previous is not None and previous[0] == names and previous[1] == objects:
+        return (names, objects, previous[2])
+    return (names, objects, tuple(map(len, map(attrgetter("functions"), plugins.values()))))
+
+
+DEEP_CHECK_SECONDS = 1.0
+"""How often the functions of every plugin are counted again (see :func:`kernel_fingerprint`)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,7 @@ class ToolFilterManager:
         self._catalog = self._describe(index)
         self._kernel: Kernel | None = None
         self._fingerprint: tuple[Any, ...] | None = None
+        self._next_deep_check = 0.0
         self._embedding_cache: EmbeddingCache | None = None
         self._refreshing = threading.Lock()
         self._retry_embedding_at = 0.0
@@ -229,7 +246,11 @@ class ToolFilterManager:
         kernel, store = self._kernel, self._store
         if kernel is None:
             return False
-        fingerprint = kernel_fingerprint(kernel)
+        now = time.monotonic()
+        deep = now >= self._next_deep_check
+        if deep:
+            self._next_deep_check = now + DEEP_CHECK_SECONDS
+        fingerprint = kernel_fingerprint(kernel, None if deep else self._fingerprint)
         retry = self.index.missing_vectors > 0 and time.monotonic() >= self._retry_embedding_at
         new_version = store is not None and await store.new_version_available()
         if fingerprint == self._fingerprint and not force and not retry and not new_version:
