@@ -4,7 +4,7 @@
   :mod:`sk_toolfilter.store.records`); a changed tool is a new record.
 * **catalog rows**: per catalog and embedding model, one *version row* ``<catalog>@<model>``
   naming the current version; per version, a *manifest row* listing its records' keys and an
-  *image row*: the same tools, vectors and BM25 statistics packed in one blob, so a replica
+  *image* (in rows of 8 MB): the same tools, vectors and BM25 statistics packed in one blob, so a replica
   starts with one read (50,000 tools: ~0.5 s, where reading 50,000 records through the connector
   and tokenizing them took ~4 s). The records stay the truth: writers diff against them, and a
   version without a sound image is read record by record.
@@ -19,9 +19,11 @@ a reader still loading the previous version finds its records.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -48,9 +50,15 @@ else:  # parametrizing SK's pydantic generic at run time is refused (it holds ty
     Collection = VectorStoreCollection
 CollectionFactory = Callable[[str, VectorStoreCollectionDefinition], Awaitable[Collection]]
 """Opens (creating it if needed) the collection of that name with that definition."""
+BulkCollectionFactory = Callable[[str, VectorStoreCollectionDefinition], AbstractAsyncContextManager[Collection]]
+"""The same collection for one big read or write (e.g. over a connection of its own)."""
 
 READ_BATCH = 2_000
 """Records fetched per ``get`` call; a few run at once."""
+
+IMAGE_PART_BYTES = 8 * 2**20
+"""An image is stored in rows of at most this size: a reader's memory peak (and what its allocator
+keeps after) follows the largest row it reads (one 96 MB row kept ~100 MB; 8 MB parts ~33 MB)."""
 
 
 def tool_record_definition(dimensions: int) -> VectorStoreCollectionDefinition:
@@ -89,6 +97,7 @@ CATALOG_DEFINITION = VectorStoreCollectionDefinition(
         VectorStoreField("data", name="published_at", type="str"),
         VectorStoreField("data", name="manifest", type="str"),
         VectorStoreField("data", name="image", type="bytes"),
+        VectorStoreField("data", name="image_parts", type="int"),
     ]
 )
 """The catalog collection: version rows, manifest rows and image rows share one shape."""
@@ -104,6 +113,7 @@ class CatalogVersion:
     dimensions: int
     tools: int
     published_at: str
+    image_parts: int = 0
 
 
 class SharedCatalog:
@@ -122,10 +132,12 @@ class SharedCatalog:
         table_prefix: str = "sk_toolfilter",
         timeout: float = 5.0,
         concurrency: int = 4,
+        open_bulk: BulkCollectionFactory | None = None,
     ) -> None:
         self.name, self.model_id = name, model_id
         self.timeout = timeout
         self._open = open_collection
+        self._open_bulk = open_bulk
         self._prefix = table_prefix
         self._catalogs: Collection | None = None
         self._tools: dict[int, Collection] = {}
@@ -148,15 +160,28 @@ class SharedCatalog:
 
     async def load_image(self, version: CatalogVersion) -> StoredCatalog | None:
         """The version's image, or None when it has none (or a damaged one: then one warning)."""
-        catalogs = await self._catalog_collection()
-        row = await self._bounded(
-            "reading the catalog image", catalogs.get(self._image_key(version.version)), scale=version.tools / 5_000
-        )
-        blob = None if row is None else _one(row).get("image")
-        if not blob:
+        if version.image_parts <= 0:
             return None
+        parts: list[bytes] = []
+        async with self._bulk() as catalogs:
+            for part in range(version.image_parts):
+                row = await self._bounded(
+                    "reading the catalog image", catalogs.get(self._image_key(version.version, part))
+                )
+                blob = None if row is None else _one(row).get("image")
+                if not blob:
+                    logger.warning(
+                        "sk-toolfilter: catalog %r version %s: image part %d is missing; reading its records",
+                        self.name,
+                        version.version,
+                        part,
+                    )
+                    return None
+                parts.append(bytes(blob))
+        blob = b"".join(parts)
+        del parts
         try:
-            catalog = unpack_image(bytes(blob))
+            catalog = unpack_image(blob)
         except ValueError as exc:
             logger.warning(
                 "sk-toolfilter: catalog %r version %s: %s; reading its records", self.name, version.version, exc
@@ -231,7 +256,11 @@ class SharedCatalog:
         for start in range(0, len(new_records), READ_BATCH):
             batch = list(new_records[start : start + READ_BATCH])
             await self._bounded("writing tool records", tools.upsert(batch), scale=len(batch) / READ_BATCH)
+        blob = image() if image is not None else b""
+        parts = [blob[i : i + IMAGE_PART_BYTES] for i in range(0, len(blob), IMAGE_PART_BYTES)]
+        del blob
         published = CatalogVersion(
+            image_parts=len(parts),
             version=version_id,
             previous=current.version if current is not None else "",
             model_id=self.model_id,
@@ -244,12 +273,14 @@ class SharedCatalog:
             "writing the catalog manifest",
             catalogs.upsert(self._row(self._manifest_key(version_id), published, manifest)),
         )
-        if image is not None:
-            await self._bounded(
-                "writing the catalog image",
-                catalogs.upsert(self._row(self._image_key(version_id), published, image=image())),
-                scale=len(keys) / 5_000,
-            )
+        if parts:
+            async with self._bulk() as bulk:
+                for number, part in enumerate(parts):
+                    await self._bounded(
+                        "writing the catalog image",
+                        bulk.upsert(self._row(self._image_key(version_id, number), published, image=part)),
+                    )
+        del parts
         # The switch: one row, one statement, one transaction.
         await self._bounded("switching the catalog version", catalogs.upsert(self._row(self._version_key, published)))
         if current is not None and current.previous and current.previous != version_id:
@@ -260,6 +291,8 @@ class SharedCatalog:
         """Delete the version before `replaced` (and its records no later version uses)."""
         catalogs = await self._catalog_collection()
         older = CatalogVersion(replaced.previous, "", replaced.model_id, replaced.dimensions, 0, "")
+        older_row = await self._bounded("reading a replaced manifest", catalogs.get(self._manifest_key(older.version)))
+        older_parts = int(_one(older_row).get("image_parts") or 0) if older_row is not None else 0
         try:
             old_keys = set(await self._manifest(older))
             kept |= set(await self._manifest(replaced))
@@ -271,7 +304,9 @@ class SharedCatalog:
             await self._bounded("deleting replaced tool records", tools.delete(garbage[start : start + READ_BATCH]))
         await self._bounded(
             "deleting a replaced manifest",
-            catalogs.delete([self._manifest_key(older.version), self._image_key(older.version)]),
+            catalogs.delete(
+                [self._manifest_key(older.version), *(self._image_key(older.version, i) for i in range(older_parts))]
+            ),
         )
 
     async def delete(self) -> None:
@@ -283,8 +318,8 @@ class SharedCatalog:
     def _manifest_key(self, version: str) -> str:
         return f"{self._version_key}#{version}"
 
-    def _image_key(self, version: str) -> str:
-        return f"{self._version_key}#{version}#image"
+    def _image_key(self, version: str, part: int) -> str:
+        return f"{self._version_key}#{version}#image#{part}"
 
     def _row(self, key: str, version: CatalogVersion, manifest: str = "", image: bytes = b"") -> dict[str, Any]:
         return {
@@ -298,7 +333,26 @@ class SharedCatalog:
             "published_at": version.published_at,
             "manifest": manifest,
             "image": image,
+            "image_parts": version.image_parts,
         }
+
+    @contextlib.asynccontextmanager
+    async def _bulk(self) -> AsyncIterator[Collection]:
+        """The catalog collection for one big row (the image)."""
+        if self._open_bulk is None:
+            yield await self._catalog_collection()
+            return
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                opened = self._open_bulk(f"{self._prefix}_catalogs", CATALOG_DEFINITION)
+                collection = await stack.enter_async_context(opened)
+            except IndexStoreError:
+                raise
+            except Exception as exc:
+                raise IndexStoreError(
+                    f"index store: opening a connection for catalog {self.name!r} failed: {_reason(exc)}"
+                ) from exc
+            yield collection
 
     async def _catalog_collection(self) -> Collection:
         if self._catalogs is None:
@@ -345,6 +399,7 @@ def _version_of(row: dict[str, Any]) -> CatalogVersion:
             model_id=str(row["model_id"]),
             dimensions=int(row["dimensions"]),
             tools=int(row["tools"]),
+            image_parts=int(row.get("image_parts") or 0),
             published_at=str(row["published_at"]),
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -117,26 +117,23 @@ class SharedIndex:
         kernel's catalog becomes the current version if it differs. IndexStoreError if the store fails."""
         current, stored = await self._read_current()
         bm25_config = bm25_config or BM25Config()
-        stored_names = stored.names if stored is not None else []
-        position = {name: row for row, name in enumerate(stored_names)}
+        names = [t.full_name for t in tools]
         hashes = [content_hash(t) for t in tools]
-        rows: list[int | None] = [position.get(t.full_name) for t in tools]
-        writing = (
-            publish
-            and embed_new
-            and (stored is None or stored_names != [t.full_name for t in tools] or stored.hashes != hashes)
-        )
+        if stored is not None and stored.names == names:
+            rows: list[int | None] = list(range(len(names)))
+        else:
+            position = {name: row for row, name in enumerate(stored.names if stored is not None else [])}
+            rows = [position.get(name) for name in names]
+        unchanged = stored.unchanged(rows, hashes) if stored is not None else [False] * len(tools)
+        writing = publish and embed_new and (stored is None or stored.names != names or not all(unchanged))
         try:
             if writing:  # the kernel's catalog, reusing the stored vector of every unchanged tool
-                rows = [
-                    r if r is not None and stored is not None and stored.hashes[r] == h else None
-                    for r, h in zip(rows, hashes, strict=True)
-                ]
+                rows = [r if same else None for r, same in zip(rows, unchanged, strict=True)]
                 chosen = list(tools)
             else:  # the stored catalog, for the tools this kernel has (its own object when identical)
                 chosen = [
-                    t if r is None or stored is None or stored.hashes[r] == h else stored.tool(r)
-                    for t, r, h in zip(tools, rows, hashes, strict=True)
+                    t if r is None or same or stored is None else stored.tool(r)
+                    for t, r, same in zip(tools, rows, unchanged, strict=True)
                 ]
         except ValueError as exc:
             raise IndexStoreError(f"index store: catalog {self.catalog.name!r}: {exc}") from None
