@@ -81,7 +81,6 @@ async def run_replica(args: argparse.Namespace) -> None:
     queries = synthetic_queries(tools, QUERIES)
     service = Counting(inner=LocalEmbeddingGenerator())
     await service.inner.generate_embeddings(["warm up"])
-    base_rss = rss_mib()
     index = {"store": "memory"}
     if args.role != "memory":
         index = {"store": "postgres", "connection_string": args.dsn, "table_prefix": args.prefix, "catalog": "bench"}
@@ -112,7 +111,6 @@ async def run_replica(args: argparse.Namespace) -> None:
         "texts_embedded": catalog_texts,
         "loaded": store.stats.loaded if store else 0,
         "rss_mib": after_start,
-        "index_mib": after_start - base_rss,
         "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "latency": latency,
         "version": store.stats.version if store else "",
@@ -147,7 +145,7 @@ def print_row(size: int, label: str, r: dict) -> None:
     lat = " | ".join(f"{r['latency'][m][0]:.2f} / {r['latency'][m][1]:.2f}" for m in METHODS)
     print(
         f"| {size:,} | {label} | {r['start_s']:.2f} s | {r['embedding_calls']} ({r['texts_embedded']:,} texts) "
-        f"| {r['rss_mib']:.0f} MiB (index +{r['index_mib']:.0f}) | {r['peak_mib']:.0f} MiB | {lat} |",
+        f"| {r['rss_mib']:.0f} MiB | {r['peak_mib']:.0f} MiB | {lat} |",
         flush=True,
     )
 
@@ -161,7 +159,7 @@ def fleet(args: argparse.Namespace, size: int) -> str:
         first.wait()
         print_row(size, "first replica (cold store)", first_result)
         memory = spawn("memory", args, size, prefix, cache)
-        print_row(size, "in-memory index (warm cache), today", result(memory))
+        print_row(size, "in-memory index (warm embedding cache)", result(memory))
         memory.wait()
         with tempfile.TemporaryDirectory() as empty_cache:
             replicas = []
