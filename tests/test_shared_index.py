@@ -282,9 +282,8 @@ def test_index_push_on_a_memory_store_says_what_to_configure(tmp_path):
     json.dumps(done.stderr)
 
 
-async def test_publishing_keeps_the_previous_version_readable_and_collects_the_one_before(hash_embedder):
-    """Catalog mechanics on SK's in-memory collection (no server): content-addressed records,
-    versions that share unchanged records, and garbage collection two versions back."""
+def in_memory_catalog():
+    """A shared catalog on SK's in-memory collections (no server), and those collections by name."""
     from semantic_kernel.connectors.in_memory import InMemoryCollection
 
     from sk_toolfilter.store.shared_catalog import SharedCatalog
@@ -296,7 +295,13 @@ async def test_publishing_keeps_the_previous_version_readable_and_collects_the_o
             collections[name] = InMemoryCollection(record_type=dict, definition=definition, collection_name=name)
         return collections[name]
 
-    catalog = SharedCatalog(open_collection, "c", "hash-64")
+    return SharedCatalog(open_collection, "c", "hash-64"), collections
+
+
+async def test_publishing_keeps_the_previous_version_readable_and_collects_the_one_before(hash_embedder):
+    """Catalog mechanics on SK's in-memory collection (no server): content-addressed records,
+    versions that share unchanged records, and garbage collection two versions back."""
+    catalog, collections = in_memory_catalog()
 
     def release(descriptions: list[str], positions: list[int] | None = None) -> tuple[list[str], list[dict]]:
         positions = positions or list(range(len(descriptions)))
@@ -327,18 +332,7 @@ async def test_publishing_keeps_the_previous_version_readable_and_collects_the_o
 
 
 async def test_a_damaged_image_is_one_warning_and_the_records_are_read(hash_embedder, caplog):
-    from semantic_kernel.connectors.in_memory import InMemoryCollection
-
-    from sk_toolfilter.store.shared_catalog import SharedCatalog
-
-    collections: dict[str, InMemoryCollection] = {}
-
-    async def open_collection(name, definition):
-        if name not in collections:
-            collections[name] = InMemoryCollection(record_type=dict, definition=definition, collection_name=name)
-        return collections[name]
-
-    catalog = SharedCatalog(open_collection, "c", "hash-64")
+    catalog, _ = in_memory_catalog()
     tools = [ToolMetadata(plugin="P", name=f"t{i}", full_name=f"P-t{i}", description=f"tool {i}") for i in range(5)]
     records = [to_record(t, hash_embedder.vector(t.description) + 1e-3, "hash-64") for t in tools]
     image = StoredCatalog(
