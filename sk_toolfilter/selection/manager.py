@@ -251,7 +251,7 @@ class ToolFilterManager:
         if deep:
             self._next_deep_check = now + DEEP_CHECK_SECONDS
         fingerprint = kernel_fingerprint(kernel, None if deep else self._fingerprint)
-        retry = self.index.missing_vectors > 0 and time.monotonic() >= self._retry_embedding_at
+        retry = self.index.missing_vectors > 0 and now >= self._retry_embedding_at
         new_version = store is not None and await store.new_version_available()
         if fingerprint == self._fingerprint and not force and not retry and not new_version:
             return False

@@ -8,9 +8,7 @@ pgvector's binary format (the text format made reading 50,000 vectors take ~7 s 
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter.config import IndexConfig
@@ -46,7 +44,6 @@ class PostgresIndexStore:
     def __init__(self, pool: AsyncConnectionPool, config: IndexConfig, where: str) -> None:
         self._pool, self._config, self.where = pool, config, where
         self._collections: dict[str, Collection] = {}
-        self._new_pool: Callable[[int], AsyncConnectionPool] | None = None
 
     @classmethod
     async def connect(cls, config: IndexConfig) -> PostgresIndexStore:
@@ -116,25 +113,7 @@ class PostgresIndexStore:
             model_id,
             table_prefix=self._config.table_prefix,
             timeout=self._config.timeout_seconds,
-            open_bulk=self._bulk_collection,
         )
-
-    @contextlib.asynccontextmanager
-    async def _bulk_collection(
-        self, table: str, definition: VectorStoreCollectionDefinition
-    ) -> AsyncIterator[Collection]:
-        """`table` over a connection of its own, closed after: libpq keeps a connection's input
-        buffer as large as the largest message it received, so reading a 100 MB catalog image on a
-        pooled connection would pin 100 MB for the life of the process."""
-        await self._collection(table, definition)  # created if needed, on the shared pool
-        if self._new_pool is None:
-            yield self._collections[table]
-            return
-        pool = await _opened(self._new_pool(1), self.where, self._config.timeout_seconds)
-        try:
-            yield _postgres_collection(table, definition, pool, self._config.db_schema)
-        finally:
-            await pool.close()
 
     async def _collection(self, table: str, definition: VectorStoreCollectionDefinition) -> Collection:
         if table not in self._collections:
@@ -150,15 +129,6 @@ class PostgresIndexStore:
 
     async def close(self) -> None:
         await self._pool.close()
-
-
-async def _opened(pool: AsyncConnectionPool, where: str, timeout: float) -> AsyncConnectionPool:
-    try:
-        await pool.open(wait=True, timeout=timeout)
-    except Exception as exc:
-        await pool.close()
-        raise IndexStoreError(f"index store: cannot connect to PostgreSQL at {where}: {_first_line(exc)}") from None
-    return pool
 
 
 def _postgres_collection(

@@ -183,9 +183,10 @@ class StoredCatalog:
         """Every tool's metadata, in order."""
         return [self.tool(row) for row in range(len(self.names))]
 
-    def unchanged(self, rows: Sequence[int | None], hashes: Sequence[str]) -> list[bool]:
-        """Per tool: its stored row (`rows`, None if absent) holds the same content (`hashes`)."""
-        if list(rows) == list(range(len(self.names))):  # the same tools in the same order: one comparison
+    def unchanged(self, hashes: Sequence[str], rows: Sequence[int | None] | None = None) -> list[bool]:
+        """Per tool: its stored row holds the same content (`hashes`). `rows` gives each tool's row
+        (None: absent); without it, the tools are the stored ones in the stored order."""
+        if rows is None:  # one vectorized comparison
             return list((self.hashes == np.asarray(hashes, dtype="S64")).tolist())
         return [r is not None and self.hashes[r].decode() == h for r, h in zip(rows, hashes, strict=True)]
 

@@ -19,11 +19,9 @@ a reader still loading the previous version finds its records.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -50,8 +48,6 @@ else:  # parametrizing SK's pydantic generic at run time is refused (it holds ty
     Collection = VectorStoreCollection
 CollectionFactory = Callable[[str, VectorStoreCollectionDefinition], Awaitable[Collection]]
 """Opens (creating it if needed) the collection of that name with that definition."""
-BulkCollectionFactory = Callable[[str, VectorStoreCollectionDefinition], AbstractAsyncContextManager[Collection]]
-"""The same collection for one big read or write (e.g. over a connection of its own)."""
 
 READ_BATCH = 2_000
 """Records fetched per ``get`` call; a few run at once."""
@@ -132,12 +128,10 @@ class SharedCatalog:
         table_prefix: str = "sk_toolfilter",
         timeout: float = 5.0,
         concurrency: int = 4,
-        open_bulk: BulkCollectionFactory | None = None,
     ) -> None:
         self.name, self.model_id = name, model_id
         self.timeout = timeout
         self._open = open_collection
-        self._open_bulk = open_bulk
         self._prefix = table_prefix
         self._catalogs: Collection | None = None
         self._tools: dict[int, Collection] = {}
@@ -163,21 +157,19 @@ class SharedCatalog:
         if version.image_parts <= 0:
             return None
         parts: list[bytes] = []
-        async with self._bulk() as catalogs:
-            for part in range(version.image_parts):
-                row = await self._bounded(
-                    "reading the catalog image", catalogs.get(self._image_key(version.version, part))
+        catalogs = await self._catalog_collection()
+        for part in range(version.image_parts):
+            row = await self._bounded("reading the catalog image", catalogs.get(self._image_key(version.version, part)))
+            blob = None if row is None else _one(row).get("image")
+            if not blob:
+                logger.warning(
+                    "sk-toolfilter: catalog %r version %s: image part %d is missing; reading its records",
+                    self.name,
+                    version.version,
+                    part,
                 )
-                blob = None if row is None else _one(row).get("image")
-                if not blob:
-                    logger.warning(
-                        "sk-toolfilter: catalog %r version %s: image part %d is missing; reading its records",
-                        self.name,
-                        version.version,
-                        part,
-                    )
-                    return None
-                parts.append(bytes(blob))
+                return None
+            parts.append(bytes(blob))
         blob = b"".join(parts)
         del parts
         try:
@@ -273,13 +265,11 @@ class SharedCatalog:
             "writing the catalog manifest",
             catalogs.upsert(self._row(self._manifest_key(version_id), published, manifest)),
         )
-        if parts:
-            async with self._bulk() as bulk:
-                for number, part in enumerate(parts):
-                    await self._bounded(
-                        "writing the catalog image",
-                        bulk.upsert(self._row(self._image_key(version_id, number), published, image=part)),
-                    )
+        for number, part in enumerate(parts):
+            await self._bounded(
+                "writing the catalog image",
+                catalogs.upsert(self._row(self._image_key(version_id, number), published, image=part)),
+            )
         del parts
         # The switch: one row, one statement, one transaction.
         await self._bounded("switching the catalog version", catalogs.upsert(self._row(self._version_key, published)))
@@ -309,11 +299,6 @@ class SharedCatalog:
             ),
         )
 
-    async def delete(self) -> None:
-        """Remove this catalog's version row (its records are left to other catalogs' collection)."""
-        catalogs = await self._catalog_collection()
-        await self._bounded("deleting the catalog", catalogs.delete(self._version_key))
-
     # --- plumbing -----------------------------------------------------------------------------
     def _manifest_key(self, version: str) -> str:
         return f"{self._version_key}#{version}"
@@ -335,24 +320,6 @@ class SharedCatalog:
             "image": image,
             "image_parts": version.image_parts,
         }
-
-    @contextlib.asynccontextmanager
-    async def _bulk(self) -> AsyncIterator[Collection]:
-        """The catalog collection for one big row (the image)."""
-        if self._open_bulk is None:
-            yield await self._catalog_collection()
-            return
-        async with contextlib.AsyncExitStack() as stack:
-            try:
-                opened = self._open_bulk(f"{self._prefix}_catalogs", CATALOG_DEFINITION)
-                collection = await stack.enter_async_context(opened)
-            except IndexStoreError:
-                raise
-            except Exception as exc:
-                raise IndexStoreError(
-                    f"index store: opening a connection for catalog {self.name!r} failed: {_reason(exc)}"
-                ) from exc
-            yield collection
 
     async def _catalog_collection(self) -> Collection:
         if self._catalogs is None:

@@ -119,13 +119,16 @@ class SharedIndex:
         bm25_config = bm25_config or BM25Config()
         names = [t.full_name for t in tools]
         hashes = [content_hash(t) for t in tools]
-        if stored is not None and stored.names == names:
+        in_order = stored is not None and stored.names == names  # the stored tools, in the stored order
+        if in_order:
             rows: list[int | None] = list(range(len(names)))
         else:
             position = {name: row for row, name in enumerate(stored.names if stored is not None else [])}
             rows = [position.get(name) for name in names]
-        unchanged = stored.unchanged(rows, hashes) if stored is not None else [False] * len(tools)
-        writing = publish and embed_new and (stored is None or stored.names != names or not all(unchanged))
+        unchanged = (
+            stored.unchanged(hashes, None if in_order else rows) if stored is not None else [False] * len(tools)
+        )
+        writing = publish and embed_new and not (in_order and all(unchanged))
         try:
             if writing:  # the kernel's catalog, reusing the stored vector of every unchanged tool
                 rows = [r if same else None for r, same in zip(rows, unchanged, strict=True)]
@@ -138,9 +141,9 @@ class SharedIndex:
         except ValueError as exc:
             raise IndexStoreError(f"index store: catalog {self.catalog.name!r}: {exc}") from None
         vectors, fresh, missing = await self._vectors(
-            chosen, rows, stored, embedding_service, cache, batch_size, progress, circuit, embed_new
+            chosen, rows, stored, in_order, embedding_service, cache, batch_size, progress, circuit, embed_new
         )
-        same_catalog = stored is not None and not fresh and rows == list(range(len(stored)))
+        same_catalog = in_order and not fresh  # every row is the stored one, in the stored order
         bm25 = None
         if (
             same_catalog
@@ -191,6 +194,7 @@ class SharedIndex:
         tools: list[ToolMetadata],
         rows: list[int | None],
         stored: StoredCatalog | None,
+        in_order: bool,
         service: EmbeddingGeneratorBase,
         cache: EmbeddingCache | None,
         batch_size: int,
@@ -201,7 +205,7 @@ class SharedIndex:
         """One float32 row per tool: the stored row, else embedded here. Returns the rows, the
         positions embedded here, and (``embed_new=False``) the mask of rows left without a vector."""
         fresh = [i for i, r in enumerate(rows) if r is None]
-        if stored is not None and not fresh and rows == list(range(len(stored))):
+        if stored is not None and in_order and not fresh:
             return stored.vectors, [], None  # the stored catalog as it is: no copy
         texts = embedding_texts(tools[i] for i in fresh)
         embedded: np.ndarray | None = None
