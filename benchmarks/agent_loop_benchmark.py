@@ -25,6 +25,7 @@ from sk_toolfilter.measure.conversations import load_steps, replay_conversations
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "no agent-loop policy (query only)": {"agent_loop": {"enabled": False}},
+    "- request parts": {"agent_loop": {"split_request": False}},
     "- co-usage": {"agent_loop": {"co_usage": False}},
     "- turn tools": {"agent_loop": {"keep_turn_tools": False}},
     "- previous-turn tools": {"agent_loop": {"previous_turn_tools": False}},

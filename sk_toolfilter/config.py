@@ -134,7 +134,9 @@ class AgentLoopConfig(StrictConfig):
 
     The user's request of the current turn stays the query (tool calls are context, not the
     query); tools called earlier in the turn stay on offer; tools that past turns used together
-    with the best-ranked ones (learned from the conversations the filter sees) are added. All of
+    with the best-ranked ones (learned from the conversations the filter sees) are added, and so is
+    the best tool of each action a request lists ("lock the doors, press the brake and start the
+    engine"). All of
     them share one budget per request: ``max(top_k, max_tools)`` selected tools, not counting
     ``always_include`` and the discovery tools.
     """
@@ -143,6 +145,10 @@ class AgentLoopConfig(StrictConfig):
     keep_turn_tools: bool = Field(default=True, description="Tools called earlier in the turn stay on offer.")
     previous_turn_tools: bool = Field(
         default=True, description="Tools of the previous turn fill what the budget leaves (follow-ups: 'the same')."
+    )
+    split_request: bool = Field(
+        default=True,
+        description="A request listing several actions (commas, 'and', 'then'): each action's best tool is kept.",
     )
     co_usage: bool = Field(default=True, description="Add tools past turns used together with the best-ranked ones.")
     co_usage_min_share: float = Field(

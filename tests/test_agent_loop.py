@@ -97,6 +97,32 @@ async def test_each_request_of_a_three_step_turn_offers_the_tool_called_next(loo
     assert len(transport.tool_names(3)) <= 8
 
 
+async def test_a_request_listing_actions_of_three_plugins_keeps_each_actions_tool_until_it_is_called(loop_kernel, caplog):
+    # A fresh filter (nothing learned from past turns): only the request itself can carry the three needs.
+    steps = [
+        ("Shipping-create_label", {"address": "1 Main St"}),
+        ("Math-add", {"a": 17, "b": 25}),
+        ("Time-current_time", {"timezone": "Asia/Tokyo"}),
+    ]
+    transport = RecordingTransport([*(tool_call_reply(step) for step in steps), text_reply("Done.")])
+    manager = await create_tool_filter(loop_kernel, ToolFilterConfig())
+    service = wrap_chat_service(offline_chat_service(transport), manager)
+    history = ChatHistory()
+    history.add_user_message("Create a shipping label for 1 Main St, add 17 and 25, and tell me the time in Tokyo")
+    selection = await manager.select_for_history(history)
+    reasons = {d.full_name: d.reason for d in selection.decisions if d.kept}
+    assert reasons["Math-add"] == "kept: best match for 'add 17 and 25', one part of the request"
+    without = await create_tool_filter(loop_kernel, ToolFilterConfig(agent_loop={"split_request": False}))
+    assert "Math-add" not in (await without.select_for_history(history)).names
+    with caplog.at_level(logging.INFO):
+        await service.get_chat_message_contents(history, settings(), kernel=loop_kernel)
+
+    for number, (name, _) in enumerate(steps):
+        offered = transport.tool_names(number)
+        assert all(later in offered for later, _ in steps[number:]), f"request {number}: {offered}"
+    assert not any("did not run" in r.getMessage() for r in caplog.records)
+
+
 async def test_explain_says_why_a_tool_of_the_turn_was_kept(loop_kernel):
     manager = await create_tool_filter(loop_kernel, ToolFilterConfig())
     transport = RecordingTransport([tool_call_reply(("Shipping-track_package", {"tracking_number": "1"}))])

@@ -15,7 +15,7 @@ from sk_toolfilter import ToolFilterConfig, create_tool_filter
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.search import rank_tools
-from tests.conftest import build_demo_kernel
+from tests.conftest import HashEmbedder, build_demo_kernel
 
 CONFIG = {"search_method": "hybrid", "discovery": {"enabled": False}}
 
@@ -189,11 +189,21 @@ async def test_an_open_circuit_skips_the_dead_service_until_the_cooldown_ends(de
     assert (await rank_tools(manager.index, "add numbers", manager.config)).method == "hybrid"
 
 
-async def test_concurrent_query_embeddings_are_batched_into_fewer_calls(demo_kernel, hash_embedder):
+async def test_concurrent_query_embeddings_are_batched_into_fewer_calls(demo_kernel, hash_embedder, tmp_path):
     manager = await start(demo_kernel, hash_embedder)
-    alone = {q: (await manager.index.embed_queries([q]))[0] for q in QUERIES}
+    twin = await start(build_demo_kernel(str(tmp_path / "twin")), HashEmbedder())  # `manager` reuses no vector
+    alone = {q: (await twin.index.embed_queries([q]))[0] for q in QUERIES}
     calls = hash_embedder.calls
     queries = [QUERIES[i % len(QUERIES)] for i in range(60)]
     vectors = await asyncio.gather(*(manager.index.embed_queries([q]) for q in queries))
     assert hash_embedder.calls - calls < 10  # 60 requests, a handful of service calls
     assert all(np.allclose(v[0], alone[q]) for q, v in zip(queries, vectors, strict=True))
+
+
+async def test_the_requests_of_an_agent_loop_reuse_the_vector_of_their_turns_request(demo_kernel, hash_embedder):
+    manager = await start(demo_kernel, hash_embedder)
+    first = await manager.index.embed_queries(["add 2 and 3", "then save a note"])
+    calls, texts = hash_embedder.calls, hash_embedder.texts_embedded
+    again = await manager.index.embed_queries(["then save a note", "add 2 and 3", "a new question"])
+    assert hash_embedder.calls == calls + 1 and hash_embedder.texts_embedded == texts + 1  # only the new text
+    assert np.allclose(again[0], first[1]) and np.allclose(again[1], first[0])

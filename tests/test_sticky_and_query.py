@@ -5,7 +5,7 @@ from semantic_kernel.contents import ChatHistory, ChatMessageContent, FunctionCa
 from sk_toolfilter import ToolFilterConfig, create_tool_filter, wrap_chat_service
 from sk_toolfilter.measure.report import prefix_stable_share
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, tool_call_reply
-from sk_toolfilter.retrieval.text import split_query_parts
+from sk_toolfilter.retrieval.text import split_query_parts, split_request_clauses
 from sk_toolfilter.selection.query import build_query
 from sk_toolfilter.selection.sticky import StickyLists
 
@@ -108,6 +108,26 @@ def test_multi_part_requests_are_split_into_sentences():
         "Get the film details. After that, restore it; then email Bob. Price is 3.5 USD, e.g. cheap."
     ) == ["Get the film details.", "After that, restore it", "then email Bob.", "Price is 3.5 USD, e.g. cheap."]
     assert split_query_parts("Buy bread and butter") == ["Buy bread and butter"]
+
+
+def test_a_request_listing_actions_is_split_into_its_needs():
+    assert split_request_clauses("lock the doors, press the brake and start the engine") == [
+        "lock the doors",
+        "press the brake",
+        "start the engine",
+    ]
+    assert split_request_clauses("Go to the docs folder and then copy a.txt to b.txt. Show me b.txt") == [
+        "Go to the docs folder",
+        "copy a.txt to b.txt.",
+        "Show me b.txt",
+    ]
+    # A piece with fewer than two content words stays with its neighbour: lists of things, not of actions.
+    assert split_request_clauses("Buy bread and butter") == ["Buy bread and butter"]
+    assert split_request_clauses("Average 3, 5 and 10, then round it to an integer") == [
+        "Average 3, 5 and 10",
+        "round it to an integer",
+    ]
+    assert split_request_clauses("Hi, and thanks") == ["Hi, and thanks"]
 
 
 async def test_after_maximum_auto_invoke_attempts_the_last_request_has_no_tools(demo_kernel):

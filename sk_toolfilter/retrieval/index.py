@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,8 @@ logger = library_logger(__name__)
 
 # Texts longer than this are cut before embedding (models truncate anyway; APIs reject huge inputs).
 MAX_EMBED_CHARS = 4000
+# Query vectors remembered per index (a few MB): the requests of an agent loop repeat their turn's request.
+QUERY_VECTORS_KEPT = 1024
 
 
 class ToolIndex:
@@ -74,6 +77,8 @@ class ToolIndex:
         # Concurrent requests' query embeddings go out together (see sk_toolfilter.retrieval.batching); a hung
         # call is abandoned after the circuit's timeout so it cannot hold up the requests behind it.
         self._batcher = QueryBatcher(self._embed_batch)
+        # Every request of an agent loop ranks the same turn request again: its vector is reused.
+        self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
     @classmethod
     async def build(
@@ -216,12 +221,24 @@ class ToolIndex:
     async def embed_queries(self, queries: list[str]) -> np.ndarray:
         """Unit vectors of the queries, in one call, through the index's circuit breaker.
 
-        Raises EmbeddingServiceError on any failure, timeout, size mismatch, or while the circuit is open.
+        The last ``QUERY_VECTORS_KEPT`` query vectors are reused. Raises EmbeddingServiceError on any
+        failure, timeout, size mismatch, or while the circuit is open.
         """
         if not self.has_embeddings:
             raise EmbeddingServiceError("this index has no embedding service")
         self.circuit.check()
-        return await self._batcher.embed([q[:MAX_EMBED_CHARS] for q in queries])
+        texts = [q[:MAX_EMBED_CHARS] for q in queries]
+        known = self._query_vectors
+        vectors = {t: known[t] for t in texts if t in known}
+        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
+        if missing:
+            vectors.update(zip(missing, await self._batcher.embed(missing), strict=True))
+        for text, vector in vectors.items():
+            known[text] = vector
+            known.move_to_end(text)
+        while len(known) > QUERY_VECTORS_KEPT:
+            known.popitem(last=False)
+        return np.stack([vectors[t] for t in texts])
 
     async def _embed_batch(self, texts: list[str]) -> np.ndarray:
         """One service call for the queries of every request waiting in the batcher, through the

@@ -123,3 +123,30 @@ def split_query_parts(query: str) -> list[str]:
     """
     parts = [p.strip() for p in _PART_BOUNDARY.split(query)]
     return [p for p in parts if len(p) > 2]
+
+
+# Inside a sentence, a list of actions: "lock the doors, press the brake and start the engine".
+_CLAUSE_BOUNDARY = re.compile(
+    r"(,\s*(?:and\s+then\s+|and\s+|then\s+)?|\s+and\s+then\s+|\s+then\s+|\s+and\s+)", re.IGNORECASE
+)
+MIN_CLAUSE_WORDS = 2
+
+
+def split_request_clauses(request: str) -> list[str]:
+    """The needs of one request: its parts (:func:`split_query_parts`), and within each part the
+    actions of a list joined by commas, "and" or "then". A piece with fewer than
+    ``MIN_CLAUSE_WORDS`` content words stays with the piece before it: "buy bread and butter" is
+    one need, "average 3, 5 and 10, then round it" two."""
+    needs = []
+    for part in split_query_parts(request):
+        pieces = _CLAUSE_BOUNDARY.split(part)  # text, separator, text, ...
+        merged: list[str] = []
+        for position in range(0, len(pieces), 2):
+            text = pieces[position]
+            too_short = len(tokenize(text, stem=False)) < MIN_CLAUSE_WORDS
+            if merged and (too_short or len(tokenize(merged[-1], stem=False)) < MIN_CLAUSE_WORDS):
+                merged[-1] += pieces[position - 1] + text
+            else:
+                merged.append(text)
+        needs += [m.strip() for m in merged if m.strip()]
+    return needs

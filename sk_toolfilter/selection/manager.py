@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,7 +24,8 @@ from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
-from sk_toolfilter.retrieval.search import Ranking, rank_tools
+from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_tools
+from sk_toolfilter.retrieval.text import split_request_clauses
 from sk_toolfilter.selection.co_usage import CoUsage
 from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
 logger = library_logger(__name__)
 
 SettingsT = TypeVar("SettingsT", bound="PromptExecutionSettings")
+
+# Only a request's first characters are read for a list of actions (a pasted document is not one).
+MAX_LISTED_REQUEST_CHARS = 2000
 
 # A tool scoring below this fraction of the best match is not a discovery match.
 MIN_MATCH_SCORE = 0.3
@@ -384,7 +389,8 @@ class ToolFilterManager:
         decisions = apply_cutoff([t for t in ranking.tools if self._exists(t.full_name)], config)
         names = [d.full_name for d in decisions if d.kept]
         if turn is not None and config.agent_loop.enabled:
-            names, decisions = self._plan_agent_loop(turn, previous_turn, names, decisions, allowed)
+            needs = await self._rank_needs(turn.request, candidates)
+            names, decisions = self._plan_agent_loop(turn, previous_turn, names, decisions, allowed, needs)
 
         pins = [*extra_pins]
         pins += [(n, "pinned: always_include") for n in [*config.always_include, *self.policy.pinned()]]
@@ -402,6 +408,26 @@ class ToolFilterManager:
             decisions.append(ToolDecision(name, True, reason))
         return Selection(names, ranking, decisions)
 
+    async def _rank_needs(self, request: str, candidates: np.ndarray) -> list[tuple[str, str]]:
+        """(best tool, need) for each need of a request that lists several actions; [] otherwise.
+
+        The needs are ranked together (their query embeddings go out in one call)."""
+        if not self.config.agent_loop.split_request:
+            return []
+        needs = split_request_clauses(request[:MAX_LISTED_REQUEST_CHARS])[:MAX_QUERY_PARTS]
+        if len(needs) < 2:
+            return []
+        index = self._catalog.index
+        rankings = await asyncio.gather(
+            *(rank_tools(index, need, self.config, limit=1, allowed=candidates) for need in needs)
+        )
+        return [
+            (tool.full_name, need)
+            for need, ranking in zip(needs, rankings, strict=True)
+            for tool in ranking.tools
+            if self._exists(tool.full_name)
+        ]
+
     def _plan_agent_loop(
         self,
         turn: Turn,
@@ -409,10 +435,11 @@ class ToolFilterManager:
         ranked: list[str],
         decisions: list[ToolDecision],
         allowed: set[str] | None,
+        needs: Sequence[tuple[str, str]],
     ) -> tuple[list[str], list[ToolDecision]]:
         """Within ``max(top_k, agent_loop.max_tools)``: the turn's tools (latest first), the best
-        ranked, their companions from past turns, the rest of the ranking, then the previous turn's
-        tools."""
+        ranked, their companions from past turns, the best tool of each need the request lists, the
+        rest of the ranking, then the previous turn's tools."""
         loop, catalog = self.config.agent_loop, self._catalog
 
         def usable(name: str, pool: set[str]) -> bool:
@@ -435,6 +462,11 @@ class ToolFilterManager:
                         f"kept: used with {companion.anchor} in {companion.together} of "
                         f"{companion.anchor_turns} past turns"
                     )
+        need_tools = []
+        for name, need in needs:
+            if usable(name, catalog.searchable) and name not in reasons:
+                need_tools.append(name)
+                reasons[name] = f"kept: best match for {_quoted(need)}, one part of the request"
         earlier = []
         if loop.previous_turn_tools and previous is not None:
             for name in reversed(previous.calls):
@@ -442,7 +474,7 @@ class ToolFilterManager:
                     earlier.append(name)
                     reasons[name] = "kept: called in the previous turn (room left in the budget)"
         budget = max(self.config.top_k, loop.max_tools)
-        planned = list(dict.fromkeys([*turn_tools, *anchors, *companions, *ranked, *earlier]))
+        planned = list(dict.fromkeys([*turn_tools, *anchors, *companions, *need_tools, *ranked, *earlier]))
         chosen = planned[:budget]
         kept = set(chosen)
         by_name = {d.full_name: d for d in decisions}
@@ -514,3 +546,8 @@ class ToolFilterManager:
         else:
             selection = await self.select_for_history(query, allowed=allowed)
         return clone_with_functions(base_settings, selection.names)
+
+
+def _quoted(text: str, limit: int = 60) -> str:
+    """`text` in quotes, cut to `limit` characters."""
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
