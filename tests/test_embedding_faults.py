@@ -8,6 +8,7 @@ import time
 import httpx
 import pytest
 from semantic_kernel import Kernel
+from semantic_kernel.contents import ChatHistory
 from semantic_kernel.functions import kernel_function
 
 from sk_toolfilter import ToolFilterConfig, create_tool_filter
@@ -69,6 +70,20 @@ async def test_malformed_vectors_at_query_time_fall_back_to_bm25(tmp_path, hash_
     ranking = await rank_tools(manager.index, "send an email to bob", manager.config)
     assert ranking.method == "bm25" and ranking.fallback_reason
     assert ranking.tools[0].full_name == "Messaging-send_email"
+
+
+async def test_a_request_listing_actions_costs_one_embedding_call_and_falls_back_whole(tmp_path, hash_embedder):
+    manager = await start(build_demo_kernel(str(tmp_path)), hash_embedder, timeout_seconds=0.3)
+    for mode in ("ok", "hang"):
+        history = ChatHistory()
+        history.add_user_message(f"Send an email to bob, add 2 and 3, then tell me the time in Tokyo ({mode})")
+        hash_embedder.set_mode(mode)
+        calls = hash_embedder.calls
+        selection = await manager.select_for_history(history)
+        assert hash_embedder.calls == calls + 1  # the request and its three actions in one call (one timeout)
+        parts = [d.reason for d in selection.decisions if d.kept and "one part of the request" in d.reason]
+        assert parts, mode
+        assert (selection.ranking.method == "bm25") == (mode == "hang")
 
 
 # --- lone surrogates ----------------------------------------------------------------------------

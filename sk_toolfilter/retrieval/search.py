@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,6 +61,7 @@ async def rank_tools(
     *,
     limit: int | None = None,
     allowed: Collection[str] | np.ndarray | None = None,
+    prefetch: Sequence[str] = (),
 ) -> Ranking:
     """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools.
 
@@ -69,7 +70,8 @@ async def rank_tools(
     (``config.min_query_parts`` sentences or more) is also ranked part by part, and the rankings
     are interleaved, so each part's best tool is near the top.
 
-    Without embeddings, or when embedding the query fails, semantic and hybrid fall back to BM25
+    `prefetch`: texts to embed in the same service call, for rankings that follow (the index
+    reuses their vectors). Without embeddings, or when embedding the query fails, semantic and hybrid fall back to BM25
     (``Ranking.fallback_reason`` says why; the index's circuit breaker logs one warning per incident).
     """
     requested: SearchMethod = config.search_method
@@ -92,7 +94,7 @@ async def rank_tools(
             fallback_reason = "the index has no embedding service"
         else:
             try:
-                vectors = await index.embed_queries(texts)
+                vectors = await index.embed_queries([*texts, *prefetch])
             except EmbeddingServiceError as exc:
                 # The circuit breaker logs one warning per incident; per request only at debug level.
                 fallback_reason = f"query embedding failed ({exc})"

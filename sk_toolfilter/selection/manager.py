@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -384,13 +383,21 @@ class ToolFilterManager:
         candidates = catalog.searchable_mask
         if allowed is not None:
             candidates = candidates & catalog.index.mask_of(allowed)
-        ranking = await rank_tools(catalog.index, query, config, limit=max(config.top_k * 4, 20), allowed=candidates)
+        loop_turn = turn if turn is not None and config.agent_loop.enabled else None
+        needs = self._needs(loop_turn.request) if loop_turn is not None else []
+        ranking = await rank_tools(
+            catalog.index, query, config, limit=max(config.top_k * 4, 20), allowed=candidates, prefetch=needs
+        )
         # Functions removed while this (older) index was in use are dropped before the cut, not after it.
         decisions = apply_cutoff([t for t in ranking.tools if self._exists(t.full_name)], config)
         names = [d.full_name for d in decisions if d.kept]
-        if turn is not None and config.agent_loop.enabled:
-            needs = await self._rank_needs(turn.request, candidates)
-            names, decisions = self._plan_agent_loop(turn, previous_turn, names, decisions, allowed, needs)
+        if loop_turn is not None:
+            # The needs were embedded with the query; when that failed, they are ranked with BM25 too.
+            need_config = config
+            if ranking.fallback_reason is not None:
+                need_config = config.model_copy(update={"search_method": "bm25"})
+            best = await self._best_per_need(needs, candidates, need_config)
+            names, decisions = self._plan_agent_loop(loop_turn, previous_turn, names, decisions, allowed, best)
 
         pins = [*extra_pins]
         pins += [(n, "pinned: always_include") for n in [*config.always_include, *self.policy.pinned()]]
@@ -408,25 +415,22 @@ class ToolFilterManager:
             decisions.append(ToolDecision(name, True, reason))
         return Selection(names, ranking, decisions)
 
-    async def _rank_needs(self, request: str, candidates: np.ndarray) -> list[tuple[str, str]]:
-        """(best tool, need) for each need of a request that lists several actions; [] otherwise.
-
-        The needs are ranked together (their query embeddings go out in one call)."""
+    def _needs(self, request: str) -> list[str]:
+        """The actions a request lists (``agent_loop.split_request``); [] when it asks for one thing."""
         if not self.config.agent_loop.split_request:
             return []
         needs = split_request_clauses(request[:MAX_LISTED_REQUEST_CHARS])[:MAX_QUERY_PARTS]
-        if len(needs) < 2:
-            return []
-        index = self._catalog.index
-        rankings = await asyncio.gather(
-            *(rank_tools(index, need, self.config, limit=1, allowed=candidates) for need in needs)
-        )
-        return [
-            (tool.full_name, need)
-            for need, ranking in zip(needs, rankings, strict=True)
-            for tool in ranking.tools
-            if self._exists(tool.full_name)
-        ]
+        return needs if len(needs) > 1 else []
+
+    async def _best_per_need(
+        self, needs: Sequence[str], candidates: np.ndarray, config: ToolFilterConfig
+    ) -> list[tuple[str, str]]:
+        """(best tool, need) for each need."""
+        index, found = self._catalog.index, []
+        for need in needs:
+            ranking = await rank_tools(index, need, config, limit=1, allowed=candidates)
+            found += [(t.full_name, need) for t in ranking.tools if self._exists(t.full_name)]
+        return found
 
     def _plan_agent_loop(
         self,
