@@ -154,8 +154,15 @@ class AgentLoopConfig(StrictConfig):
     co_usage_min_share: float = Field(
         default=0.3, gt=0.0, le=1.0, description="A companion was used in at least this share of its anchor's turns."
     )
-    co_usage_min_turns: int = Field(default=2, ge=1, description="... and in at least this many turns.")
+    co_usage_min_turns: int = Field(
+        default=1, ge=1, description="... and in at least this many turns (1: learn from the first turns on)."
+    )
     co_usage_anchors: int = Field(default=3, ge=0, le=20, description="Best-ranked tools whose companions count.")
+    co_usage_file: str | None = Field(
+        default=None,
+        description="JSON file that keeps what co_usage learned across restarts (tool names and a fingerprint "
+        "per turn, no conversation text). '~' is expanded; in an agent file a relative path is relative to the file.",
+    )
     max_tools: int = Field(default=6, ge=1, le=128, description="Selected tools per request (with top_k: the larger).")
 
 

@@ -97,7 +97,7 @@ async def test_each_request_of_a_three_step_turn_offers_the_tool_called_next(loo
     assert len(transport.tool_names(3)) <= 8
 
 
-async def test_a_request_listing_actions_of_three_plugins_keeps_each_actions_tool_until_it_is_called(loop_kernel, caplog):
+async def test_a_request_listing_three_actions_keeps_each_actions_tool_until_it_is_called(loop_kernel, caplog):
     # A fresh filter (nothing learned from past turns): only the request itself can carry the three needs.
     steps = [
         ("Shipping-create_label", {"address": "1 Main St"}),
@@ -117,7 +117,7 @@ async def test_a_request_listing_actions_of_three_plugins_keeps_each_actions_too
     with caplog.at_level(logging.INFO):
         await service.get_chat_message_contents(history, settings(), kernel=loop_kernel)
 
-    for number, (name, _) in enumerate(steps):
+    for number in range(len(steps)):
         offered = transport.tool_names(number)
         assert all(later in offered for later, _ in steps[number:]), f"request {number}: {offered}"
     assert not any("did not run" in r.getMessage() for r in caplog.records)
@@ -193,3 +193,69 @@ async def test_concurrent_conversations_with_the_same_opening_keep_separate_stic
     assert not any(name.startswith("Calendar-") for name in shipping[2])
     assert "Calendar-list_events" in calendar[2]
     assert not any(name.startswith("Shipping-") for name in calendar[2])
+
+
+def completed_turns(*turns: tuple[str, list[str]]) -> ChatHistory:
+    """A history of answered turns: each request, its tool calls with results, then a text answer."""
+    from semantic_kernel.contents import AuthorRole, ChatMessageContent, FunctionCallContent, FunctionResultContent
+
+    history = ChatHistory()
+    for number, (request, calls) in enumerate(turns):
+        history.add_user_message(request)
+        for position, name in enumerate(calls):
+            call_id = f"call_{number}_{position}"
+            history.add_message(
+                ChatMessageContent(role=AuthorRole.ASSISTANT, items=[FunctionCallContent(id=call_id, name=name)])
+            )
+            result = FunctionResultContent(id=call_id, name=name, result="ok")
+            history.add_message(ChatMessageContent(role=AuthorRole.TOOL, items=[result]))
+        history.add_assistant_message("Done.")
+    return history
+
+
+async def test_what_co_usage_learned_survives_a_restart_through_its_file(loop_kernel, tmp_path):
+    path = tmp_path / "learned" / "co_usage.json"
+    config = ToolFilterConfig(agent_loop={"co_usage_file": str(path)})
+    first = await create_tool_filter(loop_kernel, config)
+    pair = ["Shipping-track_package", "Calendar-list_events"]
+    history = completed_turns(
+        ("where is parcel 1Z1 and what is on Friday, my dentist day?", pair),
+        ("parcel 2Z2 and Monday's events please", pair),
+    )
+    history.add_user_message("track parcel 3Z3")
+    await first.select_for_history(history)  # learns the two answered turns
+    await first.aclose()
+    saved = path.read_text(encoding="utf-8")
+    assert "Calendar-list_events" in saved and "dentist" not in saved and "1Z1" not in saved
+
+    restarted = await create_tool_filter(loop_kernel, config)  # a new process: nothing seen yet
+    fresh = ChatHistory()
+    fresh.add_user_message("track parcel 4Z4")
+    selection = await restarted.select_for_history(fresh)
+    reasons = {d.full_name: d.reason for d in selection.decisions if d.kept}
+    assert reasons["Calendar-list_events"] == "kept: used with Shipping-track_package in 2 of 2 past turns"
+
+
+async def test_a_damaged_co_usage_file_starts_empty_with_one_warning_and_is_replaced(loop_kernel, tmp_path, caplog):
+    path = tmp_path / "co_usage.json"
+    path.write_text('{"format": 1, "turns": [["x", ', encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        manager = await create_tool_filter(loop_kernel, ToolFilterConfig(agent_loop={"co_usage_file": str(path)}))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and f"cannot read co-usage file {path}" in warnings[0]
+    assert len(manager.co_usage) == 0
+    history = completed_turns(("track parcel 1Z1", ["Shipping-track_package"]))
+    history.add_user_message("and 2Z2?")
+    await manager.select_for_history(history)
+    await manager.aclose()
+    assert '"Shipping-track_package"' in path.read_text(encoding="utf-8")
+
+
+def test_a_relative_co_usage_file_in_an_agent_file_is_relative_to_the_file(tmp_path):
+    from sk_toolfilter.agents.agent_file import parse_agent
+
+    spec = parse_agent(
+        {"name": "a", "tools": [], "tool_filtering": {"agent_loop": {"co_usage_file": "state/co.json"}}},
+        base_dir=tmp_path,
+    )
+    assert spec.tool_filtering.agent_loop.co_usage_file == str(tmp_path / "state" / "co.json")

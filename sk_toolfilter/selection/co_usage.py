@@ -5,19 +5,32 @@ and the doors locked first, moving a file needs a change of directory. Those pai
 turns. Every completed turn (a user request and the functions called for it) counts once — turns
 are recognised by content, so a conversation seen again on every request of its agent loop, or
 twice by two replicas of a step, adds nothing new. Memory is bounded (``max_turns`` remembered).
+
+With ``agent_loop.co_usage_file`` what was learned survives a restart (:class:`CoUsageFile`): the
+file holds tool names and one fingerprint per turn, never conversation text.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
+import os
+import tempfile
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.selection.turns import Turn
 
+logger = library_logger(__name__)
+
 MAX_TOOLS_PER_TURN = 12  # a turn of many calls (a bulk delete) says little about pairs
+FILE_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,23 @@ class CoUsage:
                     self._count(old, -1)
         return added
 
+    def turns(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The remembered turns as (fingerprint, calls), oldest first."""
+        with self._lock:
+            return list(self._seen.items())
+
+    def restore(self, turns: Iterable[tuple[str, Sequence[str]]]) -> None:
+        """Add turns saved by :meth:`turns` (fingerprints already known are skipped)."""
+        with self._lock:
+            for key, calls in turns:
+                if key in self._seen:
+                    continue
+                self._seen[key] = tuple(calls[:MAX_TOOLS_PER_TURN])
+                self._count(self._seen[key], +1)
+                while len(self._seen) > self.max_turns:
+                    _, old = self._seen.popitem(last=False)
+                    self._count(old, -1)
+
     def _count(self, calls: Sequence[str], sign: int) -> None:
         for name in calls:
             self._turns[name] += sign
@@ -91,3 +121,83 @@ class CoUsage:
                     if name not in found or companion.share > found[name].share:
                         found[name] = companion
         return sorted(found.values(), key=lambda c: (-c.share, -c.together, c.name))
+
+
+class CoUsageFile:
+    """Keeps a :class:`CoUsage` in a JSON file: read at start, written (atomically, off the event
+    loop) at most every `every_seconds` after it learned something, and on :meth:`flush`.
+
+    A missing file starts empty; an unreadable or damaged one too, with one warning (it is replaced
+    at the next write). A file that cannot be written gives one warning; learning goes on in memory.
+    """
+
+    def __init__(self, path: str | Path, every_seconds: float = 30.0) -> None:
+        self.path = Path(path).expanduser()
+        self.every_seconds = every_seconds
+        self._dirty = False
+        self._last_write = time.monotonic()
+        self._writing: asyncio.Future[None] | None = None
+        self._warned = False
+
+    def load_into(self, co_usage: CoUsage) -> int:
+        """Restore the saved turns into `co_usage`; returns how many were read."""
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            if not isinstance(raw, dict) or raw.get("format") != FILE_FORMAT:
+                raise ValueError(f"not a co-usage file of format {FILE_FORMAT}")
+            turns = [(str(key), [str(c) for c in calls]) for key, calls in raw["turns"]]
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc) or type(exc).__name__
+            logger.warning(
+                "sk-toolfilter: cannot read co-usage file %s (%s); starting with nothing learned "
+                "(the file is replaced at the next write)",
+                self.path,
+                reason,
+            )
+            return 0
+        co_usage.restore(turns)
+        return len(turns)
+
+    def changed(self, co_usage: CoUsage) -> None:
+        """`co_usage` learned something: write it when `every_seconds` passed since the last write."""
+        self._dirty = True
+        if time.monotonic() - self._last_write < self.every_seconds:
+            return
+        if self._writing is not None and not self._writing.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush(co_usage)
+            return
+        self._dirty, self._last_write = False, time.monotonic()
+        self._writing = loop.run_in_executor(None, self._write, co_usage.turns())
+
+    def flush(self, co_usage: CoUsage) -> None:
+        """Write now if anything was learned since the last write."""
+        if self._dirty:
+            self._dirty, self._last_write = False, time.monotonic()
+            self._write(co_usage.turns())
+
+    def _write(self, turns: list[tuple[str, tuple[str, ...]]]) -> None:
+        document = {"format": FILE_FORMAT, "turns": [[key, list(calls)] for key, calls in turns]}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(document, f, separators=(",", ":"))
+                os.replace(tmp, self.path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        except OSError as exc:
+            if not self._warned:
+                self._warned = True
+                logger.warning(
+                    "sk-toolfilter: cannot write co-usage file %s (%s); what is learned stays in memory only",
+                    self.path,
+                    exc.strerror or exc,
+                )

@@ -25,7 +25,7 @@ from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_tools
 from sk_toolfilter.retrieval.text import split_request_clauses
-from sk_toolfilter.selection.co_usage import CoUsage
+from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
 from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
 from sk_toolfilter.selection.turns import Turn, split_turns
@@ -106,6 +106,10 @@ class ToolFilterManager:
         self.config = resolve_bare_names(config or ToolFilterConfig(), index.names)
         self.usage = usage or UsageTracker()
         self.co_usage = CoUsage()
+        self._co_usage_file: CoUsageFile | None = None
+        if self.config.agent_loop.co_usage_file:
+            self._co_usage_file = CoUsageFile(self.config.agent_loop.co_usage_file)
+            self._co_usage_file.load_into(self.co_usage)
         self.policy = ToolPolicy(self.config)
         for position, name in enumerate(self.config.always_include):
             if self.policy.is_hidden(name):
@@ -236,7 +240,10 @@ class ToolFilterManager:
         return self._store
 
     async def aclose(self) -> None:
-        """Release the shared store's connections (selections keep working from memory)."""
+        """Write what co-usage learned (``agent_loop.co_usage_file``) and release the shared store's
+        connections (selections keep working from memory)."""
+        if self._co_usage_file is not None:
+            self._co_usage_file.flush(self.co_usage)
         if self._store is not None:
             await self._store.aclose()
 
@@ -514,8 +521,10 @@ class ToolFilterManager:
         """Select for the next request of a conversation: query from the history, plus the tools
         its registered conversation-pin sources keep on offer (see :meth:`set_conversation_pins`)."""
         completed, turn = split_turns(history)
-        if self.config.agent_loop.enabled and self.config.agent_loop.co_usage:
-            self.co_usage.learn(completed)
+        loop = self.config.agent_loop
+        learned = loop.enabled and loop.co_usage and self.co_usage.learn(completed) > 0
+        if learned and self._co_usage_file is not None:
+            self._co_usage_file.changed(self.co_usage)
         query = build_query(history, strategy or self.config.query_strategy)
         pins = [pin for source in list(self._conversation_pins.values()) for pin in source(history)]
         previous = completed[-1] if completed else None
