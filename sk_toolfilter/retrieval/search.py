@@ -71,8 +71,9 @@ async def rank_tools(
     are interleaved, so each part's best tool is near the top.
 
     `prefetch`: texts to embed in the same service call, for rankings that follow (the index
-    reuses their vectors). Without embeddings, or when embedding the query fails, semantic and hybrid fall back to BM25
-    (``Ranking.fallback_reason`` says why; the index's circuit breaker logs one warning per incident).
+    reuses their vectors). Without embeddings, or when embedding the query fails, semantic and
+    hybrid fall back to BM25 (``Ranking.fallback_reason`` says why; the index's circuit breaker
+    logs one warning per incident).
     """
     requested: SearchMethod = config.search_method
     query = (query or "")[:MAX_QUERY_CHARS]

@@ -138,6 +138,9 @@ class CoUsageFile:
         self._last_write = time.monotonic()
         self._writing: asyncio.Future[None] | None = None
         self._warned = False
+        self._snapshots = 0  # numbered, so a slow background write never replaces a newer file
+        self._written = 0
+        self._write_lock = threading.Lock()
 
     def load_into(self, co_usage: CoUsage) -> int:
         """Restore the saved turns into `co_usage`; returns how many were read."""
@@ -172,16 +175,25 @@ class CoUsageFile:
         except RuntimeError:
             self.flush(co_usage)
             return
-        self._dirty, self._last_write = False, time.monotonic()
-        self._writing = loop.run_in_executor(None, self._write, co_usage.turns())
+        self._writing = loop.run_in_executor(None, self._write, *self._snapshot(co_usage))
 
     def flush(self, co_usage: CoUsage) -> None:
         """Write now if anything was learned since the last write."""
         if self._dirty:
-            self._dirty, self._last_write = False, time.monotonic()
-            self._write(co_usage.turns())
+            self._write(*self._snapshot(co_usage))
 
-    def _write(self, turns: list[tuple[str, tuple[str, ...]]]) -> None:
+    def _snapshot(self, co_usage: CoUsage) -> tuple[int, list[tuple[str, tuple[str, ...]]]]:
+        self._dirty, self._last_write = False, time.monotonic()
+        self._snapshots += 1
+        return self._snapshots, co_usage.turns()
+
+    def _write(self, number: int, turns: list[tuple[str, tuple[str, ...]]]) -> None:
+        with self._write_lock:
+            if number > self._written:
+                self._written = number
+                self._write_file(turns)
+
+    def _write_file(self, turns: list[tuple[str, tuple[str, ...]]]) -> None:
         document = {"format": FILE_FORMAT, "turns": [[key, list(calls)] for key, calls in turns]}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
