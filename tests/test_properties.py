@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sk_toolfilter import ConfigError, ToolFilterConfig, ToolFilterManager, ToolIndex
 from sk_toolfilter.agents.agent_file import parse_agent
 from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
-from sk_toolfilter.retrieval.text import tokenize
+from sk_toolfilter.retrieval.text import split_request_clauses, tokenize
 from tests.conftest import HashEmbedder
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -55,6 +55,22 @@ def test_any_query_on_any_catalog_returns_real_names(catalog, query):
 
 
 @SETTINGS
+@given(
+    request=st.lists(
+        st.one_of(texts, st.sampled_from([", ", " and ", ", then ", " then ", ". ", "; ", "\n", "lock the doors"])),
+        max_size=12,
+    ).map("".join)
+)
+def test_the_needs_of_any_request_are_non_empty_pieces_of_it_in_order(request):
+    needs = split_request_clauses(request)
+    position = 0
+    for need in needs:
+        assert need and need == need.strip()
+        found = request.find(need, position)
+        assert found >= 0, (request, need)
+        position = found + len(need)
+
+
 @given(text=st.text(max_size=500))
 def test_tokenizer_never_fails_and_yields_lowercase_tokens(text):
     tokens = tokenize(text)
