@@ -266,7 +266,7 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
             f"{source}:\n" + describe_validation_error(exc, "", union_tags=("plugin", "mcp", "catalog", "vectorstore"))
         ) from None
     _remember_secrets(spec)
-    _resolve_cache_dir(spec)
+    _resolve_paths(spec)
     return spec
 
 
@@ -281,7 +281,7 @@ def _remember_connection_secret(connection: str) -> None:
         remember_secret(secret)
 
 
-def _resolve_cache_dir(spec: AgentSpec) -> None:
+def _resolve_paths(spec: AgentSpec) -> None:
     """``embedding.cache_dir`` and ``agent_loop.co_usage_file``: ``~`` expanded, relative paths taken
     from the agent file's folder."""
     embedding = spec.tool_filtering.embedding

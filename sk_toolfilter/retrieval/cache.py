@@ -14,9 +14,9 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
@@ -26,6 +26,21 @@ from sk_toolfilter.redaction import library_logger
 logger = library_logger(__name__)
 
 FORMAT_VERSION = 1
+
+
+def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write `path` through a temporary file beside it that replaces it once complete and synced:
+    readers see the old file or the new one, never a half-written one. Raises OSError."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def default_cache_dir() -> Path:
@@ -123,16 +138,9 @@ class EmbeddingCache:
                         entries = dict(list(entries.items())[-self.max_entries :])
                     keys = np.array(list(entries), dtype="U64")
                     matrix = np.stack(list(entries.values())).astype(np.float32)
-                    fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
-                    try:
-                        with os.fdopen(fd, "wb") as f:
-                            np.savez(f, version=np.array(FORMAT_VERSION), keys=keys, vectors=matrix)
-                            f.flush()
-                            os.fsync(f.fileno())
-                        os.replace(tmp, path)
-                    finally:
-                        if os.path.exists(tmp):
-                            os.unlink(tmp)
+                    write_atomically(
+                        path, lambda f: np.savez(f, version=np.array(FORMAT_VERSION), keys=keys, vectors=matrix)
+                    )
                     self._memory[model_id] = entries
             except OSError as exc:
                 reason = exc.strerror or str(exc)

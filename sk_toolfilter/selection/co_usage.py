@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
-import tempfile
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -25,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.retrieval.cache import write_atomically
 from sk_toolfilter.selection.turns import Turn
 
 logger = library_logger(__name__)
@@ -72,12 +71,8 @@ class CoUsage:
                 if key in self._seen:
                     self._seen.move_to_end(key)
                     continue
-                self._seen[key] = calls
-                self._count(calls, +1)
+                self._add(key, calls)
                 added += 1
-                while len(self._seen) > self.max_turns:
-                    _, old = self._seen.popitem(last=False)
-                    self._count(old, -1)
         return added
 
     def turns(self) -> list[tuple[str, tuple[str, ...]]]:
@@ -89,13 +84,16 @@ class CoUsage:
         """Add turns saved by :meth:`turns` (fingerprints already known are skipped)."""
         with self._lock:
             for key, calls in turns:
-                if key in self._seen:
-                    continue
-                self._seen[key] = tuple(calls[:MAX_TOOLS_PER_TURN])
-                self._count(self._seen[key], +1)
-                while len(self._seen) > self.max_turns:
-                    _, old = self._seen.popitem(last=False)
-                    self._count(old, -1)
+                if key not in self._seen:
+                    self._add(key, tuple(calls[:MAX_TOOLS_PER_TURN]))
+
+    def _add(self, key: str, calls: tuple[str, ...]) -> None:
+        """Remember a new turn and count its pairs; the oldest turns leave beyond ``max_turns``."""
+        self._seen[key] = calls
+        self._count(calls, +1)
+        while len(self._seen) > self.max_turns:
+            _, old = self._seen.popitem(last=False)
+            self._count(old, -1)
 
     def _count(self, calls: Sequence[str], sign: int) -> None:
         for name in calls:
@@ -195,16 +193,10 @@ class CoUsageFile:
 
     def _write_file(self, turns: list[tuple[str, tuple[str, ...]]]) -> None:
         document = {"format": FILE_FORMAT, "turns": [[key, list(calls)] for key, calls in turns]}
+        text = json.dumps(document, separators=(",", ":")).encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(document, f, separators=(",", ":"))
-                os.replace(tmp, self.path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            write_atomically(self.path, lambda f: f.write(text))
         except OSError as exc:
             if not self._warned:
                 self._warned = True
