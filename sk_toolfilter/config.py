@@ -56,13 +56,18 @@ def _holds_bool(value: Any) -> bool:
 class EmbeddingConfig(StrictConfig):
     """Which embedding service turns tool descriptions and queries into vectors.
 
-    ``provider``: ``local`` (the bundled offline all-MiniLM-L6-v2 ONNX model), ``openai``,
+    ``provider``: ``local`` (a bundled offline ONNX model: ``model`` names it, default the
+    tool-retrieval model ``minilm-l6-tools-v1``; ``all-MiniLM-L6-v2-int8`` is the general one), ``openai``,
     ``azure_openai`` or ``none`` (BM25 only). Left unset, it is ``openai`` when an ``api_key``
     is configured and ``local`` otherwise.
     """
 
     provider: Literal["local", "openai", "azure_openai", "none"] | None = None
-    model: str | None = Field(default=None, description="Model or deployment name.")
+    model: str | None = Field(
+        default=None,
+        description="Model or deployment name. Local: minilm-l6-tools-v1 (default), all-MiniLM-L6-v2-int8, or a "
+        "folder with a model.json (a model built with training/).",
+    )
     api_key: SecretStr | None = None
     base_url: str | None = Field(default=None, description="OpenAI-compatible server URL.")
     endpoint: str | None = Field(default=None, description="Azure OpenAI endpoint.")
@@ -80,6 +85,12 @@ class EmbeddingConfig(StrictConfig):
         gt=0,
         description="Query-embedding timeout; then BM25. At build time a call of n texts may take "
         "timeout_seconds x ceil(n / 8).",
+    )
+    on_failure: Literal["error", "bm25"] = Field(
+        default="error",
+        description="When the service fails while the catalog is first indexed (a damaged local model file, an "
+        "unreachable API): 'error' stops with EmbeddingServiceError; 'bm25' logs one warning, ranks with BM25 and "
+        "embeds the tools once the service answers (after cooldown_seconds).",
     )
     failure_threshold: int = Field(default=3, ge=1, description="Consecutive failures that open the circuit.")
     cooldown_seconds: float = Field(default=30.0, ge=0, description="How long an open circuit skips the service.")

@@ -172,6 +172,12 @@ class CachedEmbeddings(EmbeddingGeneratorBase):
                 found[i] = fresh[row]
         return np.stack(found) if found else np.zeros((0, 0), dtype=np.float32)
 
+    @property
+    def query_encoder(self) -> CachedEmbeddings | None:
+        """The inner service's request encoder behind the same cache (keyed by its own model id)."""
+        inner = getattr(self.inner, "query_encoder", None)
+        return None if inner is None else cached(inner, self.cache)
+
 
 def cached(service: EmbeddingGeneratorBase, cache: EmbeddingCache) -> CachedEmbeddings:
     """`service` behind `cache`, keeping the service's model id (so cache keys stay the same)."""

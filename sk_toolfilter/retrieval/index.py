@@ -16,7 +16,7 @@ from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.batching import QueryBatcher
 from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.cache import EmbeddingCache
-from sk_toolfilter.retrieval.embeddings import catalog_call_timeout, embed_texts, embedding_model_id
+from sk_toolfilter.retrieval.embeddings import catalog_call_timeout, embed_texts, embedding_model_id, query_encoder
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.names import NameMatcher
@@ -248,8 +248,10 @@ class ToolIndex:
             raise EmbeddingServiceError("this index has no embedding service")
         dims = vectors.shape[1]
 
+        encoder = query_encoder(service)  # an asymmetric model embeds requests with its own encoder
+
         async def call(timeout: float) -> np.ndarray:
-            vectors = await embed_texts(service, texts, timeout=timeout)
+            vectors = await embed_texts(encoder, texts, timeout=timeout)
             if vectors.shape[1] != dims:
                 raise EmbeddingServiceError(
                     f"query embedding has {vectors.shape[1]} dimensions, tool embeddings have {dims}: "

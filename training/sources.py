@@ -1,0 +1,70 @@
+"""Every source the retrieval model is trained on: where it comes from, its licence, how it is used.
+
+Only these are read. From the four retrieval benchmarks only the dev halves bundled with the
+steering repository (``../shared/benchmarks``) are used — never files from the benchmarks' own
+repositories, which hold the held-out halves — and nothing from any of ToolRet's evaluation tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks"
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    repository: str
+    commit: str
+    licence: str
+    use: str
+
+    def folder(self, root: Path = BENCHMARKS) -> Path:
+        return root / self.name
+
+
+# The dev halves as converted in the steering repository (their README.md files give the source
+# repository and commit); the held-out halves of the same catalogs are what the product is measured on.
+SOURCES: tuple[Source, ...] = (
+    Source(
+        "metatool",
+        "https://github.com/HowieHwong/MetaTool",
+        "35e81bb7576826e980c80fed8f8c0a2b4a1e6fbb",
+        "MIT",
+        "dev queries -> gold tools; tool texts -> pseudo-queries",
+    ),
+    Source(
+        "bfcl",
+        "https://github.com/ShishirPatil/gorilla (BFCL v4 single-turn)",
+        "6ea57973c7a6097fd7c5915698c54c17c5b1b6c8",
+        "Apache-2.0",
+        "dev queries -> gold tools; tool texts -> pseudo-queries",
+    ),
+    Source(
+        "seal_tools",
+        "https://github.com/fairyshine/Seal-Tools",
+        "ce753ecd60ed08dd376984035de531ab8421f1c6",
+        "Apache-2.0",
+        "dev queries -> gold tools; tool texts -> pseudo-queries",
+    ),
+    Source(
+        "livemcpbench",
+        "https://github.com/icip-cas/LiveMCPBench",
+        "a928e57d1ee7a25579b9a7036030faffff72d15b",
+        "Apache-2.0",
+        "dev queries -> gold tools; tool texts -> pseudo-queries",
+    ),
+    Source(
+        "bfcl_multiturn",
+        "https://github.com/ShishirPatil/gorilla (BFCL v4 multi-turn)",
+        "6ea57973c7a6097fd7c5915698c54c17c5b1b6c8",
+        "Apache-2.0",
+        "each turn's user request -> the tools its steps call; tool texts -> pseudo-queries",
+    ),
+)
+
+BY_NAME = {s.name: s for s in SOURCES}
+# The datasets a leave-one-dataset-out run can hold out (bfcl_multiturn is measured by the loop benchmark).
+RETRIEVAL_SETS = ("metatool", "bfcl", "seal_tools", "livemcpbench")
