@@ -71,6 +71,8 @@ class HashEmbedder(EmbeddingGeneratorBase):
             return [[1.0] * (self.dims - 1) + [[1.0, 2.0]] for _ in texts]  # a row with a list inside
         if self._mode == "strings":
             return [["x"] * self.dims for _ in texts]
+        if self._mode == "generator_exit":
+            raise GeneratorExit("a BaseException that is not Exception")
         if self._mode == "raise":
             raise RuntimeError("service unavailable")
         if self._mode == "ratelimit":

@@ -165,3 +165,42 @@ async def test_embedding_dimensions_are_sent_to_the_service_and_checked():
     index = await ToolIndex.build_from_kernel(kernel, service)
     assert bodies[0]["dimensions"] == 256 and index.embeddings.shape == (1, 256)
     assert service.ai_model_id == "text-embedding-3-small@256"  # the cache key names the size
+
+
+# --- exceptions that are not Exception ---------------------------------------------------------------
+async def test_a_service_raising_a_base_exception_is_contained_at_build_and_at_query_time(tmp_path, hash_embedder):
+    hash_embedder.set_mode("generator_exit")
+    with pytest.raises(EmbeddingServiceError, match="GeneratorExit"):
+        await start(build_demo_kernel(str(tmp_path)), hash_embedder)
+    hash_embedder.set_mode("ok")
+    manager = await start(build_demo_kernel(str(tmp_path)), hash_embedder)
+    hash_embedder.set_mode("generator_exit")
+    ranking = (await manager.select("send an email to bob")).ranking
+    assert ranking.method == "bm25" and "GeneratorExit" in (ranking.fallback_reason or "")
+    assert "Messaging-send_email" in [t.full_name for t in ranking.tools][:3]
+
+
+async def test_keyboard_interrupt_from_a_service_is_never_contained(hash_embedder):
+    class Interrupting(type(hash_embedder)):
+        async def generate_embeddings(self, texts, settings=None, **kwargs):
+            raise KeyboardInterrupt
+
+    from sk_toolfilter.retrieval.embeddings import embed_texts
+
+    with pytest.raises(KeyboardInterrupt):
+        await embed_texts(Interrupting(), ["hello"])
+
+
+async def test_on_failure_bm25_starts_with_one_warning_and_embeds_once_the_service_answers(
+    tmp_path, hash_embedder, caplog
+):
+    hash_embedder.set_mode("raise")
+    with caplog.at_level(logging.WARNING, logger="sk_toolfilter"):
+        manager = await start(build_demo_kernel(str(tmp_path)), hash_embedder, on_failure="bm25", cooldown_seconds=0)
+    warnings = [r for r in caplog.records if "embedding.on_failure: bm25" in r.getMessage()]
+    assert len(warnings) == 1
+    assert manager.index.missing_vectors == len(manager.index)
+    assert "Messaging-send_email" in (await manager.filter_tools("send an email to bob"))
+    hash_embedder.set_mode("ok")
+    await manager.filter_tools("add 2 and 3")  # the next selection after the cooldown embeds the catalog
+    assert manager.index.missing_vectors == 0

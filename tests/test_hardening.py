@@ -207,3 +207,26 @@ async def test_the_requests_of_an_agent_loop_reuse_the_vector_of_their_turns_req
     again = await manager.index.embed_queries(["then save a note", "add 2 and 3", "a new question"])
     assert hash_embedder.calls == calls + 1 and hash_embedder.texts_embedded == texts + 1  # only the new text
     assert np.allclose(again[0], first[1]) and np.allclose(again[1], first[0])
+
+
+# --- text that cannot be encoded ----------------------------------------------------------------
+class SurrogatePlugin:
+    @kernel_function(description="Archive old \ud800 invoices into cold storage.")
+    def archive_invoices(self, older_than_days: int) -> str:
+        return str(older_than_days)
+
+
+async def test_a_lone_surrogate_in_a_tool_text_never_breaks_indexing_or_selection(tmp_path, monkeypatch):
+    """At start (default configuration: local model, disk cache) and for a plugin added at run time."""
+    monkeypatch.setenv("SK_TOOLFILTER_CACHE", str(tmp_path / "cache"))
+    kernel = build_demo_kernel(str(tmp_path / "sandbox"))
+    kernel.add_plugin(SurrogatePlugin(), "Archive")
+    manager = await create_tool_filter(kernel, ToolFilterConfig())
+    assert "Archive-archive_invoices" in await manager.filter_tools("archive old invoices")
+
+    kernel.add_plugin(SurrogatePlugin(), "Archive2")  # added while serving
+    for _ in range(2):  # every later selection keeps working
+        assert "Archive2-archive_invoices" in await manager.filter_tools("archive old invoices into cold storage")
+    described = manager.index.tools[manager.index.position("Archive2-archive_invoices")].description
+    assert "\ufffd" in described
+    described.encode("utf-8")  # what every later stage reads is valid UTF-8

@@ -15,6 +15,7 @@ from sk_toolfilter.config import EmbeddingConfig
 from sk_toolfilter.errors import ConfigError, EmbeddingServiceError
 from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.local_models import DEFAULT_MODEL_ID, LocalModel, resolve_local_model, sha256_of
+from sk_toolfilter.retrieval.text import clean_text
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
@@ -245,15 +246,6 @@ def embedding_model_id(service: EmbeddingGeneratorBase) -> str:
     return str(getattr(service, "ai_model_id", None) or type(service).__name__)
 
 
-def clean_text(text: str) -> str:
-    """`text` as valid UTF-8: lone surrogates (``\\ud800``) become U+FFFD, so no service rejects it."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return text
-
-
 TEXTS_PER_TIMEOUT = 8
 """A catalog call of n texts may take ``timeout_seconds × ⌈n / 8⌉`` (a query embeds a few)."""
 
@@ -321,5 +313,7 @@ async def _call_service(service: EmbeddingGeneratorBase, batch: list[str], timeo
         if task is not None and getattr(task, "cancelling", lambda: 1)():
             raise  # this task is being cancelled: let it
         raise EmbeddingServiceError(f"embedding service {name!r} cancelled the request") from None
-    except Exception as exc:  # any failure of a third-party service
+    except (KeyboardInterrupt, SystemExit):
+        raise  # the process is being stopped: never contained
+    except BaseException as exc:  # any failure of a third-party service, GeneratorExit and the like included
         raise EmbeddingServiceError(f"embedding service {name!r} failed: {type(exc).__name__}: {exc}") from exc

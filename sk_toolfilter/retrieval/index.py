@@ -338,6 +338,8 @@ def known_vectors(
         from_disk = cache.get(embedding_model_id(service), texts)
         vectors = [v if v is not None else d for v, d in zip(vectors, from_disk, strict=True)]
     dims = {v.shape[0] for v in vectors if v is not None}
+    if not dims:  # nothing known: no vectors at all, every tool waits for one
+        return None, np.ones(len(texts), dtype=bool)
     if len(dims) != 1:
         return None, None
     (size,) = dims

@@ -6,11 +6,20 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from sk_toolfilter.retrieval.text import humanize_identifier
+from sk_toolfilter.retrieval.text import clean_text, humanize_identifier
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
     from semantic_kernel.functions import KernelFunction
+
+
+def _clean_fields(record: object, *names: str) -> None:
+    for name in names:
+        value = getattr(record, name)
+        if isinstance(value, str):
+            cleaned = clean_text(value)
+            if cleaned is not value:
+                object.__setattr__(record, name, cleaned)
 
 
 @dataclass(frozen=True)
@@ -22,6 +31,9 @@ class ParameterMetadata:
     description: str = ""
     required: bool = False
     schema: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, "name", "type", "description")
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,13 @@ class ToolMetadata:
     description: str = ""
     parameters: tuple[ParameterMetadata, ...] = ()
     keywords: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        # The one boundary every tool text passes: no index, cache, tokenizer or service ever sees
+        # a string that cannot be encoded (a lone surrogate from a plugin or an MCP server).
+        _clean_fields(self, "plugin", "name", "full_name", "description")
+        if any(clean_text(k) is not k for k in self.keywords):
+            object.__setattr__(self, "keywords", tuple(clean_text(k) for k in self.keywords))
 
     def lexical_fields(self) -> dict[str, str]:
         """Text per indexed field: name, plugin, description, parameters, keywords."""

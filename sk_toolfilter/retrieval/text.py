@@ -150,3 +150,12 @@ def split_request_clauses(request: str) -> list[str]:
                 merged.append(text)
         needs += [m.strip() for m in merged if m.strip()]
     return needs
+
+
+def clean_text(text: str) -> str:
+    """`text` as valid UTF-8: lone surrogates (``\\ud800``) become U+FFFD, so no service rejects it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
