@@ -4,7 +4,11 @@ A value is secret when it sits under a secret-looking key (``api_key``, ``token`
 ``authorization``, an MCP source's ``env`` or ``headers``…), when it came from an environment
 variable (``${VAR}`` in an agent file: :func:`remember_secret` is called for each), when it is the
 value of an environment variable with a secret-looking name (``OPENAI_API_KEY``), or when it is the
-user, password or query of a URL. Rendered, each becomes ``***``.
+user, password or query of a URL. Secrets are also found by shape wherever they are: the value
+after a secret-named command-line flag or assignment (``--api-key X``, ``TOKEN=X``), a bearer
+token, well-known key formats (``sk-…``, ``ghp_…``, AWS ``AKIA…``, JWTs), a token-like segment
+of a URL path (``https://host/mcp/<token>``), and any word of a message that is a fragment of a
+remembered secret (a driver quoting part of a password). Rendered, each becomes ``***``.
 
 - :func:`redact_text` — free text (every :class:`~sk_toolfilter.errors.ToolFilterError` message
   passes through it, and every log line of the library through :class:`RedactingFilter`);
@@ -32,6 +36,25 @@ SECRET_KEY = re.compile(
 _URL_USERINFO = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]*@", re.IGNORECASE)
 _URL_QUERY = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s'\"?#]*[?#])[^\s'\"]*", re.IGNORECASE)
 
+# The value after a secret-named command-line flag (--api-key X, --token=X) or assignment
+# (API_KEY=X, "password": "X"). "tokens" (a count) is not a secret name.
+_SECRET_WORD = r"(?:api[-_]?key|apikey|token(?!s)|secret|passw(?:or)?d|pwd|credential|auth(?:orization)?\b)"
+_FLAG_VALUE = re.compile(rf"(\s--?[\w.-]*{_SECRET_WORD}[\w.-]*(?:\s+|=))(?![-*])([^\s\"',;&)]+)", re.IGNORECASE)
+_ASSIGNED_VALUE = re.compile(
+    rf"""(\b[\w.-]*{_SECRET_WORD}[\w.-]*["']?\s*[=:]\s*["']?)(?!\*\*\*|(?:bearer|basic)\s)([^\s"',;&)]+)""",
+    re.IGNORECASE,
+)
+_BEARER = re.compile(r"\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+_KEY_SHAPES = re.compile(
+    r"\b(?:sk-[A-Za-z0-9_-]{16,}|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+)
+_URL_PATH = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s'\"]+)(/[^\s'\"?#]*)", re.IGNORECASE)
+_FRAGMENT_WORD = re.compile(r"[^\s'\"`,;:()\[\]{}<>=]+")
+MIN_FRAGMENT_LENGTH = 5
+"""A word of a message this long or longer that is part of a remembered secret is masked."""
+
 _lock = threading.Lock()
 _remembered: set[str] = set()
 
@@ -54,10 +77,35 @@ def redact_text(text: str) -> str:
         return text
     text = _URL_USERINFO.sub(rf"\1{MASK}@", text)
     text = _URL_QUERY.sub(rf"\1{MASK}", text)
-    for secret in sorted(_secrets(), key=len, reverse=True):
+    secrets = sorted(_secrets(), key=len, reverse=True)
+    for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
+    text = _URL_PATH.sub(lambda m: m.group(1) + _redact_path(m.group(2)), text)
+    text = _KEY_SHAPES.sub(MASK, text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+    text = _FLAG_VALUE.sub(lambda m: m.group(1) + MASK, text)
+    text = _ASSIGNED_VALUE.sub(lambda m: m.group(1) + MASK, text)
+    if secrets:
+        text = _FRAGMENT_WORD.sub(lambda m: _mask_fragment(m.group(0), secrets), text)
     return text
+
+
+def looks_like_token(segment: str) -> bool:
+    """A URL path segment that is a credential rather than a name: long, and letters mixed with digits."""
+    if len(segment) < 16 or not re.fullmatch(r"[A-Za-z0-9._~+=-]+", segment):
+        return False
+    return any(c.isdigit() for c in segment) and any(c.isalpha() for c in segment)
+
+
+def _redact_path(path: str) -> str:
+    return "/".join(MASK if looks_like_token(part) else part for part in path.split("/"))
+
+
+def _mask_fragment(word: str, secrets: list[str]) -> str:
+    if len(word) >= MIN_FRAGMENT_LENGTH and word != MASK and any(word in s for s in secrets):
+        return MASK
+    return word
 
 
 def redact_config(value: Any, key: Any = None) -> Any:

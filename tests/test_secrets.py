@@ -134,3 +134,89 @@ def test_no_config_error_ever_shows_a_secret_wherever_it_was_written(secret, whe
     with pytest.raises(ConfigError) as info:
         parse_agent(data, source="agent.yaml")
     assert secret not in str(info.value)
+
+
+# --- secrets found by shape, wherever they were written --------------------------------------------
+def test_a_literal_key_in_an_mcp_servers_args_is_not_printed_when_it_exits(tmp_path, caplog):
+    """A real process that dies at start-up; the key was written literally, not through ${VAR}."""
+    fault_server = str(ROOT / "tests" / "fixtures" / "mcp_fault_server.py")
+    literal = "sk-proj-9f8e7d6c5b4a39281706"
+    source = {
+        "type": "mcp",
+        "name": "Broken",
+        "command": sys.executable,
+        "args": [fault_server, "exit", "--api-key", literal, "--auth-token=tok_5e3c7a9d1f2b"],
+        "optional": True,
+    }
+    path = write_agent(tmp_path, {"name": "a", "tools": [source], "tool_filtering": {"search_method": "bm25"}})
+    caplog.set_level(logging.DEBUG)
+    assert main(["validate", str(path)]) == 0
+    shown = caplog.text + "".join(r.getMessage() for r in caplog.records)
+    assert "exited during start-up" in shown
+    assert literal not in shown and "tok_5e3c7a9d1f2b" not in shown
+
+
+_TOKEN = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"), min_size=12, max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    body=_TOKEN.filter(lambda t: any(c.isdigit() for c in t) and any(c.isalpha() for c in t)),
+    shape=st.sampled_from(
+        [
+            "python server.py --api-key {s} --port 8",
+            "node index.js --token={s}",
+            "cli --client-secret {s}",
+            "export GITHUB_TOKEN={s}",
+            'headers: {{"Authorization": "Bearer {s}"}}',
+            "POST https://mcp.example.com/mcp/{s}x9Q7 failed",
+            "https://host:8443/servers/{s}x9Q7/sse: 502",
+            "sk-{s}xxxxxxxxxxxxxxxx",
+            "ghp_{s}AAAAAAAAAAAAAAAAAAAA",
+            '{{"password": "{s}"}}',
+        ]
+    ),
+)
+def test_a_token_in_a_command_line_header_url_path_or_key_shape_is_never_rendered(body, shape):
+    if shape.startswith("ghp_"):  # GitHub tokens are letters and digits only
+        body = body.replace("-", "").replace("_", "")
+    text = shape.format(s=body)
+    rendered = redact_text(f"MCP server failed: {text}")
+    assert body not in rendered, rendered
+
+
+@settings(max_examples=100, deadline=None)
+@given(password=_TOKEN, cut=st.integers(min_value=0, max_value=6))
+def test_no_fragment_of_a_remembered_secret_is_rendered(password, cut):
+    from sk_toolfilter.redaction import remember_secret
+
+    remember_secret(password)
+    fragment = password[cut:]
+    if len(fragment) < 5:
+        return
+    assert fragment not in redact_text(f"invalid percent-encoded token: '{fragment}'")
+    assert fragment not in redact_text(f"syntax error near {fragment} in conninfo")
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://bob:pa%zzsecretword@localhost:5432/db",  # a stray % in the password
+        "host=localhost dbname=db user=bob password secretword",  # a keyword without '='
+    ],
+)
+async def test_a_malformed_connection_string_is_a_config_error_that_quotes_none_of_it(dsn, monkeypatch):
+    pytest.importorskip("psycopg")
+    from sk_toolfilter.config import IndexConfig
+    from sk_toolfilter.store.postgres import PostgresIndexStore
+
+    monkeypatch.setenv("PG_DSN", dsn)
+    from sk_toolfilter.redaction import remember_secret
+
+    remember_secret(dsn)  # as ${PG_DSN} in an agent file does
+    config = IndexConfig(store="postgres", connection_string=dsn, timeout_seconds=1)
+    with pytest.raises(ConfigError) as info:
+        await PostgresIndexStore.connect(config)
+    message = str(info.value)
+    assert "connection_string" in message
+    assert "secretword" not in message and "zzsecret" not in message

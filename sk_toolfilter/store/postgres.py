@@ -58,18 +58,27 @@ class PostgresIndexStore:
         except ImportError as exc:
             raise ConfigError(f"{INSTALL_HINT} ({exc})") from None
 
-        settings = (
-            PostgresSettings(connection_string=config.connection_string)
-            if config.connection_string is not None
-            else PostgresSettings()
-        )
-        args: dict[str, Any] = {
-            "connect_timeout": max(1, round(config.timeout_seconds)),
-            **settings.get_connection_args(),
-        }
-        if config.connection_string is not None:
-            # SK's settings put their default port (5432) over the one the connection string names.
-            args.update(conninfo_to_dict(config.connection_string.get_secret_value()))
+        # Parsed inside this boundary: a driver's parse error may quote the password, so its text is
+        # never passed on, only what kind of string was expected.
+        try:
+            settings = (
+                PostgresSettings(connection_string=config.connection_string)
+                if config.connection_string is not None
+                else PostgresSettings()
+            )
+            args: dict[str, Any] = {
+                "connect_timeout": max(1, round(config.timeout_seconds)),
+                **settings.get_connection_args(),
+            }
+            if config.connection_string is not None:
+                # SK's settings put their default port (5432) over the one the connection string names.
+                args.update(conninfo_to_dict(config.connection_string.get_secret_value()))
+        except Exception as exc:
+            raise ConfigError(
+                "tool_filtering.index.connection_string: not a PostgreSQL connection string the driver can read "
+                f"({type(exc).__name__}); use postgresql://user:password@host:port/dbname (a '%' in the password "
+                "written as %25) or 'host=... port=... dbname=... user=... password=...'"
+            ) from None
         if "password" in args:
             remember_secret(str(args["password"]))
         where = _describe(args)
