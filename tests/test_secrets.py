@@ -156,7 +156,8 @@ def test_a_literal_key_in_an_mcp_servers_args_is_not_printed_when_it_exits(tmp_p
     assert literal not in shown and "tok_5e3c7a9d1f2b" not in shown
 
 
-_TOKEN = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"), min_size=12, max_size=40)
+_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
+_TOKEN = st.text(st.sampled_from(_ALPHABET), min_size=12, max_size=40)
 
 
 @settings(max_examples=150, deadline=None)
