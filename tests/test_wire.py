@@ -70,3 +70,54 @@ async def test_a_vague_query_sends_only_the_pinned_discovery_tools(demo_kernel, 
     settings = await manager.prepare_execution_settings("hi", base_settings())
     await send(demo_kernel, transport, settings, "hi")
     assert transport.tool_names() == ["ToolSearch-describe_tool", "ToolSearch-search_tools"]
+
+
+# --- the caller's own filters narrow the candidates before the cut -----------------------------------
+@pytest.mark.parametrize(
+    ("filters", "query"),
+    [
+        ({"included_functions": ["Math-convert_units"]}, "hi there"),
+        ({"included_functions": ["Math-convert_units"]}, "send an email to bob"),
+        ({"included_plugins": ["Messaging"]}, "what's the weather like"),
+        ({"included_plugins": ["Time"], "excluded_functions": ["Time-today"]}, "hello"),
+    ],
+)
+async def test_the_wrapper_sends_what_plain_sk_sends_when_the_callers_filters_fit_the_budget(
+    demo_kernel, hash_embedder, filters, query
+):
+    from sk_toolfilter import wrap_chat_service
+
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig(top_k=8), embedding_service=hash_embedder)
+    settings = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto(filters=filters))
+    plain, filtered = RecordingTransport(), RecordingTransport()
+    await send(demo_kernel, plain, settings, query)
+    history = ChatHistory()
+    history.add_user_message(query)
+    service = wrap_chat_service(offline_chat_service(filtered), manager)
+    await service.get_chat_message_contents(history, settings, kernel=demo_kernel)
+    assert plain.tool_names()
+    assert sorted(filtered.tool_names()) == sorted(plain.tool_names())
+    assert filtered.last.get("tool_choice") == plain.last.get("tool_choice")
+
+
+async def test_a_catalog_no_larger_than_the_budget_is_sent_whole_and_explain_says_why(hash_embedder):
+    from semantic_kernel import Kernel
+    from semantic_kernel.functions import kernel_function
+
+    class Shop:
+        @kernel_function(description="Get the price of an item in the catalog.")
+        def get_item_price(self, item: str) -> str:
+            return item
+
+        @kernel_function(description="List the items on sale.")
+        def list_items(self) -> str:
+            return ""
+
+    kernel = Kernel()
+    kernel.add_plugin(Shop(), "Shop")
+    config = ToolFilterConfig.from_mapping({"top_k": 5, "discovery": {"enabled": False}})
+    manager = await create_tool_filter(kernel, config, embedding_service=hash_embedder)
+    for query in ("how much does a lamp cost?", "hi", ""):
+        assert sorted(await manager.filter_tools(query)) == ["Shop-get_item_price", "Shop-list_items"]
+    decisions = await manager.explain("how much does a lamp cost?")
+    assert all(d.kept and "fit the budget of 5" in d.reason for d in decisions)

@@ -411,7 +411,27 @@ class ToolFilterManager:
         # Functions removed while this (older) index was in use are dropped before the cut, not after it.
         decisions = apply_cutoff([t for t in ranking.tools if self._exists(t.full_name)], config)
         names = [d.full_name for d in decisions if d.kept]
-        if loop_turn is not None:
+        budget = config.top_k if loop_turn is None else max(config.top_k, config.agent_loop.max_tools)
+        everything = [t.full_name for t, ok in zip(catalog.index.tools, candidates, strict=True) if ok]
+        everything = [n for n in everything if self._exists(n)]
+        if len(everything) <= budget:
+            # Filtering would save nothing and could only hide a tool: every candidate is sent (the
+            # caller's own filters, exclusions and visibility still narrowed the candidates).
+            ranked = [n for n in names if n in everything]
+            names = ranked + [n for n in everything if n not in ranked]
+            by_name = {d.full_name: d for d in decisions}
+            reason = f"kept: all {len(everything)} candidate tools fit the budget of {budget}"
+            decisions = [
+                ToolDecision(
+                    n,
+                    True,
+                    reason,
+                    getattr(by_name.get(n), "score", None),
+                    getattr(by_name.get(n), "method_scores", None),
+                )
+                for n in names
+            ]
+        elif loop_turn is not None:
             # The needs were embedded with the query; when that failed, they are ranked with BM25 too.
             need_config = config
             if ranking.fallback_reason is not None:
