@@ -236,6 +236,11 @@ class ToolFilterConfig(StrictConfig):
     similarity_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     always_include: list[str] = Field(default_factory=list)
     always_include_top_n_used: int = Field(default=0, ge=0, le=128)
+    strict: bool = Field(
+        default=False,
+        description="Every exclude pattern and tools_overrides name must match a tool or plugin: an unmatched one "
+        "is an error instead of a warning.",
+    )
     search_method: SearchMethod = "hybrid"
     query_strategy: Literal["last_message", "conversation"] = Field(
         default="conversation", description="What the query is built from in chat (see sk_toolfilter.selection.query)."

@@ -199,3 +199,31 @@ async def test_an_ambiguous_bare_name_is_an_error_listing_the_candidates(demo_ke
         "tool_filtering.always_include[0]: 'send_email' is ambiguous; write one of: "
         "Inbox-send_email, Messaging-send_email"
     )
+
+
+# --- policy names that nearly match --------------------------------------------------------------
+@pytest.mark.parametrize(
+    "spelling", ["files-delete_file", "Files.delete_file", "Files-delete-file", "FILES/delete file", "delete-file"]
+)
+async def test_an_exclude_spelled_differently_still_hides_the_tool(demo_kernel, hash_embedder, spelling):
+    config = ToolFilterConfig.from_mapping({"exclude": [spelling], "top_k": 20})
+    manager = await create_tool_filter(demo_kernel, config, embedding_service=hash_embedder)
+    assert manager.is_hidden("Files-delete_file")
+    assert "Files-delete_file" not in await manager.filter_tools("delete the file notes.txt")
+    assert not manager.is_hidden("Files-read_file")
+
+
+async def test_a_near_plugin_name_in_exclude_hides_the_plugin(demo_kernel, hash_embedder):
+    config = ToolFilterConfig.from_mapping({"exclude": ["messaging"]})
+    manager = await create_tool_filter(demo_kernel, config, embedding_service=hash_embedder)
+    assert manager.is_hidden("Messaging-send_email") and not manager.is_hidden("Files-read_file")
+
+
+async def test_strict_makes_an_unmatched_policy_name_an_error(demo_kernel, hash_embedder):
+    config = ToolFilterConfig.from_mapping({"exclude": ["Files-shred_file"], "strict": True})
+    with pytest.raises(ConfigError, match=r"exclude\[0\].*Files-shred_file.*strict"):
+        await create_tool_filter(demo_kernel, config, embedding_service=hash_embedder)
+
+    lenient = ToolFilterConfig.from_mapping({"exclude": ["Files-shred_file"]})
+    manager = await create_tool_filter(demo_kernel, lenient, embedding_service=hash_embedder)  # a warning only
+    assert not manager.is_hidden("Files-read_file")

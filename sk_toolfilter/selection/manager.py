@@ -202,7 +202,10 @@ class ToolFilterManager:
         crawled = crawl_kernel(kernel)
         config = resolve_bare_names(config, [t.full_name for t in crawled])
         policy = ToolPolicy(config)
-        for message in policy.unmatched([t.full_name for t in crawled]):
+        unmatched = policy.unmatched([t.full_name for t in crawled])
+        if unmatched and config.strict:
+            raise ConfigError("; ".join(unmatched) + " (tool_filtering.strict is on)")
+        for message in unmatched:
             logger.warning("sk-toolfilter: %s", message)
         circuit = EmbeddingCircuit(
             config.embedding.timeout_seconds, config.embedding.failure_threshold, config.embedding.cooldown_seconds

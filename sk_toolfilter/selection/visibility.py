@@ -7,6 +7,7 @@ back, and the execution guard refuses a model's call to it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
@@ -73,26 +74,45 @@ def _unmatched(key: str, name: str, known: Sequence[str]) -> str:
     return f"{key}: {name!r} matches no tool of the kernel{hint}"
 
 
+def _near_key(name: str) -> str:
+    """What two spellings of one name share: case and separators (``-``, ``_``, ``.``, ``/``, ``:``, spaces) dropped."""
+    return re.sub(r"[\s\-_./:]+", "", name).casefold()
+
+
 def resolve_bare_names(config: ToolFilterConfig, full_names: Sequence[str]) -> ToolFilterConfig:
     """`config` with bare function names (``search_papers``) in ``always_include``,
     ``tools_overrides`` and ``exclude`` replaced by the one full name they denote
     (``Papers-search_papers``), as agent files from other tools write them.
 
-    A name with a ``-``, a glob, or (in ``exclude``) a plugin's name is left as written; a bare name
-    that several tools share is a :class:`ConfigError` listing them; one that names no tool is left
-    for the usual unknown-name checks.
+    A name that differs from a real one only by case or separators (``files-delete_file``,
+    ``Files.delete_file``, ``Files-delete-file``) is resolved to it too: a policy name that nearly
+    matches must not leave the tool it meant exposed. An exact full name, a glob, or (in ``exclude``)
+    a plugin's name is left as written; a name several tools share is a :class:`ConfigError` listing
+    them; one that names no tool is left for the usual unknown-name checks.
     """
+    known = set(full_names)
     by_function: dict[str, list[str]] = {}
+    near: dict[str, set[str]] = {}
     for full in full_names:
-        by_function.setdefault(full.split("-", 1)[-1], []).append(full)
+        function = full.split("-", 1)[-1]
+        by_function.setdefault(function, []).append(full)
+        near.setdefault(_near_key(full), set()).add(full)
+        near.setdefault(_near_key(function), set()).add(full)
     plugins = {full.split("-", 1)[0] for full in full_names}
+    near_plugins: dict[str, set[str]] = {}
+    for plugin in plugins:
+        near_plugins.setdefault(_near_key(plugin), set()).add(plugin)
 
     def resolve(name: str, key: str, plugin_ok: bool = False) -> str:
-        if "-" in name or any(ch in name for ch in "*?[") or (plugin_ok and name in plugins):
+        if name in known or any(ch in name for ch in "*?[") or (plugin_ok and name in plugins):
             return name
-        candidates = by_function.get(name, [])
+        candidates = sorted(set(by_function.get(name, []))) if "-" not in name else []
+        if not candidates:
+            candidates = sorted(near.get(_near_key(name), set()))
+        if not candidates and plugin_ok:
+            candidates = sorted(near_plugins.get(_near_key(name), set()))
         if len(candidates) > 1:
-            raise ConfigError(f"{key}: {name!r} is ambiguous; write one of: {', '.join(sorted(candidates))}")
+            raise ConfigError(f"{key}: {name!r} is ambiguous; write one of: {', '.join(candidates)}")
         return candidates[0] if candidates else name
 
     always = [resolve(n, f"tool_filtering.always_include[{i}]") for i, n in enumerate(config.always_include)]
