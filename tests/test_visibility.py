@@ -139,6 +139,21 @@ async def test_two_agents_on_one_kernel_each_see_and_run_only_their_own_tools(de
     assert "not available" not in await ask(file_desk, tool_call_reply(listing))
 
 
+async def test_discovery_outside_any_request_shows_only_what_every_agent_on_the_kernel_may_see(demo_kernel):
+    """A direct kernel.invoke, a test harness, a scheduled job: no request, so no one agent's view."""
+    await create_tool_filter(demo_kernel, ToolFilterConfig(search_method="bm25", exclude=["Files"]))
+    await create_tool_filter(demo_kernel, ToolFilterConfig(search_method="bm25", exclude=["Messaging"]))
+    search = demo_kernel.get_function("ToolSearch", "search_tools")
+    listing = str(await demo_kernel.invoke(search, query="", detail="names", limit="100"))
+    assert "Math-add" in listing
+    assert "Files-" not in listing and "Messaging-" not in listing
+    for hidden in ("Files-delete_file", "Messaging-send_email"):
+        described = str(await demo_kernel.invoke(demo_kernel.get_function("ToolSearch", "describe_tool"), name=hidden))
+        assert described.startswith("No tool named")
+    shown = str(await demo_kernel.invoke(demo_kernel.get_function("ToolSearch", "describe_tool"), name="Math-add"))
+    assert shown.startswith("Math-add")
+
+
 async def test_a_source_whose_plugin_name_is_taken_is_an_error_naming_both(tmp_path):
     import contextlib
 

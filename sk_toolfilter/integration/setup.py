@@ -78,21 +78,27 @@ def enable_tool_filtering(kernel: Kernel, manager: ToolFilterManager) -> list[st
 
 
 def _add_discovery_plugin(kernel: Kernel, config: ToolFilterConfig) -> DiscoveryPlugin | None:
-    """A new, unbound discovery plugin added to `kernel`, or None (disabled, or already there)."""
+    """The kernel's discovery plugin (added when missing; every manager on the kernel binds to it),
+    or None when discovery is disabled."""
     if not (config.enabled and config.discovery.enabled):
         return None
     existing = kernel.plugins.get(config.discovery.plugin_name)
     if existing is not None:
-        if not _is_discovery(existing):
+        instance = _discovery_instance(existing)
+        if instance is None:
             raise ConfigError(
                 f"tool_filtering.discovery.plugin_name: {config.discovery.plugin_name!r} is already the name of "
                 "a plugin of the kernel (one of the agent's tools); choose another name"
             )
-        return None
+        return instance
     plugin = DiscoveryPlugin()
     kernel.add_plugin(plugin, config.discovery.plugin_name)
     return plugin
 
 
-def _is_discovery(plugin: KernelPlugin) -> bool:
-    return any(isinstance(getattr(getattr(f, "method", None), "__self__", None), DiscoveryPlugin) for f in plugin)
+def _discovery_instance(plugin: KernelPlugin) -> DiscoveryPlugin | None:
+    for function in plugin:
+        owner = getattr(getattr(function, "method", None), "__self__", None)
+        if isinstance(owner, DiscoveryPlugin):
+            return owner
+    return None

@@ -10,6 +10,7 @@ request, so they are callable right after discovery.
 from __future__ import annotations
 
 import re
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
@@ -146,21 +147,30 @@ class DiscoveryPlugin:
     """
 
     def __init__(self, manager: ToolFilterManager | None = None) -> None:
-        self._bound = manager
+        self._bound: list[weakref.ref[ToolFilterManager]] = []
+        if manager is not None:
+            self.bind(manager)
 
     def bind(self, manager: ToolFilterManager) -> None:
-        """Answer from `manager`'s catalog from now on (outside requests served by another manager)."""
-        self._bound = manager
+        """Answer for `manager` too: inside its requests from its catalog; outside any filtered request
+        (a direct ``kernel.invoke``, a scheduled job) only with tools every bound manager may show."""
+        managers = self._managers()
+        if manager not in managers:
+            self._bound = [weakref.ref(m) for m in [*managers, manager]]
 
-    def _manager(self) -> ToolFilterManager:
-        """The manager of the request in progress (agents sharing a kernel share this plugin), else
-        the bound one."""
+    def _managers(self) -> list[ToolFilterManager]:
+        return [m for m in (ref() for ref in self._bound) if m is not None]
+
+    def _manager(self) -> tuple[ToolFilterManager, list[ToolFilterManager]]:
+        """The manager that answers, and the others whose visibility the answer must also respect:
+        the manager of the request in progress alone, else (fail closed) every bound manager."""
         active = active_manager()
         if active is not None:
-            return active
-        if self._bound is None:
+            return active, []
+        managers = self._managers()
+        if not managers:
             raise ToolFilterError("the discovery plugin is not bound to a ToolFilterManager (call bind(manager))")
-        return self._bound
+        return managers[0], managers[1:]
 
     @kernel_function(
         name="search_tools",
@@ -173,8 +183,10 @@ class DiscoveryPlugin:
         detail: Annotated[str, "auto (default), full, summary, names or counts"] = "auto",
         limit: Annotated[str, "Maximum number of tools to show, e.g. 5"] = "",
     ) -> str:
-        matches = await self._manager().discover(query)
-        discovery = self._manager().config.discovery
+        manager, others = self._manager()
+        matches = await manager.discover(query)
+        matches = [m for m in matches if all(o.find_visible_tool(m.full_name) is not None for o in others)]
+        discovery = manager.config.discovery
         text, _ = render_matches(matches, query, detail, limit, discovery.max_chars, discovery.max_loaded)
         return text
 
@@ -183,9 +195,11 @@ class DiscoveryPlugin:
         description="Show the full signature of one tool by name (Plugin-function) and load it for your next step.",
     )
     async def describe_tool(self, name: Annotated[str, "Tool name, e.g. Messaging-send_email"]) -> str:
-        manager = self._manager()
+        manager, others = self._manager()
         limit = manager.config.discovery.max_chars
         tool = manager.find_visible_tool(name[:200])
+        if tool is not None and any(o.find_visible_tool(tool.full_name) is None for o in others):
+            tool = None  # outside a request: a tool any agent on this kernel hides is not shown
         if tool is None:
             return bounded(f"No tool named {name[:200]!r}. Use search_tools to find one.", limit)
         return bounded(render_full(tool), limit)
