@@ -108,3 +108,63 @@ async def test_an_unreachable_chroma_is_a_clear_error(tmp_path):
     spec = parse_agent(papers_tool("kb", {"provider": "chromadb", "connection_string": "http://127.0.0.1:9"}))
     with pytest.raises(ToolSourceError, match=r"tools\[0\] \(kb\): Chroma at http://127.0.0.1:9 is not reachable"):
         await add_sources(Kernel(), spec, contextlib.AsyncExitStack())
+
+
+# --- sources confined to the agent file's folder ----------------------------------------------------
+def _agent_with_source(folder: Path, source: str, **extra) -> Path:
+    import yaml
+
+    tool = {"type": "vectorstore", "name": "docs", "source": source, **extra}
+    path = folder / "agent.yaml"
+    path.write_text(yaml.safe_dump({"name": "a", "tools": [tool], "tool_filtering": {"search_method": "bm25"}}))
+    return path
+
+
+@pytest.fixture
+def private_and_agent(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "secrets.md").write_text("The vault combination is 4-8-15-16-23-42.")
+    agent = tmp_path / "agent"
+    (agent / "docs").mkdir(parents=True)
+    (agent / "docs" / "guide.md").write_text("How to reset a password: open settings.")
+    return private, agent
+
+
+@pytest.mark.parametrize("kind", ["parent", "absolute", "symlinked file"])
+async def test_a_source_outside_the_agent_folder_is_refused(private_and_agent, kind):
+    private, agent = private_and_agent
+    if kind == "parent":
+        path = _agent_with_source(agent, "../private")
+    elif kind == "absolute":
+        path = _agent_with_source(agent, str(private / "secrets.md"))
+    else:
+        (agent / "docs" / "notes.md").symlink_to(private / "secrets.md")
+        path = _agent_with_source(agent, "docs")
+    with pytest.raises(ConfigError, match=r"outside the agent file's folder.*allow_outside_agent_folder"):
+        async with await open_toolset(path):
+            pass
+
+
+async def test_a_symlinked_folder_inside_the_source_is_not_followed(private_and_agent):
+    private, agent = private_and_agent
+    (agent / "docs" / "more").symlink_to(private, target_is_directory=True)
+    async with await open_toolset(_agent_with_source(agent, "docs")) as tools:
+        answer = str(await tools.kernel.invoke(plugin_name="vectorstore", function_name="docs", query="vault"))
+    assert "vault combination" not in answer and "guide.md" in answer
+
+
+async def test_allow_outside_agent_folder_is_the_explicit_opt_out(private_and_agent):
+    private, agent = private_and_agent
+    path = _agent_with_source(agent, "../private", allow_outside_agent_folder=True)
+    async with await open_toolset(path) as tools:
+        answer = str(await tools.kernel.invoke(plugin_name="vectorstore", function_name="docs", query="vault"))
+    assert "vault combination" in answer
+
+
+async def test_a_deeply_nested_json_source_is_a_config_error_naming_the_file(tmp_path):
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    path = _agent_with_source(tmp_path, "deep.json")
+    with pytest.raises(ConfigError, match=r"deep\.json: JSON nested too deeply"):
+        async with await open_toolset(path):
+            pass

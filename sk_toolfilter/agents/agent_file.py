@@ -158,6 +158,11 @@ class VectorstoreSource(_Source):
     embedding_model: str | None = None
     embedding_dimensions: int | None = Field(default=None, gt=0)
     database: VectorDatabase | str | None = None
+    allow_outside_agent_folder: bool = Field(
+        default=False,
+        description="Read a source outside the agent file's folder (symlinks resolved); off: such a source is "
+        "an error, so a downloaded agent file cannot serve your other files to the model.",
+    )
     # HoloDeck keys with no meaning here: accepted, one warning each (see vectorstore.py).
     record_prefix: str | None = None
     meta_prefix: str | None = None

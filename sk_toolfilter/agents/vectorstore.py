@@ -76,7 +76,8 @@ async def add_vectorstore(
     if service is None:
         raise ConfigError(f"{where}: a vectorstore tool needs an embedding service (embedding.provider is 'none')")
     _warn_about_ignored_keys(source, where, embedding_model_id(service))
-    passages = load_passages(spec.resolve(source.source), source, where)
+    root = None if source.allow_outside_agent_folder else spec.base_dir
+    passages = load_passages(spec.resolve(source.source), source, where, root=root)
     call_timeout = catalog_call_timeout(embedding.timeout_seconds, min(embedding.batch_size, len(passages)))
     vectors = await embed_texts(service, [p.text for p in passages], embedding.batch_size, timeout=call_timeout)
     collection, scores_are_distances = await _collection(source, where, int(vectors.shape[1]))
@@ -96,8 +97,14 @@ async def add_vectorstore(
     return 1
 
 
-def load_passages(path: Path, source: VectorstoreSource, where: str) -> list[Passage]:
-    """The passages of a file or of every document file under a folder (sorted, recursive)."""
+def load_passages(path: Path, source: VectorstoreSource, where: str, *, root: Path | None = None) -> list[Passage]:
+    """The passages of a file or of every document file under a folder (sorted, recursive).
+
+    With `root` (the agent file's folder), every file read must lie inside it once symlinks are
+    resolved: a downloaded agent file cannot serve ``~/.ssh`` or ``../private`` to the model.
+    """
+    if root is not None:
+        _confine(path, root, where)
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in DOCUMENT_SUFFIXES)
     elif path.is_file():
@@ -108,6 +115,8 @@ def load_passages(path: Path, source: VectorstoreSource, where: str) -> list[Pas
     overlap = min(source.chunk_overlap if source.chunk_overlap is not None else DEFAULT_OVERLAP, size // 2)
     passages: list[Passage] = []
     for file in files:
+        if root is not None:
+            _confine(file, root, where)
         if file.stat().st_size > MAX_FILE_BYTES:
             raise ConfigError(f"{where}.source: {file} is larger than {MAX_FILE_BYTES:,} bytes")
         label = file.name if file == path else str(file.relative_to(path))
@@ -119,6 +128,16 @@ def load_passages(path: Path, source: VectorstoreSource, where: str) -> list[Pas
     if not passages:
         raise ConfigError(f"{where}.source: no text found in {path}")
     return passages
+
+
+def _confine(path: Path, root: Path, where: str) -> None:
+    real, real_root = path.resolve(), root.resolve()
+    if real != real_root and real_root not in real.parents:
+        link = " (through a symbolic link)" if real != Path(os.path.normpath(path.absolute())) else ""
+        raise ConfigError(
+            f"{where}.source: {path} is outside the agent file's folder {real_root}{link}; move the documents "
+            "there, or set allow_outside_agent_folder: true on this tool if you trust the agent file"
+        )
 
 
 def chunk_text(text: str, size: int, overlap: int) -> list[str]:
@@ -164,6 +183,8 @@ def _documents(file: Path, source: VectorstoreSource, label: str, where: str) ->
             records = _records_at(json.loads(raw), source.record_path)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where}.source: {file}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}.source: {file}: JSON nested too deeply") from None
     documents = []
     for position, record in enumerate(records if isinstance(records, list) else [records]):
         text = _record_text(record, source)
