@@ -155,7 +155,7 @@ async def test_a_symlinked_folder_inside_the_source_is_not_followed(private_and_
 
 
 async def test_allow_outside_agent_folder_is_the_explicit_opt_out(private_and_agent):
-    private, agent = private_and_agent
+    _, agent = private_and_agent
     path = _agent_with_source(agent, "../private", allow_outside_agent_folder=True)
     async with await open_toolset(path) as tools:
         answer = str(await tools.kernel.invoke(plugin_name="vectorstore", function_name="docs", query="vault"))
