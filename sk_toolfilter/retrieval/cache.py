@@ -43,6 +43,20 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
             os.unlink(tmp)
 
 
+@contextlib.contextmanager
+def exclusive_lock(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_path` (created if missing) across processes: read, merge and
+    replace a shared file inside it and no other writer's data is lost. Raises OSError."""
+    with open(lock_path, "a+b") as lock_file:
+        try:
+            import fcntl
+
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - Windows: atomic replace still prevents corruption
+            pass
+        yield
+
+
 def default_cache_dir() -> Path:
     """``$SK_TOOLFILTER_CACHE``, else ``$XDG_CACHE_HOME/sk-toolfilter``, else ``~/.cache/sk-toolfilter``."""
     if os.environ.get("SK_TOOLFILTER_CACHE"):
@@ -98,17 +112,9 @@ class EmbeddingCache:
             self._reported.add(path)
             logger.warning("sk-toolfilter: %s", message)
 
-    @contextlib.contextmanager
-    def _exclusive(self, path: Path) -> Iterator[None]:
+    def _exclusive(self, path: Path) -> contextlib.AbstractContextManager[None]:
         self.directory.mkdir(parents=True, exist_ok=True)
-        with open(path.with_suffix(".lock"), "a+b") as lock_file:
-            try:
-                import fcntl
-
-                fcntl.flock(lock_file, fcntl.LOCK_EX)
-            except ImportError:  # pragma: no cover - Windows: atomic replace still prevents corruption
-                pass
-            yield
+        return exclusive_lock(path.with_suffix(".lock"))
 
     def get(self, model_id: str, texts: list[str]) -> list[np.ndarray | None]:
         """The cached vector of each text, or None where it is not cached."""

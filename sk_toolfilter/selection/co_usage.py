@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sk_toolfilter.redaction import library_logger
-from sk_toolfilter.retrieval.cache import write_atomically
+from sk_toolfilter.retrieval.cache import exclusive_lock, write_atomically
 from sk_toolfilter.selection.turns import Turn
 
 logger = library_logger(__name__)
@@ -125,8 +125,11 @@ class CoUsageFile:
     """Keeps a :class:`CoUsage` in a JSON file: read at start, written (atomically, off the event
     loop) at most every `every_seconds` after it learned something, and on :meth:`flush`.
 
-    A missing file starts empty; an unreadable or damaged one too, with one warning (it is replaced
-    at the next write). A file that cannot be written gives one warning; learning goes on in memory.
+    Several processes may share the file (replicas of one agent): every write locks it, reads what
+    the others wrote, merges it with this process's turns (and learns theirs), and replaces it, so
+    no replica's turns are lost. A missing file starts empty; an unreadable or damaged one too, with
+    one warning (it is replaced at the next write). A file that cannot be written gives one warning;
+    learning goes on in memory.
     """
 
     def __init__(self, path: str | Path, every_seconds: float = 30.0) -> None:
@@ -142,24 +145,25 @@ class CoUsageFile:
 
     def load_into(self, co_usage: CoUsage) -> int:
         """Restore the saved turns into `co_usage`; returns how many were read."""
+        turns = self._read("starting with nothing learned (the file is replaced at the next write)")
+        co_usage.restore(turns)
+        return len(turns)
+
+    def _read(self, consequence: str) -> list[tuple[str, list[str]]]:
+        """The turns in the file; [] when it is missing, or (one warning) unreadable or damaged."""
         try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
             if not isinstance(raw, dict) or raw.get("format") != FILE_FORMAT:
                 raise ValueError(f"not a co-usage file of format {FILE_FORMAT}")
-            turns = [(str(key), [str(c) for c in calls]) for key, calls in raw["turns"]]
+            return [(str(key), [str(c) for c in calls]) for key, calls in raw["turns"]]
         except FileNotFoundError:
-            return 0
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return []
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else str(exc) or type(exc).__name__
-            logger.warning(
-                "sk-toolfilter: cannot read co-usage file %s (%s); starting with nothing learned "
-                "(the file is replaced at the next write)",
-                self.path,
-                reason,
-            )
-            return 0
-        co_usage.restore(turns)
-        return len(turns)
+            if isinstance(exc, RecursionError):
+                reason = "nested too deeply"
+            logger.warning("sk-toolfilter: cannot read co-usage file %s (%s); %s", self.path, reason, consequence)
+            return []
 
     def changed(self, co_usage: CoUsage) -> None:
         """`co_usage` learned something: write it when `every_seconds` passed since the last write."""
@@ -173,30 +177,36 @@ class CoUsageFile:
         except RuntimeError:
             self.flush(co_usage)
             return
-        self._writing = loop.run_in_executor(None, self._write, *self._snapshot(co_usage))
+        self._writing = loop.run_in_executor(None, self._write, co_usage, *self._snapshot(co_usage))
 
     def flush(self, co_usage: CoUsage) -> None:
         """Write now if anything was learned since the last write."""
         if self._dirty:
-            self._write(*self._snapshot(co_usage))
+            self._write(co_usage, *self._snapshot(co_usage))
 
     def _snapshot(self, co_usage: CoUsage) -> tuple[int, list[tuple[str, tuple[str, ...]]]]:
         self._dirty, self._last_write = False, time.monotonic()
         self._snapshots += 1
         return self._snapshots, co_usage.turns()
 
-    def _write(self, number: int, turns: list[tuple[str, tuple[str, ...]]]) -> None:
+    def _write(self, co_usage: CoUsage, number: int, turns: list[tuple[str, tuple[str, ...]]]) -> None:
         with self._write_lock:
             if number > self._written:
                 self._written = number
-                self._write_file(turns)
+                self._write_file(co_usage, turns)
 
-    def _write_file(self, turns: list[tuple[str, tuple[str, ...]]]) -> None:
-        document = {"format": FILE_FORMAT, "turns": [[key, list(calls)] for key, calls in turns]}
-        text = json.dumps(document, separators=(",", ":")).encode("utf-8")
+    def _write_file(self, co_usage: CoUsage, turns: list[tuple[str, tuple[str, ...]]]) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(self.path, lambda f: f.write(text))
+            with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
+                # Merge with what other processes wrote since: their turns first (older), then ours.
+                ours = {key for key, _ in turns}
+                theirs = [(k, c) for k, c in self._read("it is replaced") if k not in ours]
+                co_usage.restore(theirs)  # this replica learns what the others saw
+                merged = [*[(k, tuple(c)) for k, c in theirs], *turns][-co_usage.max_turns :]
+                document = {"format": FILE_FORMAT, "turns": [[key, list(calls)] for key, calls in merged]}
+                text = json.dumps(document, separators=(",", ":")).encode("utf-8")
+                write_atomically(self.path, lambda f: f.write(text))
         except OSError as exc:
             if not self._warned:
                 self._warned = True
