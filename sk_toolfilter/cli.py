@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -144,23 +143,17 @@ async def cmd_report(args: argparse.Namespace) -> int:
 def _read_queries(path: Path) -> list[Any]:
     from sk_toolfilter.agents.agent_file import SampleQuery
     from sk_toolfilter.errors import ConfigError
+    from sk_toolfilter.input_files import json_lines, json_object, read_text
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--queries: cannot read {path} ({exc.strerror})") from None
+    if path.suffix != ".jsonl":
+        return [SampleQuery(query=line.strip()) for line in read_text(path, "queries").splitlines() if line.strip()]
     queries = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        if path.suffix == ".jsonl":
-            try:
-                raw = json.loads(line)
-                queries.append(SampleQuery(query=raw["query"], expect=raw.get("gold") or raw.get("expect") or []))
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise ConfigError(f"{path}:{number}: expected a JSON object with 'query' ({exc})") from None
-        else:
-            queries.append(SampleQuery(query=line.strip()))
+    for where, value in json_lines(path, "queries"):
+        raw = json_object(value, where)
+        try:
+            queries.append(SampleQuery(query=raw["query"], expect=raw.get("gold") or raw.get("expect") or []))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: expected a JSON object with 'query' ({type(exc).__name__})") from None
     return queries
 
 

@@ -39,9 +39,16 @@ _URL_QUERY = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s'\"?#]*[?#])[^\s'\"]*", re.
 # The value after a secret-named command-line flag (--api-key X, --token=X) or assignment
 # (API_KEY=X, "password": "X"). "tokens" (a count) is not a secret name.
 _SECRET_WORD = r"(?:api[-_]?key|apikey|token(?!s)|secret|passw(?:or)?d|pwd|credential|auth(?:orization)?\b)"
-_FLAG_VALUE = re.compile(rf"(\s--?[\w.-]*{_SECRET_WORD}[\w.-]*(?:\s+|=))(?![-*])([^\s\"',;&)]+)", re.IGNORECASE)
+_FLAG_VALUE = re.compile(
+    rf"(\s--?[\w.-]*{_SECRET_WORD}[\w.-]*(?:\s+|=))"
+    r"(?!-{1,2}[A-Za-z][A-Za-z-]*(?:\s|=|$)|\*\*\*)"  # the next flag is not a value
+    r"([^\s\"',;&)]+)",
+    re.IGNORECASE,
+)
 _ASSIGNED_VALUE = re.compile(
-    rf"""(\b[\w.-]*{_SECRET_WORD}[\w.-]*["']?\s*[=:]\s*["']?)(?!\*\*\*|(?:bearer|basic)\s)([^\s"',;&)]+)""",
+    # KEY=value, "key": "value", key: 'value', and key: <token-like value> (not "key.path: a message")
+    rf"""(\b[\w.-]*{_SECRET_WORD}[\w.-]*(?:\s*=\s*["']?|["']?\s*:\s*["']|\s*:\s*(?=[^\s"',;&)]*\d)(?=[^\s"',;&)]{{8}})))"""
+    r"""(?!\*\*\*|(?:bearer|basic)\s)([^\s"',;&)]+)""",
     re.IGNORECASE,
 )
 _BEARER = re.compile(r"\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)

@@ -257,13 +257,16 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
     """Validate a parsed agent mapping. Errors name `source`, the key path and the problem."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
-    if is_sk_declarative(data):
-        data = from_sk_declarative(data, source)
     try:
-        data = substitute_env(data)
+        # The adapters map other formats' keys before validation; a shape they do not expect is the
+        # file's error, never a raw exception (validation below names most such keys precisely).
+        if is_sk_declarative(data):
+            data = from_sk_declarative(data, source)
+        data = adapt_holodeck(substitute_env(data), source)
     except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
-    data = adapt_holodeck(data, source)
+        raise ConfigError(str(exc) if str(exc).startswith(source) else f"{source}: {exc}") from None
+    except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
+        raise ConfigError(f"{source}: not an agent file this version can read ({type(exc).__name__}: {exc})") from None
     try:
         spec = AgentSpec.model_validate({**data, "base_dir": base_dir or Path(".")})
     except ValidationError as exc:

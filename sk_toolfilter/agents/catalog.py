@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.input_files import json_lines, json_object, parse_json, read_text
 from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
 
 _PLUGIN_SAFE = re.compile(r"[^0-9A-Za-z_]")
 _FUNCTION_SAFE = re.compile(r"[^0-9A-Za-z_\-]")
 
 
-def _parameters(schema: dict[str, Any] | None) -> tuple[ParameterMetadata, ...]:
+def _parameters(schema: dict[str, Any] | None, where: str) -> tuple[ParameterMetadata, ...]:
     schema = schema or {}
-    required = set(schema.get("required") or [])
+    properties, required = schema.get("properties") or {}, schema.get("required") or []
+    if not isinstance(properties, dict):
+        raise ConfigError(f"{where}: 'parameters.properties' must be a mapping of parameter names to schemas")
+    if not isinstance(required, list):
+        raise ConfigError(f"{where}: 'parameters.required' must be a list of parameter names")
+    required = {str(r) for r in required if isinstance(r, str | int)}
     params = []
-    for name, prop in (schema.get("properties") or {}).items():
+    for name, prop in properties.items():
         prop = prop if isinstance(prop, dict) else {}
         params.append(
             ParameterMetadata(
@@ -48,7 +53,7 @@ def _record(raw: dict[str, Any], default_plugin: str, where: str) -> tuple[ToolM
         name=function,
         full_name=f"{plugin}-{function}",
         description=str(raw.get("description") or ""),
-        parameters=_parameters(schema),
+        parameters=_parameters(schema, where),
     )
     return tool, schema
 
@@ -60,27 +65,18 @@ def load_catalog(path: str | Path, default_plugin: str = "catalog") -> list[tupl
     ``{"type": "function", "function": {...}}`` entries. Errors name the file and line.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read tool catalog ({exc.strerror})") from None
-    entries: list[tuple[str, Any]] = []
-    try:
-        if path.suffix == ".jsonl":
-            entries = [(f"{path}:{n}", json.loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-        else:
-            data = json.loads(text)
-            data = data.get("tools", data) if isinstance(data, dict) else data
-            if not isinstance(data, list):
-                raise ConfigError(f"{path}: expected a list of tools")
-            entries = [(f"{path}[{i}]", item) for i, item in enumerate(data)]
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    entries: list[tuple[str, Any]]
+    if path.suffix == ".jsonl":
+        entries = list(json_lines(path, "tool catalog"))
+    else:
+        data = parse_json(read_text(path, "tool catalog"), str(path))
+        data = data.get("tools", data) if isinstance(data, dict) else data
+        if not isinstance(data, list):
+            raise ConfigError(f"{path}: expected a list of tools")
+        entries = [(f"{path}[{i}]", item) for i, item in enumerate(data)]
     records, seen = [], set()
     for where, raw in entries:
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{where}: expected a JSON object")
-        tool, schema = _record(raw, default_plugin, where)
+        tool, schema = _record(json_object(raw, where), default_plugin, where)
         if tool.full_name in seen:
             raise ConfigError(f"{where}: duplicate tool {tool.full_name!r}")
         seen.add(tool.full_name)

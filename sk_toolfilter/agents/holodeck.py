@@ -73,6 +73,8 @@ def adapt_holodeck(data: dict[str, Any], source: str) -> dict[str, Any]:
 
 def _model(model: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     model = dict(model)
+    if model.get("options") is not None and not isinstance(model["options"], dict):
+        return model, []  # left to validation, which names the key and what it expects
     options = dict(model.get("options") or {})
     for key in MODEL_OPTIONS:
         if key in model:

@@ -14,7 +14,6 @@ collection is rebuilt from the source at every start, so it never serves stale p
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, ke
 
 from sk_toolfilter.agents.agent_file import AgentSpec, VectorDatabase, VectorstoreSource
 from sk_toolfilter.errors import ConfigError, ToolSourceError
+from sk_toolfilter.input_files import json_lines, parse_json, read_text
 from sk_toolfilter.redaction import library_logger, redact_url
 from sk_toolfilter.retrieval.embeddings import (
     catalog_call_timeout,
@@ -170,21 +170,15 @@ def chunk_text(text: str, size: int, overlap: int) -> list[str]:
 def _documents(file: Path, source: VectorstoreSource, label: str, where: str) -> list[tuple[str, str]]:
     """(source label, text) of every document in one file."""
     try:
-        raw = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{where}.source: cannot read {file} ({exc})") from None
-    suffix = file.suffix.lower()
-    if suffix in (".md", ".markdown", ".txt"):
-        return [(label, raw)]
-    try:
+        suffix = file.suffix.lower()
+        if suffix in (".md", ".markdown", ".txt"):
+            return [(label, read_text(file, "document"))]
         if suffix == ".jsonl":
-            records: Any = [json.loads(line) for line in raw.splitlines() if line.strip()]
+            records: Any = [value for _, value in json_lines(file, "document")]
         else:
-            records = _records_at(json.loads(raw), source.record_path)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}.source: {file}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    except RecursionError:
-        raise ConfigError(f"{where}.source: {file}: JSON nested too deeply") from None
+            records = _records_at(parse_json(read_text(file, "document"), str(file)), source.record_path)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}.source: {exc}") from None
     documents = []
     for position, record in enumerate(records if isinstance(records, list) else [records]):
         text = _record_text(record, source)

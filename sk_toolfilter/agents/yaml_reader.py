@@ -83,6 +83,18 @@ class _BoundedLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_scalar(self, node: Any) -> Any:
+        value = super().construct_scalar(node)
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:  # a "\ud800" escape: a lone surrogate is not text
+                raise ConfigError(
+                    f"line {node.start_mark.line + 1}: {value[exc.start]!r} (a lone surrogate, from a \\u escape) is "
+                    "not text any model or service accepts; remove it"
+                ) from None
+        return value
+
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:

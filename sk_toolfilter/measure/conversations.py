@@ -10,7 +10,6 @@ pass. The format is that of ``bfcl_multiturn/dev.jsonl``.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from semantic_kernel.contents import (
 )
 
 from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.input_files import json_lines, json_object
 from sk_toolfilter.integration.service import wrap_chat_service
 from sk_toolfilter.measure.tokens import count_json_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
@@ -57,22 +57,9 @@ def load_steps(path: str | Path) -> list[ConversationStep]:
 
     Errors name the file and line. Steps of a conversation are ordered by (turn, step).
     """
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read conversations ({exc.strerror})") from None
     steps = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}: invalid JSON ({exc.msg})") from None
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{where}: expected a JSON object")
+    for where, value in json_lines(path, "conversations"):
+        raw = json_object(value, where)
         messages, gold = raw.get("messages"), raw.get("gold")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise ConfigError(f"{where}: 'messages' must be a non-empty list of chat messages")

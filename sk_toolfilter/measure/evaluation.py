@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ import numpy as np
 
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
 from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.input_files import json_lines, json_object
 from sk_toolfilter.measure.metrics import complete_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
 from sk_toolfilter.retrieval.cutoff import apply_cutoff
 from sk_toolfilter.retrieval.index import ToolIndex
@@ -38,27 +38,20 @@ class MethodResult:
 
 def load_queries(path: str | Path) -> list[LabelledQuery]:
     """Queries in the benchmarks' ``dev.jsonl`` format (``id``, ``query``, ``gold``, ``category``)."""
-    path = Path(path)
     queries = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read queries ({exc.strerror})") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for where, value in json_lines(path, "queries"):
+        raw = json_object(value, where)
         try:
-            raw = json.loads(line)
             queries.append(
                 LabelledQuery(
-                    id=str(raw.get("id", number)),
+                    id=str(raw.get("id", where.rsplit(":", 1)[-1])),
                     query=str(raw["query"]),
                     gold=tuple(raw["gold"]),
                     category=str(raw.get("category", "")),
                 )
             )
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{path}:{number}: not a labelled query ({exc})") from None
+        except (KeyError, TypeError) as exc:
+            raise ConfigError(f"{where}: not a labelled query (missing or malformed {exc})") from None
     return queries
 
 

@@ -1,0 +1,60 @@
+"""Reading the files a user hands over (catalogs, query and conversation files, documents): one boundary.
+
+Whatever bytes a file holds, what comes out is its text or parsed JSON, or a :class:`ConfigError`
+naming the file (and line) and the problem — never a ``UnicodeDecodeError``, ``RecursionError``
+or ``AttributeError`` from deeper down.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sk_toolfilter.errors import ConfigError
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """The UTF-8 text of `path` (`what` it is, for the message), or ConfigError naming the file."""
+    path = Path(path)
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or type(exc).__name__})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
+
+
+def parse_json(text: str, where: str) -> Any:
+    """`text` parsed as JSON, or ConfigError naming `where` (a file, or ``file:line``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: JSON nested too deeply") from None
+
+
+def json_lines(path: str | Path, what: str) -> Iterator[tuple[str, Any]]:
+    """(``file:line``, value) for every non-blank line of a JSON-lines file."""
+    for number, line in enumerate(read_text(path, what).splitlines(), 1):
+        if line.strip():
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}: invalid JSON at line {number}: {exc.msg}") from None
+            except RecursionError:
+                raise ConfigError(f"{path}: JSON nested too deeply at line {number}") from None
+            yield f"{path}:{number}", value
+
+
+def json_object(value: Any, where: str) -> dict[str, Any]:
+    """`value` when it is a JSON object, else ConfigError naming `where`."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a JSON object, got {_kind(value)}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(type(value), "a number")
