@@ -49,29 +49,30 @@ async def timed_error(*sources) -> tuple[str, float]:
 
 
 async def test_a_server_that_exits_at_start_is_reported_at_once_with_its_stderr():
-    message, seconds = await timed_error(source("exit", startup_timeout_seconds=30))
-    assert seconds < 2
+    message, seconds = await timed_error(source("exit", startup_timeout_seconds=120))
+    assert seconds < 60  # reported when the process exits, not at the start-up timeout
     assert message.startswith("tools[0] (Faulty): MCP server '")
     assert "mcp_fault_server.py exit' exited during start-up" in message
     assert "Cannot find module '/srv/missing/index.js'" in message  # the last line of its stderr
 
 
 async def test_a_command_that_does_not_exist_is_reported_at_once():
-    message, seconds = await timed_error({"type": "mcp", "name": "Gone", "command": "/no/such/server-xyz"})
-    assert seconds < 2
+    gone = {"type": "mcp", "name": "Gone", "command": "/no/such/server-xyz", "startup_timeout_seconds": 120}
+    message, seconds = await timed_error(gone)
+    assert seconds < 60  # reported at once, not at the start-up timeout
     assert "tools[0] (Gone): MCP server command '/no/such/server-xyz' cannot be run" in message
 
 
 async def test_a_server_that_never_answers_times_out_saying_what_was_seen():
-    message, seconds = await timed_error(source("silent", startup_timeout_seconds=1))
-    assert 1 <= seconds < 4
-    assert "did not answer 'initialize' within 1s (startup_timeout_seconds)" in message
+    # The timeout is long enough for a loaded machine to start Python and print its line.
+    message, seconds = await timed_error(source("silent", startup_timeout_seconds=8))
+    assert seconds >= 8
+    assert "did not answer 'initialize' within 8s (startup_timeout_seconds)" in message
     assert "no output on stdout" in message and "listening... (but never answering)" in message
 
 
 async def test_a_server_that_writes_only_garbage_times_out_naming_the_garbage():
-    message, seconds = await timed_error(source("garbage", startup_timeout_seconds=1))
-    assert seconds < 4
+    message, _ = await timed_error(source("garbage", startup_timeout_seconds=8))
     assert "line(s) on stdout that are not JSON-RPC, first: 'this is not json-rpc'" in message
 
 
@@ -85,11 +86,10 @@ async def test_a_banner_line_on_stdout_is_ignored_with_one_warning(caplog):
 
 
 async def test_list_changed_during_start_up_does_not_deadlock():
-    started = time.perf_counter()
-    kernel, counts, stack = await load(source("list_changed", startup_timeout_seconds=10))
+    # A deadlock would end in the start-up timeout's error instead of a loaded source.
+    kernel, counts, stack = await load(source("list_changed", startup_timeout_seconds=120))
     async with stack:
         assert counts == {"Faulty": 6}
-        assert time.perf_counter() - started < 5
         assert str(await kernel.invoke(plugin_name="Faulty", function_name="echo", message="x")) == "echo: x"
 
 
@@ -107,9 +107,7 @@ async def test_an_optional_source_is_skipped_on_any_failure_with_one_warning(cap
 
 
 async def test_a_call_that_hangs_returns_an_error_to_the_model_and_the_server_goes_on(serving):
-    started = time.perf_counter()
-    result = str(await serving.invoke(plugin_name="Faulty", function_name="hang"))
-    assert time.perf_counter() - started < 4
+    result = str(await serving.invoke(plugin_name="Faulty", function_name="hang"))  # returns: no hang
     assert result == "error: MCP server Faulty did not answer tool 'hang' within 1.5s (request_timeout_seconds)"
     assert str(await serving.invoke(plugin_name="Faulty", function_name="echo", message="still here")) == (
         "echo: still here"
@@ -138,9 +136,7 @@ async def test_a_server_that_cannot_be_restarted_gives_an_error_not_a_hang(tmp_p
     kernel, _, stack = await load({"type": "mcp", "name": "Once", "command": sys.executable, "args": [str(script)]})
     async with stack:
         await kernel.invoke(plugin_name="Once", function_name="die")
-        started = time.perf_counter()
-        result = str(await kernel.invoke(plugin_name="Once", function_name="echo", message="x"))
-        assert time.perf_counter() - started < 3
+        result = str(await kernel.invoke(plugin_name="Once", function_name="echo", message="x"))  # no hang
     assert result.startswith("error: MCP server Once stopped")
     assert "could not be restarted" in result and "second start refused" in result
 
@@ -160,10 +156,10 @@ async def test_a_tool_list_change_reindexes_the_filter_live(serving):
 
 
 async def test_closing_stops_the_server_process_quickly():
-    started = time.perf_counter()
     _, _, stack = await load(source("serve"))
+    started = time.perf_counter()
     await stack.aclose()
-    assert time.perf_counter() - started < 4
+    assert time.perf_counter() - started < 60  # not the SDK's unbounded wait
 
 
 async def test_ref_and_combinator_schemas_reach_the_wire_resolved_and_describe_tool_reads_them(serving):

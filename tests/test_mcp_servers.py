@@ -229,7 +229,7 @@ async def test_an_http_server_that_is_not_there_fails_fast_without_echoing_crede
                     "name": "Remote",
                     "url": f"http://user:s3cret@127.0.0.1:{port}/mcp?api-key=k3y",
                     "headers": {"Authorization": "Bearer hunter2"},
-                    "startup_timeout_seconds": 10,
+                    "startup_timeout_seconds": 120,
                 }
             ],
         },
@@ -239,7 +239,7 @@ async def test_an_http_server_that_is_not_there_fails_fast_without_echoing_crede
     with pytest.raises(ToolSourceError) as info:
         await load_agent(spec, chat_service=offline_chat_service(RecordingTransport()))
     message = str(info.value)
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 60  # refused at once, not at the start-up timeout
     assert f"http://***@127.0.0.1:{port}/mcp?***" in message
     assert "ConnectError" in message or "connect" in message.lower()
     for secret in ("s3cret", "k3y", "hunter2"):
