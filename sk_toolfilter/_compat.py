@@ -27,12 +27,64 @@ MOVED: dict[str, str] = {
 }
 
 
+# Public names of 0.1 whose new home is not the module their old module moved to.
+MOVED_NAMES: dict[str, dict[str, str]] = {
+    "service": {"enable_tool_filtering": "integration.setup", "create_tool_filter": "integration.setup"},
+    "query": {"split_query_parts": "retrieval.text"},
+    "discovery": {"MIN_MATCH_SCORE": "selection.manager"},
+}
+
+# Public names of 0.1 that are gone, and what replaced them (CHANGELOG.md, 0.2).
+REMOVED_NAMES: dict[str, dict[str, str]] = {
+    "sources": {"SafeMCPStdioPlugin": "MCP servers run on the MCP SDK (sk_toolfilter.agents.mcp.MCPConnection)"},
+    "sticky": {
+        "conversation_key": "sticky lists are keyed by the conversation's own content (StickyLists.update)",
+        "MAX_CONVERSATIONS": "StickyLists(max_conversations=...)",
+    },
+    "service": {"NO_FUNCTION": "an empty selection sends no tools (settings.tools = None)"},
+    "agent_file": {"SECRET_KEYS": "sk_toolfilter.redaction.is_secret_key"},
+    "manager": {"DISCOVERY_FUNCTIONS": "ToolFilterManager.discovery_names"},
+}
+
+
+def _refusal_reason(manager: Any, full_name: str, settings: Any) -> str | None:
+    """0.1's ``guard.refusal_reason``: why a call must be refused, or None (see ``guard.refusal``)."""
+    from sk_toolfilter.integration.guard import refusal
+
+    outcome = refusal(manager, full_name, settings)
+    return None if outcome is None else outcome[0]
+
+
+class _OldPathModule(ModuleType):
+    """An old module path: the new module's names, and the 0.1 names that moved elsewhere."""
+
+    def __init__(self, name: str, new: ModuleType, extra: dict[str, str]) -> None:
+        super().__init__(name, new.__doc__)
+        self._new, self._extra = new, extra
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") or attr in ("_new", "_extra"):
+            raise AttributeError(attr)
+        if attr in self._extra:
+            return getattr(importlib.import_module(f"sk_toolfilter.{self._extra[attr]}"), attr)
+        if attr == "refusal_reason" and self.__name__.endswith(".guard"):
+            return _refusal_reason
+        return getattr(self._new, attr)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*dir(self._new), *self._extra})
+
+
 class _MovedModuleLoader(importlib.abc.Loader):
-    def __init__(self, new_name: str) -> None:
-        self.new_name = new_name
+    def __init__(self, new_name: str, old: str) -> None:
+        self.new_name, self.old = new_name, old
 
     def create_module(self, spec: Any) -> ModuleType:
-        return importlib.import_module(self.new_name)
+        new = importlib.import_module(self.new_name)
+        extra = MOVED_NAMES.get(self.old, {})
+        if not extra and self.old != "guard":
+            return new
+        return _OldPathModule(spec.name, new, extra)
 
     def exec_module(self, module: ModuleType) -> None:
         """Nothing to run: the new module is already imported."""
@@ -47,7 +99,7 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
             return None
         new_name = f"sk_toolfilter.{MOVED[old]}"
         warnings.warn(f"{fullname} moved to {new_name}; the old path goes away in 0.3", DeprecationWarning, 3)
-        return importlib.util.spec_from_loader(fullname, _MovedModuleLoader(new_name))
+        return importlib.util.spec_from_loader(fullname, _MovedModuleLoader(new_name, old))
 
 
 def install() -> None:

@@ -1,0 +1,116 @@
+"""Every public name of 0.1 imports through its 0.1 module path (until 0.3), or is listed as removed."""
+
+import importlib
+import sys
+import warnings
+
+import pytest
+
+from sk_toolfilter._compat import MOVED, REMOVED_NAMES
+
+# The public names (top-level functions, classes and constants) of each 0.1 module, read from the
+# 0.1 sources (git show 1c29d53^:sk_toolfilter/<module>.py).
+PUBLIC_NAMES_0_1 = {
+    "agent": ("Toolset", "LoadedAgent", "create_chat_service", "execution_settings", "open_toolset", "load_agent"),
+    "agent_file": (
+        "SECRET_KEYS",
+        "ModelSpec",
+        "InstructionsFile",
+        "PluginSource",
+        "MCPSource",
+        "CatalogSource",
+        "ToolSource",
+        "SampleQuery",
+        "AgentSpec",
+        "substitute_env",
+        "parse_agent",
+        "load_agent_file",
+    ),
+    "batching": ("EmbedFunction", "QueryBatcher"),
+    "bm25": ("tool_tokens", "query_tokens", "tool_key", "BM25Index"),
+    "cache": ("FORMAT_VERSION", "default_cache_dir", "text_key", "EmbeddingCache", "CachedEmbeddings", "cached"),
+    "catalog": ("load_catalog",),
+    "cutoff": ("ToolDecision", "apply_cutoff"),
+    "discovery": (
+        "TIERS",
+        "TIER_LIMITS",
+        "MIN_MATCH_SCORE",
+        "one_line_summary",
+        "signature",
+        "render_full",
+        "coerce_limit",
+        "render_matches",
+        "DiscoveryPlugin",
+        "discovered_in",
+    ),
+    "embeddings": (
+        "LOCAL_MODEL_ID",
+        "LocalEmbeddingGenerator",
+        "create_embedding_service",
+        "embedding_model_id",
+        "embed_texts",
+    ),
+    "eval_run": ("COLUMNS", "render_table", "render_markdown", "run_eval"),
+    "evaluation": ("LabelledQuery", "MethodResult", "load_queries", "evaluate_method", "results_to_json"),
+    "faults": ("CircuitOpenError", "EmbeddingCircuit"),
+    "fusion": (
+        "normalize_by_max",
+        "normalize_cosine",
+        "rank_order",
+        "reciprocal_rank_fusion",
+        "zscore",
+        "zscore_blend",
+    ),
+    "guard": ("refusal_reason", "attach_execution_guard"),
+    "index": ("ProgressCallback", "MAX_EMBED_CHARS", "ToolIndex"),
+    "manager": ("SettingsT", "DISCOVERY_FUNCTIONS", "kernel_fingerprint", "Selection", "ToolFilterManager"),
+    "metadata": ("ParameterMetadata", "ToolMetadata", "tool_from_function", "crawl_kernel", "openai_tool_definition"),
+    "metrics": ("recall_at_k", "complete_at_k", "ndcg_at_k", "reciprocal_rank"),
+    "names": ("NameMatcher",),
+    "query": ("QueryStrategy", "MAX_QUERY_CHARS", "build_query", "split_query_parts"),
+    "report": (
+        "QueryReport",
+        "prefix_stable_share",
+        "ConversationReport",
+        "TokenReport",
+        "build_token_report",
+        "render_terminal",
+        "render_markdown",
+        "render_chart_svg",
+        "write_report",
+    ),
+    "search": ("MAX_QUERY_CHARS", "MAX_QUERY_PARTS", "ScoredTool", "Ranking", "rank_tools"),
+    "service": ("NO_FUNCTION", "tool_name", "FilteredChatCompletion", "wrap_chat_service", "enable_tool_filtering"),
+    "settings": ("SettingsT", "allowed_by_behavior", "clone_with_functions"),
+    "sources": ("DEFINITION_ONLY", "SafeMCPStdioPlugin", "add_native_plugin", "catalog_plugins", "add_sources"),
+    "sticky": ("MAX_CONVERSATIONS", "conversation_key", "StickyLists"),
+    "text": ("STOPWORDS", "split_identifier", "humanize_identifier", "tokenize"),
+    "tokens": ("ENCODINGS", "count_tokens", "compact_json", "count_json_tokens"),
+    "usage": ("UsageTracker",),
+    "visibility": ("ToolPolicy",),
+    "wire": ("DEFAULT_MODEL", "text_reply", "tool_call_reply", "RecordingTransport", "offline_chat_service"),
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC_NAMES_0_1))
+def test_every_0_1_name_imports_through_its_old_path_with_a_deprecation_warning(module):
+    assert module in MOVED
+    fresh = f"sk_toolfilter.{module}" not in sys.modules  # the warning comes with the first import
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = importlib.import_module(f"sk_toolfilter.{module}")
+    removed = REMOVED_NAMES.get(module, {})
+    missing = [n for n in PUBLIC_NAMES_0_1[module] if n not in removed and not hasattr(old, n)]
+    assert not missing, f"sk_toolfilter.{module} lost {missing}"
+    assert not fresh or any(issubclass(w.category, DeprecationWarning) for w in caught)
+
+
+def test_the_names_reported_in_the_issue():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from sk_toolfilter.service import create_tool_filter, enable_tool_filtering, wrap_chat_service
+
+    from sk_toolfilter import create_tool_filter as new_create
+    from sk_toolfilter import enable_tool_filtering as new_enable
+
+    assert enable_tool_filtering is new_enable and create_tool_filter is new_create and callable(wrap_chat_service)
