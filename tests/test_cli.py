@@ -232,3 +232,21 @@ def test_an_error_with_an_empty_message_still_gets_one_line(monkeypatch, capsys)
     assert (
         capsys.readouterr().err.strip() == "sk-toolfilter: error: RuntimeError: RuntimeError (run with -v for details)"
     )
+
+
+def test_eval_on_an_agent_file_ranks_with_its_tools_overrides(bm25_agent, tmp_path, capsys):
+    """A keyword added in tools_overrides is what finds the tool; eval must rank with it, as the agent does."""
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"id": "1", "query": "zorblax the figures", "gold": ["Math-statistics_summary"]}))
+    base = yaml.safe_load(bm25_agent.read_text())
+
+    def recall(overrides: dict) -> float:
+        data = {**base, "tool_filtering": {**base["tool_filtering"], "tools_overrides": overrides}}
+        bm25_agent.write_text(yaml.safe_dump(data))
+        out = tmp_path / f"eval{len(overrides)}"
+        argv = ["eval", "--agent", str(bm25_agent), "--queries", str(queries), "--methods", "bm25", "--out", str(out)]
+        assert main(argv) == 0
+        return json.loads((out / "eval.json").read_text())["methods"]["bm25"]["recall@5"]
+
+    assert recall({}) == 0.0
+    assert recall({"Math-statistics_summary": {"keywords": ["zorblax"]}}) == 1.0

@@ -24,7 +24,7 @@ from sk_toolfilter.redaction import redact_config
 from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel, openai_tool_definition
+from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
 from sk_toolfilter.store.shared_index import SharedIndex
 
 COLUMNS = ("recall@1", "recall@3", "recall@5", "recall@10", "complete@5", "ndcg@10", "mrr", "mean_tools_sent")
@@ -48,9 +48,10 @@ async def _load_tools(args: argparse.Namespace) -> tuple[list[ToolMetadata], Too
         update={"tool_filtering": spec.tool_filtering.model_copy(update={"search_method": "bm25"})}
     )
     toolset = await open_toolset(bm25_only)
-    # The agent's own tools only: the discovery plugin is pinned, never ranked.
+    # The agent's own tools as its filter indexes them: exclusions and disabled tools left out,
+    # tools_overrides' keywords, tags and categories in; the discovery plugin is pinned, never ranked.
     discovery = spec.tool_filtering.discovery.plugin_name
-    tools = [t for t in crawl_kernel(toolset.kernel) if t.plugin != discovery]
+    tools = [t for t in toolset.manager.index.tools if t.plugin != discovery]
     return tools, spec.tool_filtering, toolset
 
 
