@@ -78,3 +78,17 @@ async def test_a_function_the_kernel_lacks_is_an_error_naming_the_closest():
 def test_sk_settings_placeholders_name_the_environment_variables_sk_reads():
     assert settings_variable("OpenAI", "ChatModelId") == "OPENAI_CHAT_MODEL_ID"
     assert settings_variable("AzureOpenAI", "ChatDeploymentName") == "AZURE_OPENAI_CHAT_DEPLOYMENT_NAME"
+
+
+async def test_a_spec_loads_without_the_models_variables_when_the_model_is_not_called(monkeypatch):
+    """validate, search, report and eval never call the model: OPENAI_API_KEY and the model id may be unset."""
+    from sk_toolfilter.agents.agent_file import load_agent_file
+
+    monkeypatch.delenv("OPENAI_CHAT_MODEL_ID")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    spec = load_agent_file(SPEC)
+    assert spec.model.api_key is None
+    async with await load_agent(
+        spec, kernel=kernel_with_plugins(), chat_service=offline_chat_service(RecordingTransport())
+    ) as loaded:
+        assert "BookingPlugin-book_table" in await loaded.manager.filter_tools("book a table for two")

@@ -25,6 +25,7 @@ features with no meaning here: accepted with one warning.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -60,10 +61,16 @@ def from_sk_declarative(data: dict[str, Any], source: str) -> dict[str, Any]:
     if not isinstance(model, dict):
         raise ConfigError(f"{source}: model: expected a mapping")
     connection = model.get("connection") or {}
-    mapped: dict[str, Any] = {"name": model["id"]} if model.get("id") else {}
+    if not isinstance(connection, dict):
+        raise ConfigError(f"{source}: model.connection: expected a mapping")
+    # The model is only needed to chat: a placeholder whose variable is not set leaves its key out
+    # (validate, search, report and eval never call the model; chat says what is missing).
+    model_id = _unless_unset(model.get("id"))
+    mapped: dict[str, Any] = {"name": model_id} if model_id else {}
     for key in ("api_key", "base_url", "endpoint", "api_version"):
-        if connection.get(key):
-            mapped[key] = connection[key]
+        value = _unless_unset(connection.get(key))
+        if value:
+            mapped[key] = value
     if connection.get("endpoint"):
         mapped["provider"] = "azure_openai"
     if model.get("options"):
@@ -89,6 +96,15 @@ def from_sk_declarative(data: dict[str, Any], source: str) -> dict[str, Any]:
             ", ".join(ignored),
         )
     return agent
+
+
+def _unless_unset(value: Any) -> Any:
+    """`value`, or None when it is just a ``${VAR}`` whose variable is not set."""
+    if isinstance(value, str):
+        whole = re.fullmatch(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", value.strip())
+        if whole and whole.group(1) not in os.environ:
+            return None
+    return value
 
 
 def _placeholders_to_env(value: Any) -> Any:
