@@ -5,10 +5,12 @@ Its MCP servers start with ``npx -y <package>``; the test folder links the packa
 ``database: {provider: chromadb}`` is a real Chroma server (``.ci/install-chroma``).
 """
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sk_toolfilter.agents.agent import load_agent
 from sk_toolfilter.agents.agent_file import load_agent_file
@@ -61,7 +63,11 @@ def test_search_and_report_run_on_it_offline(holodeck_agent, tmp_path, capsys):
     assert main(["search", str(holodeck_agent), "store a fact in the knowledge graph", "--explain"]) == 0
     assert "memory-" in capsys.readouterr().out
     assert main(["report", str(holodeck_agent), "--out", str(tmp_path / "report")]) == 0
-    assert (tmp_path / "report" / "report.json").exists()
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    # The file's test_cases are the report's queries; the bare expected tool name resolves.
+    assert [q["query"] for q in report["queries"]] == ["Find recent papers on machine learning"]
+    assert report["queries"][0]["expected"] == ["vectorstore-search_papers"]
+    assert report["queries"][0]["expected_sent"] is True
 
 
 def test_holodeck_settings_map_onto_this_format():
@@ -79,3 +85,40 @@ def test_holodeck_settings_map_onto_this_format():
     assert spec.model.options == {"temperature": 0.1}
     assert spec.instructions_text() == "Be brief."
     assert spec.tools[0].startup_timeout_seconds == 7
+
+
+def test_test_cases_become_sample_queries_and_an_unknown_expected_tool_is_an_error(tmp_path, capsys):
+    from sk_toolfilter.agents.agent_file import parse_agent
+
+    spec = parse_agent(
+        {"name": "a", "test_cases": [{"input": "add 2 and 3", "expected_tools": ["add"]}, {"ground_truth": "x"}]}
+    )
+    assert [(q.query, q.expect) for q in spec.sample_queries] == [("add 2 and 3", ["add"])]
+    agent = tmp_path / "agent.yaml"
+    tools = [{"type": "plugin", "name": "Math", "import": "sk_toolfilter.demo:MathPlugin"}]
+    cases = [{"input": "add 2 and 3", "expected_tools": ["Math-addd"]}]
+    agent.write_text(
+        yaml.safe_dump({"name": "a", "tools": tools, "test_cases": cases, "tool_filtering": {"search_method": "bm25"}})
+    )
+    assert main(["report", str(agent), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "sample_queries[0].expect" in err and "Math-addd" in err and "Math-add" in err
+
+
+async def test_a_min_similarity_score_set_for_another_model_is_not_applied_and_says_so(tmp_path, caplog):
+    from sk_toolfilter.agents.agent import open_toolset
+
+    (tmp_path / "faq.md").write_text("Refunds are issued within 5 business days to the original card.")
+    tool = {
+        "type": "vectorstore",
+        "name": "faq",
+        "source": "faq.md",
+        "min_similarity_score": 0.99,
+        "embedding_model": "text-embedding-3-small",
+    }
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(yaml.safe_dump({"name": "a", "tools": [tool], "tool_filtering": {"search_method": "bm25"}}))
+    async with await open_toolset(agent) as tools:
+        answer = str(await tools.kernel.invoke(plugin_name="vectorstore", function_name="faq", query="refund"))
+    assert "Refunds are issued" in answer  # 0.99 would have dropped it
+    assert "min_similarity_score 0.99 was set for 'text-embedding-3-small'" in caplog.text

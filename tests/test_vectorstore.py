@@ -168,3 +168,21 @@ async def test_a_deeply_nested_json_source_is_a_config_error_naming_the_file(tmp
     with pytest.raises(ConfigError, match=r"deep\.json: JSON nested too deeply"):
         async with await open_toolset(path):
             pass
+
+
+async def test_an_agent_with_two_vectorstore_tools_loads_and_searches_both(tmp_path):
+    """HoloDeck's published samples have several vectorstore tools in one agent."""
+    (tmp_path / "faq.md").write_text("Refunds are issued within 5 business days to the original card.")
+    (tmp_path / "policies.md").write_text("Our warranty covers manufacturing defects for two years.")
+    agent = tmp_path / "agent.yaml"
+    import yaml
+
+    tools = [
+        {"type": "vectorstore", "name": "faq", "source": "faq.md"},
+        {"type": "vectorstore", "name": "policies", "source": "policies.md"},
+    ]
+    agent.write_text(yaml.safe_dump({"name": "a", "tools": tools, "tool_filtering": {"search_method": "bm25"}}))
+    async with await open_toolset(agent) as tools_:
+        assert sorted(tools_.kernel.plugins["vectorstore"].functions) == ["faq", "policies"]
+        answer = str(await tools_.kernel.invoke(plugin_name="vectorstore", function_name="policies", query="warranty"))
+    assert "manufacturing defects" in answer

@@ -20,7 +20,6 @@ IGNORED_TOP_LEVEL = (
     "author",
     "response_format",
     "evaluations",
-    "test_cases",
     "execution",
     "observability",
     "deployment",
@@ -48,6 +47,14 @@ OLLAMA_BASE_URL = "http://localhost:11434/v1"
 def adapt_holodeck(data: dict[str, Any], source: str) -> dict[str, Any]:
     """A copy of `data` with HoloDeck's keys mapped or dropped (one warning per dropped key)."""
     data = dict(data)
+    cases = data.pop("test_cases", None)
+    if isinstance(cases, list) and "sample_queries" not in data:
+        # HoloDeck's test cases are the report's queries: the input, and the tools it expects.
+        data["sample_queries"] = [
+            {"query": c["input"], "expect": list(c.get("expected_tools") or [])}
+            for c in cases
+            if isinstance(c, dict) and isinstance(c.get("input"), str)
+        ]
     ignored = [key for key in IGNORED_TOP_LEVEL if key in data]
     for key in ignored:
         del data[key]

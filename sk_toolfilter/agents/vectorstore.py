@@ -75,7 +75,7 @@ async def add_vectorstore(
     service = service or create_embedding_service(embedding)
     if service is None:
         raise ConfigError(f"{where}: a vectorstore tool needs an embedding service (embedding.provider is 'none')")
-    _warn_about_ignored_keys(source, where, embedding_model_id(service))
+    source = _adapt_to_service(source, where, embedding_model_id(service))
     root = None if source.allow_outside_agent_folder else spec.base_dir
     passages = load_passages(spec.resolve(source.source), source, where, root=root)
     call_timeout = catalog_call_timeout(embedding.timeout_seconds, min(embedding.batch_size, len(passages)))
@@ -92,7 +92,9 @@ async def add_vectorstore(
     if plugin is None:
         kernel.add_plugin(KernelPlugin(name=PLUGIN, description="Document search", functions=[function]))
     else:
-        plugin.add(function)
+        if function.name in plugin.functions:
+            raise ConfigError(f"{where}: another vectorstore tool is already named {function.name!r}")
+        plugin.add([function])  # SK's KernelPlugin.add takes a list or a dict, not one function
     logger.info("sk-toolfilter: %s: %d passages from %s", where, len(passages), source.source)
     return 1
 
@@ -336,6 +338,26 @@ def _search_function(
         return answer if len(answer) <= MAX_ANSWER_CHARS else answer[: MAX_ANSWER_CHARS - 12] + " … [cut]"
 
     return KernelFunctionFromMethod(method=search, plugin_name=PLUGIN)
+
+
+def _adapt_to_service(source: VectorstoreSource, where: str, configured: str) -> VectorstoreSource:
+    """`source` as it applies with the agent's embedding service: keys with no meaning warned about,
+    and a ``min_similarity_score`` set for another model dropped (similarities of two models are on
+    different scales: 0.7 suits OpenAI's text-embedding-3 and drops every passage of MiniLM)."""
+    _warn_about_ignored_keys(source, where, configured)
+    if source.min_similarity_score is not None and source.embedding_model and source.embedding_model != configured:
+        logger.warning(
+            "sk-toolfilter: %s: min_similarity_score %s was set for %r; similarities of %s are on another scale, "
+            "so it is not applied (set min_similarity_score without embedding_model, or with embedding_model %r, "
+            "to apply one)",
+            where,
+            source.min_similarity_score,
+            source.embedding_model,
+            configured,
+            configured,
+        )
+        return source.model_copy(update={"min_similarity_score": None})
+    return source
 
 
 def _warn_about_ignored_keys(source: VectorstoreSource, where: str, configured: str) -> None:

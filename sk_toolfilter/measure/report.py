@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,9 +19,11 @@ from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoic
 from semantic_kernel.contents import ChatHistory
 
 from sk_toolfilter.agents.agent_file import AgentSpec, SampleQuery
+from sk_toolfilter.errors import UnknownToolError
 from sk_toolfilter.integration.service import wrap_chat_service
 from sk_toolfilter.measure.tokens import count_json_tokens, count_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
+from sk_toolfilter.selection.visibility import NameResolver
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -114,6 +117,23 @@ class TokenReport:
         }
 
 
+def resolve_expected(queries: Sequence[SampleQuery], full_names: Sequence[str]) -> list[SampleQuery]:
+    """`queries` with every expected tool spelled as its full name (bare and near spellings resolve);
+    one that names no tool of the agent is a :class:`UnknownToolError` naming the closest."""
+    resolver = NameResolver(full_names)
+    resolved = []
+    for position, item in enumerate(queries):
+        names = []
+        for name in item.expect:
+            key = f"sample_queries[{position}].expect"
+            full = resolver.resolve(name, key)
+            if full not in resolver.known:
+                raise UnknownToolError(key, name, full_names)
+            names.append(full)
+        resolved.append(item.model_copy(update={"expect": names}))
+    return resolved
+
+
 async def build_token_report(
     spec: AgentSpec,
     kernel: Kernel,
@@ -142,6 +162,7 @@ async def build_token_report(
         }
     )
     instructions = spec.instructions_text()
+    queries = resolve_expected(queries, [t.full_name for t in manager.index.tools])
     rows = []
     for item in queries:
         bodies = []

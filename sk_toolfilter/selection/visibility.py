@@ -79,6 +79,38 @@ def _near_key(name: str) -> str:
     return re.sub(r"[\s\-_./:]+", "", name).casefold()
 
 
+class NameResolver:
+    """Resolves a tool name as people write it to the one full name it denotes (see
+    :func:`resolve_bare_names`): exact, bare (``search_papers``), or differing only by case or
+    separators. Ambiguous names are a ConfigError listing the candidates; unknown ones come back as written."""
+
+    def __init__(self, full_names: Sequence[str]) -> None:
+        self.known = set(full_names)
+        self.by_function: dict[str, list[str]] = {}
+        self.near: dict[str, set[str]] = {}
+        for full in full_names:
+            function = full.split("-", 1)[-1]
+            self.by_function.setdefault(function, []).append(full)
+            self.near.setdefault(_near_key(full), set()).add(full)
+            self.near.setdefault(_near_key(function), set()).add(full)
+        self.plugins = {full.split("-", 1)[0] for full in full_names}
+        self.near_plugins: dict[str, set[str]] = {}
+        for plugin in self.plugins:
+            self.near_plugins.setdefault(_near_key(plugin), set()).add(plugin)
+
+    def resolve(self, name: str, key: str, plugin_ok: bool = False) -> str:
+        if name in self.known or any(ch in name for ch in "*?[") or (plugin_ok and name in self.plugins):
+            return name
+        candidates = sorted(set(self.by_function.get(name, []))) if "-" not in name else []
+        if not candidates:
+            candidates = sorted(self.near.get(_near_key(name), set()))
+        if not candidates and plugin_ok:
+            candidates = sorted(self.near_plugins.get(_near_key(name), set()))
+        if len(candidates) > 1:
+            raise ConfigError(f"{key}: {name!r} is ambiguous; write one of: {', '.join(candidates)}")
+        return candidates[0] if candidates else name
+
+
 def resolve_bare_names(config: ToolFilterConfig, full_names: Sequence[str]) -> ToolFilterConfig:
     """`config` with bare function names (``search_papers``) in ``always_include``,
     ``tools_overrides`` and ``exclude`` replaced by the one full name they denote
@@ -90,30 +122,7 @@ def resolve_bare_names(config: ToolFilterConfig, full_names: Sequence[str]) -> T
     a plugin's name is left as written; a name several tools share is a :class:`ConfigError` listing
     them; one that names no tool is left for the usual unknown-name checks.
     """
-    known = set(full_names)
-    by_function: dict[str, list[str]] = {}
-    near: dict[str, set[str]] = {}
-    for full in full_names:
-        function = full.split("-", 1)[-1]
-        by_function.setdefault(function, []).append(full)
-        near.setdefault(_near_key(full), set()).add(full)
-        near.setdefault(_near_key(function), set()).add(full)
-    plugins = {full.split("-", 1)[0] for full in full_names}
-    near_plugins: dict[str, set[str]] = {}
-    for plugin in plugins:
-        near_plugins.setdefault(_near_key(plugin), set()).add(plugin)
-
-    def resolve(name: str, key: str, plugin_ok: bool = False) -> str:
-        if name in known or any(ch in name for ch in "*?[") or (plugin_ok and name in plugins):
-            return name
-        candidates = sorted(set(by_function.get(name, []))) if "-" not in name else []
-        if not candidates:
-            candidates = sorted(near.get(_near_key(name), set()))
-        if not candidates and plugin_ok:
-            candidates = sorted(near_plugins.get(_near_key(name), set()))
-        if len(candidates) > 1:
-            raise ConfigError(f"{key}: {name!r} is ambiguous; write one of: {', '.join(candidates)}")
-        return candidates[0] if candidates else name
+    resolve = NameResolver(full_names).resolve
 
     always = [resolve(n, f"tool_filtering.always_include[{i}]") for i, n in enumerate(config.always_include)]
     exclude = [resolve(n, f"tool_filtering.exclude[{i}]", plugin_ok=True) for i, n in enumerate(config.exclude)]
