@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from training.sources import SOURCES
+from training.sources import SOURCES, Source
 
 
 def write(
@@ -46,7 +46,11 @@ def write(
         "| source | repository | commit | licence | used as | query pairs | pseudo-query pairs |",
         "|---|---|---|---|---|---|---|",
     ]
-    for s in SOURCES:
+    known = {s.name for s in SOURCES}
+    others = [
+        Source(name, "(a local dev set)", "-", "-", "dev queries; tool texts") for name in counts if name not in known
+    ]
+    for s in [*SOURCES, *others]:
         c = counts.get(s.name, {})
         used = "left out" if s.name in excluded else s.use
         pairs = f"{c.get('query', 0)} | {c.get('pseudo', 0)}"

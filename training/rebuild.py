@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", type=Path, default=None, help="where the ONNX model goes")
     parser.add_argument("--id", default=SHIPPED_ID)
     parser.add_argument("--root", type=Path, default=BENCHMARKS)
+    parser.add_argument("--sources", default=",".join(s.name for s in SOURCES), help="dev sets (folders of --root)")
     parser.add_argument("--exclude", default="", help="comma-separated sources to leave out")
     parser.add_argument("--tiny", action="store_true", help="a few pairs and steps: checks the pipeline, not the model")
     parser.add_argument("--pseudo-per-source", type=int, default=800, help="pseudo-query items mined per source")
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     def stage(text: str) -> None:
         print(f"[{(time.perf_counter() - started) / 60:5.1f} min] {text}", file=sys.stderr, flush=True)
 
-    sources = [s.name for s in SOURCES if s.name not in excluded]
+    sources = [s for s in args.sources.split(",") if s and s not in excluded]
     stage(f"pairs from {', '.join(sources)}")
     pairs = asyncio.run(
         build_pairs.build_pairs(
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     train_args = train.parse_args(
         [
             "--pairs", str(pairs_file), "--out", str(args.out / "model"), "--epochs", str(args.epochs),
-            "--threads", str(args.threads),
+            "--threads", str(args.threads), "--root", str(args.root),
             *(["--batch-size", "8", "--max-pairs", "16", "--log-every", "1"] if args.tiny else []),
         ]
     )  # fmt: skip
@@ -75,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     stage("exporting int8 ONNX")
     export.export(hf_dir, model_dir, args.id, description="all-MiniLM-L6-v2 fine-tuned for tool retrieval")
     stage("evaluating on the dev halves")
-    sets = [s for s in RETRIEVAL_SETS if s in {p.source for p in pairs} or s in excluded]
+    # Retrieval dev sets (bfcl_multiturn is a conversation replay: benchmarks/agent_loop_benchmark.py).
+    known = {src.name for src in SOURCES}
+    sets = [s for s in [*sources, *excluded] if s in RETRIEVAL_SETS or s not in known]
     after = asyncio.run(evaluate_model(str(model_dir), sets, root=args.root, limit=20 if args.tiny else None))
     (args.out / "eval.json").write_text(json.dumps(after, indent=2) + "\n")
     log = json.loads((args.out / "model" / "train_log.json").read_text())

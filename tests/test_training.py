@@ -1,0 +1,47 @@
+"""The training pipeline end to end on a tiny dev set: pairs, fine-tuning, int8 ONNX, evaluation, card.
+
+It checks the pipeline, not the model (a handful of pairs and steps). Needs the ``train`` extra; CI
+installs it (SK_TOOLFILTER_REQUIRE_TRAINING=1 turns a missing extra into a failure).
+"""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+if os.environ.get("SK_TOOLFILTER_REQUIRE_TRAINING") != "1":
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+
+TOY = Path(__file__).parent / "fixtures" / "tiny_benchmark"
+
+
+def test_the_pipeline_rebuilds_a_loadable_int8_model_with_a_card(tmp_path):
+    from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+    from sk_toolfilter.retrieval.local_models import read_manifest, sha256_of
+    from training import rebuild
+
+    out, model_dir = tmp_path / "run", tmp_path / "model"
+    argv = ["--tiny", "--root", str(TOY), "--sources", "toy", "--out", str(out), "--model-dir", str(model_dir)]
+    assert rebuild.main([*argv, "--id", "toy-model", "--threads", "1"]) == 0
+
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert pairs and {p["kind"] for p in pairs} == {"query", "pseudo"}
+    assert all(p["positive_id"] in p["gold_ids"] and not set(p["negative_ids"]) & set(p["gold_ids"]) for p in pairs)
+
+    manifest = read_manifest(model_dir)
+    assert manifest.documents == "all-MiniLM-L6-v2-int8"  # asymmetric: the general model embeds the tools
+    assert sha256_of(manifest.model_file) == manifest.model_sha256
+    assert manifest.model_file.stat().st_size < 30_000_000  # int8
+
+    model = LocalEmbeddingGenerator(model=str(model_dir))
+    assert model.ai_model_id.startswith("toy-model@")  # a model from a folder is keyed by its content
+    queries = model.embed_queries_sync(["check the price of NVDA", "hello"])
+    assert queries.shape == (2, 384) and np.allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-4)
+
+    metrics = json.loads((out / "eval.json").read_text())
+    assert 0.0 <= metrics["toy"]["hybrid"]["recall@5"] <= 1.0
+    card = (model_dir / "MODEL_CARD.md").read_text()
+    assert "## Sources" in card and "| toy | (a local dev set)" in card
