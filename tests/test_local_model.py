@@ -1,13 +1,24 @@
-"""The real offline default model (all-MiniLM-L6-v2 int8 ONNX), no network."""
+"""The offline models shipped with the package: the tool-retrieval default and the general one, no network."""
+
+import json
+import logging
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sk_toolfilter import (
+    ConfigError,
+    EmbeddingServiceError,
     LocalEmbeddingGenerator,
     ToolFilterConfig,
     create_tool_filter,
 )
+from sk_toolfilter.retrieval.cache import EmbeddingCache
+from sk_toolfilter.retrieval.local_models import MODELS_DIR, TOOL_MODEL_ID, shipped_models
+
+REFERENCE = Path(__file__).parent / "fixtures" / "model_reference.json"
 
 
 @pytest.fixture(scope="module")
@@ -21,17 +32,87 @@ async def test_local_model_returns_unit_vectors_of_384_dimensions(model):
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
 
 
-async def test_padding_does_not_change_a_vector(model):
-    alone = model.embed_sync(["short text"])[0]
-    batched = model.embed_sync(["short text", "a much longer text that forces padding of the short one " * 5])[0]
-    assert float(alone @ batched) > 0.9999
+def test_the_default_is_the_tool_model_and_it_reproduces_its_reference_vectors(model):
+    """Stored when the model was built (training/); int8 inference on another CPU may differ slightly."""
+    reference = json.loads(REFERENCE.read_text())
+    assert model.ai_model_id == reference["model"] == TOOL_MODEL_ID
+    queries = list(reference["queries"])
+    for text, vector in zip(queries, model.embed_queries_sync(queries), strict=True):
+        assert float(np.dot(vector, reference["queries"][text])) > 0.995, text
+    documents = list(reference["documents"])
+    for text, vector in zip(documents, model.embed_sync(documents), strict=True):
+        assert float(np.dot(vector, reference["documents"][text])) > 0.995, text
 
 
-async def test_similar_meanings_are_closer_than_unrelated_ones(model):
-    q, email, weather = model.embed_sync(
-        ["write a message to my boss", "send email: Send an email", "weather forecast"]
-    )
-    assert q @ email > q @ weather + 0.1
+def test_requests_and_tools_have_their_own_encoders_and_the_general_model_is_one_setting_away(model):
+    general = LocalEmbeddingGenerator(model="all-MiniLM-L6-v2-int8")
+    assert general.query_encoder is None and model.query_encoder is not None
+    tool = "get stock info: Current price and volume of a stock symbol. Parameters: symbol"
+    assert np.allclose(model.embed_sync([tool]), general.embed_sync([tool]), atol=1e-6)  # same tool vectors
+    assert sorted(shipped_models()) == ["all-MiniLM-L6-v2-int8", TOOL_MODEL_ID]
+
+
+def test_an_unknown_model_name_is_a_config_error_listing_the_shipped_ones():
+    from sk_toolfilter.config import EmbeddingConfig
+    from sk_toolfilter.retrieval.embeddings import create_embedding_service
+
+    with pytest.raises(ConfigError, match=r"embedding.model: 'minilm-l6-tools-v9'.*all-MiniLM-L6-v2-int8"):
+        create_embedding_service(EmbeddingConfig(model="minilm-l6-tools-v9"))
+    with pytest.raises(ValueError, match=r"'minilm-l6-tools-v9' is neither a model shipped"):
+        LocalEmbeddingGenerator(model="minilm-l6-tools-v9")
+
+
+@pytest.fixture
+def model_copy(tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(MODELS_DIR / TOOL_MODEL_ID, folder)
+    return folder
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped byte", "missing"])
+def test_a_damaged_or_missing_model_file_is_a_clear_error(model_copy, damage):
+    onnx = model_copy / "model.onnx"
+    if damage == "missing":
+        onnx.unlink()
+    elif damage == "truncated":
+        onnx.write_bytes(onnx.read_bytes()[:1000])
+    else:
+        data = bytearray(onnx.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        onnx.write_bytes(bytes(data))
+    broken = LocalEmbeddingGenerator(model=str(model_copy))
+    expected = "file missing" if damage == "missing" else "is damaged or was replaced"
+    with pytest.raises(EmbeddingServiceError, match=expected):
+        broken.embed_queries_sync(["hello"])
+
+
+async def test_a_damaged_model_falls_back_to_bm25_with_one_warning_where_the_config_asks(
+    model_copy, demo_kernel, tmp_path, caplog
+):
+    (model_copy / "model.onnx").write_bytes(b"not a model")
+    embedding = {"model": str(model_copy), "cache_dir": str(tmp_path / "cache")}
+    with pytest.raises(EmbeddingServiceError, match="is damaged"):
+        await create_tool_filter(demo_kernel, ToolFilterConfig.from_mapping({"embedding": embedding}))
+    with caplog.at_level(logging.WARNING, logger="sk_toolfilter"):
+        manager = await create_tool_filter(
+            demo_kernel, ToolFilterConfig.from_mapping({"embedding": {**embedding, "on_failure": "bm25"}})
+        )
+        names = await manager.filter_tools("what's the time in Tokyo right now?")
+    assert "Time-current_time" in names
+    assert len([r for r in caplog.records if "embedding.on_failure: bm25" in r.getMessage()]) == 1
+
+
+async def test_switching_models_never_mixes_cached_vectors(demo_kernel, tmp_path):
+    cache_dir = tmp_path / "cache"
+    for name in ("all-MiniLM-L6-v2-int8", TOOL_MODEL_ID):
+        config = ToolFilterConfig.from_mapping({"embedding": {"model": name, "cache_dir": str(cache_dir)}})
+        manager = await create_tool_filter(demo_kernel, config)
+        assert manager.index.embedding_service.ai_model_id == name
+    files = sorted(p.name for p in cache_dir.glob("*.npz"))
+    assert len(files) == 2  # one cache per model id
+    cache = EmbeddingCache(cache_dir)
+    text = manager.index.tools[0].embedding_text()
+    assert cache.get(TOOL_MODEL_ID, [text])[0] is not None and cache.get("all-MiniLM-L6-v2-int8", [text])[0] is not None
 
 
 async def test_default_manager_uses_the_local_model_and_finds_tools_by_meaning(demo_kernel):

@@ -11,11 +11,12 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.measure.evaluation import evaluate_method, load_queries
-from sk_toolfilter.retrieval.cache import EmbeddingCache
+from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
 from sk_toolfilter.retrieval.index import ToolIndex
 from training.sources import BENCHMARKS, RETRIEVAL_SETS
@@ -32,8 +33,10 @@ async def evaluate_model(
     limit: int | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """{set: {method: metrics}} for `model` (an id or a model folder)."""
-    service = LocalEmbeddingGenerator(model=model)
+    service: Any = LocalEmbeddingGenerator(model=model)
     cache = EmbeddingCache(cache_dir) if cache_dir else None
+    if cache is not None:
+        service = cached(service, cache)  # queries too (its query encoder behind the same cache)
     config = config or ToolFilterConfig()
     results: dict[str, dict[str, dict[str, float]]] = {}
     for name in sets:

