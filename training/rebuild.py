@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exclude", default="", help="comma-separated sources to leave out")
     parser.add_argument("--tiny", action="store_true", help="a few pairs and steps: checks the pipeline, not the model")
     parser.add_argument("--pseudo-per-source", type=int, default=800, help="pseudo-query items mined per source")
-    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     excluded = [s for s in args.exclude.split(",") if s]
