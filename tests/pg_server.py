@@ -84,3 +84,30 @@ class PostgresServer:
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def main() -> int:
+    """``python -m tests.pg_server DIR``: a local PostgreSQL + pgvector for trying the shared index on
+    a laptop — the binaries CI uses (``.ci/install-postgres DIR`` first), on loopback, until Ctrl-C."""
+    import sys
+
+    install = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("SK_TOOLFILTER_POSTGRES", "")
+    if not install or not os.path.isdir(install):
+        print("usage: .ci/install-postgres DIR && python -m tests.pg_server DIR", file=sys.stderr)
+        return 2
+    server = PostgresServer(install)
+    server.start()
+    print(f"PostgreSQL + pgvector on 127.0.0.1:{server.port}; in the agent file:", flush=True)
+    print(f"  tool_filtering: {{index: {{store: postgres, connection_string: '{server.dsn}'}}}}", flush=True)
+    print("Ctrl-C stops it and removes its data.", flush=True)
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.remove()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

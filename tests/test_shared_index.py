@@ -348,3 +348,32 @@ async def test_a_damaged_image_is_one_warning_and_the_records_are_read(hash_embe
     assert [t.description for t in stored.tools] == [f"tool {i}" for i in range(5)]
     assert np.allclose(stored.vectors, np.stack([r["embedding"] for r in records]))  # the records' vectors
     assert [r.getMessage() for r in caplog.records if "damaged catalog image" in r.getMessage()]
+
+
+@pytest.mark.postgres
+def test_the_laptop_recipe_starts_a_server_the_shared_index_can_use_and_removes_it():
+    """README "On a laptop": python -m tests.pg_server DIR, with the binaries CI installs."""
+    import re
+    import signal
+
+    from tests.conftest import postgres_install
+
+    root = Path(__file__).resolve().parents[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.pg_server", postgres_install()], cwd=root, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        first = process.stdout.readline()  # printed once the server accepts connections
+        port = re.search(r"127\.0\.0\.1:(\d+)", first)
+        assert port, first
+        dsn = re.search(r"connection_string: '([^']+)'", process.stdout.readline()).group(1)
+        config = ToolFilterConfig.from_mapping({"index": {"store": "postgres", "connection_string": dsn}})
+
+        async def connect() -> None:
+            store = await PostgresIndexStore.connect(config.index)
+            await store.close()
+
+        asyncio.run(connect())  # connects and finds (or creates) the vector extension
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
