@@ -106,9 +106,14 @@ async def cmd_index(args: argparse.Namespace) -> int:
             f"catalog {name!r} at {store.where}: version {current.version}, {current.tools} tools, "
             f"model {current.model_id} ({current.dimensions} dims), published {current.published_at}"
         )
-        verb = "published" if stats.published else "current"
+        if stats.published:
+            state = "published"
+        elif stats.changed or stats.removed:
+            state = f"out of date: {stats.changed} new or changed, {stats.removed} removed; run 'index push'"
+        else:
+            state = "current"
         print(
-            f"  this agent: {total} tools; {stats.loaded} read from the store, {stats.embedded} embedded here ({verb})"
+            f"  this agent: {total} tools; {stats.loaded} read from the store, {stats.embedded} embedded here ({state})"
         )
     return 0
 

@@ -109,6 +109,15 @@ def test_two_processes_share_one_store_through_the_agent_file(postgres, tmp_path
     assert "embedded here" in status and ", 0 embedded here (current)" in status, status
     assert pushed.split("version ")[1][:16] == status.split("version ")[1][:16]
 
+    # A tools_overrides keyword changes what ranking reads: status must say the store is behind.
+    changed = text.replace("  tools_overrides:\n", "  tools_overrides:\n    Math-add: {keywords: [sum]}\n", 1)
+    assert changed != text
+    agent.write_text(changed, encoding="utf-8")
+    status = cli("index", "status", str(agent))
+    assert "out of date: 1 new or changed, 0 removed" in status, status
+    assert "(published)" in cli("index", "push", str(agent))
+    assert "(current)" in cli("index", "status", str(agent))
+
 
 @pytest.mark.postgres
 async def test_a_reader_during_a_switch_sees_one_version_whole(postgres, hash_embedder):

@@ -63,6 +63,11 @@ class StoreStats:
     """Versions this process published."""
     reloads: int = 0
     """New versions picked up after the start."""
+    changed: int = 0
+    """Tools of this agent that are new or differ from the store's current version in anything
+    ranking reads (description, parameters, tools_overrides keywords…), at the last build."""
+    removed: int = 0
+    """Tools of the store's current version this agent no longer has, at the last build."""
 
 
 class SharedIndex:
@@ -128,6 +133,8 @@ class SharedIndex:
         unchanged = (
             stored.unchanged(hashes, None if in_order else rows) if stored is not None else [False] * len(tools)
         )
+        self.stats.changed = sum(1 for same in unchanged if not same)
+        self.stats.removed = (len(stored.names) if stored is not None else 0) - sum(r is not None for r in rows)
         writing = publish and embed_new and not (in_order and all(unchanged))
         try:
             if writing:  # the kernel's catalog, reusing the stored vector of every unchanged tool
