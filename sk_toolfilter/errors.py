@@ -45,6 +45,14 @@ class EmbeddingServiceError(ToolFilterError):
     """The embedding service failed, or returned vectors of the wrong shape or with NaNs."""
 
 
+def naming(exc: ToolFilterError, source: str) -> ToolFilterError:
+    """`exc` with its message starting with `source` (the agent file it concerns), once."""
+    message = str(exc.args[0]) if exc.args else ""
+    if source and not message.startswith(source):
+        exc.args = (f"{source}: {message}", *exc.args[1:])
+    return exc
+
+
 def closest_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
     """The `n` known names most similar to `name`, compared case-insensitively."""
     by_lower = {k.lower(): k for k in known}

@@ -126,7 +126,8 @@ def test_validate_lists_optional_sources_that_were_skipped_and_a_failing_server_
     agent.write_text(yaml.safe_dump({"name": "a", "tools": [source]}))
     assert main(["validate", str(agent)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("sk-toolfilter: error: tools[0] (Broken): MCP server") and "Cannot find module" in err
+    assert err.startswith(f"sk-toolfilter: error: {agent}: tools[0] (Broken): MCP server")
+    assert "Cannot find module" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 

@@ -122,3 +122,34 @@ def test_known_raw_exceptions_are_one_line_errors(tmp_path, capsys, text, expect
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and expected in err and "agent.yaml" in err
+
+
+BROKEN_AGENTS = {
+    "unknown module": "tools: [{type: plugin, name: M, import: 'nonexistent.module:Foo'}]",
+    "unknown class": "tools: [{type: plugin, name: M, import: 'sk_toolfilter.demo:NoSuch'}]",
+    "module without functions": "tools: [{type: plugin, name: M, import: 'sk_toolfilter.demo'}]",
+    "missing catalog": "tools: [{type: catalog, name: c, path: missing.jsonl}]",
+    "missing instructions": "instructions: {file: missing.md}",
+    "missing MCP command": "tools: [{type: mcp, name: m, command: /no/such/server}]",
+    "MCP URL that is no URL": "tools: [{type: mcp, name: m, url: 'not a url'}]",
+    "bad top_k": "tool_filtering: {top_k: -1}",
+    "missing vectorstore source": "tools: [{type: vectorstore, name: v, source: missing.json}]",
+    "duplicate source": "tools: [{type: plugin, name: M, import: 'sk_toolfilter.demo:MathPlugin'}, "
+    "{type: plugin, name: M, import: 'sk_toolfilter.demo:MathPlugin'}]",
+    "unknown pinned tool": "tool_filtering: {always_include: [Nope-nothing]}\n"
+    "tools: [{type: plugin, name: M, import: 'sk_toolfilter.demo:MathPlugin'}]",
+    "openai without a key": "tool_filtering: {embedding: {provider: openai}}",
+    "unknown local model": "tool_filtering: {embedding: {model: nosuch-model}}",
+    "bad plugin name": "tools: [{type: plugin, name: 'bad name', import: 'x:y'}]",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_AGENTS))
+def test_every_error_about_an_agent_file_names_the_file(tmp_path, capsys, case):
+    path = tmp_path / "broken-agent.yaml"
+    path.write_text(f"name: a\n{BROKEN_AGENTS[case]}\n")
+    code = main(["validate", str(path)])
+    err = capsys.readouterr().err
+    assert code in (1, 2) and "Traceback" not in err
+    errors = [line for line in err.splitlines() if "sk-toolfilter: error:" in line]
+    assert len(errors) == 1 and errors[0].split("sk-toolfilter: error: ")[1].startswith(f"{path}: "), err

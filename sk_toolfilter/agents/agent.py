@@ -15,7 +15,7 @@ from typing_extensions import Self
 from sk_toolfilter.agents.agent_file import AgentSpec, ModelSpec, VectorstoreSource, load_agent_file
 from sk_toolfilter.agents.sources import add_sources
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.errors import ConfigError, closest_names
+from sk_toolfilter.errors import ConfigError, ToolFilterError, closest_names, naming
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.integration.setup import create_tool_filter
 from sk_toolfilter.progress import ProgressCallback
@@ -148,6 +148,9 @@ async def open_toolset(
             progress=progress,
         )
         stack.push_async_callback(manager.aclose)
+    except ToolFilterError as exc:
+        await stack.aclose()
+        raise naming(exc, spec.source) from exc.__cause__  # every error names the agent file
     except BaseException:
         await stack.aclose()
         raise
@@ -184,6 +187,9 @@ async def load_agent(
             instructions=spec.instructions_text(),
             arguments=KernelArguments(settings=execution_settings(spec, service)),
         )
+    except ToolFilterError as exc:
+        await tools.aclose()
+        raise naming(exc, tools.spec.source) from exc.__cause__
     except BaseException:
         await tools.aclose()
         raise

@@ -200,6 +200,7 @@ class AgentSpec(StrictConfig):
         default_factory=list, description="User turns of one conversation, for the report's prefix-stability figure."
     )
     base_dir: Path = Field(default=Path("."), exclude=True)
+    source: str = Field(default="agent", exclude=True, description="The file this spec was read from (for errors).")
 
     @field_validator("sample_queries", mode="before")
     @classmethod
@@ -225,9 +226,11 @@ class AgentSpec(StrictConfig):
         if isinstance(self.instructions, InstructionsFile):
             path = self.resolve(self.instructions.file)
             try:
-                return path.read_text(encoding="utf-8")
+                return path.read_bytes().decode("utf-8")
             except OSError as exc:
-                raise ConfigError(f"instructions.file: cannot read {path} ({exc.strerror})") from None
+                raise ConfigError(f"{self.source}: instructions.file: cannot read {path} ({exc.strerror})") from None
+            except UnicodeDecodeError:
+                raise ConfigError(f"{self.source}: instructions.file: {path} is not UTF-8 text") from None
         return self.instructions
 
 
@@ -268,7 +271,7 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
     except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
         raise ConfigError(f"{source}: not an agent file this version can read ({type(exc).__name__}: {exc})") from None
     try:
-        spec = AgentSpec.model_validate({**data, "base_dir": base_dir or Path(".")})
+        spec = AgentSpec.model_validate({**data, "base_dir": base_dir or Path("."), "source": source})
     except ValidationError as exc:
         raise ConfigError(
             f"{source}:\n" + describe_validation_error(exc, "", union_tags=("plugin", "mcp", "catalog", "vectorstore"))
