@@ -167,7 +167,8 @@ async def test_a_reader_during_a_switch_sees_one_version_whole(postgres, hash_em
 
 @pytest.mark.postgres
 async def test_a_pushed_catalog_change_reaches_a_running_replica_before_its_next_selection(postgres, hash_embedder):
-    config = store_config(postgres.dsn)
+    # top_k 1: the three travel tools would otherwise fit the budget and all be sent.
+    config = store_config(postgres.dsn).model_copy(update={"top_k": 1})
     replica = await ToolFilterManager.from_kernel(travel_kernel(), config, embedding_service=hash_embedder)
     before, embedded = replica.index_store.stats.version, replica.index_store.stats.embedded
     assert "Travel-rent_car" not in await replica.filter_tools("hire a vehicle")

@@ -19,7 +19,9 @@ HOLODECK = Path(__file__).parent / "fixtures" / "holodeck"
 def papers_tool(name: str, database: dict) -> dict:
     """An agent mapping with one vectorstore tool over the HoloDeck example's papers."""
     source = str(HOLODECK / "data" / "papers_index.json")
-    return {"name": "a", "tools": [{"type": "vectorstore", "name": name, "source": source, "database": database}]}
+    tool = {"type": "vectorstore", "name": name, "source": source, "database": database}
+    tool["allow_outside_agent_folder"] = True  # the fixture data lives in the repository, not beside the agent
+    return {"name": "a", "tools": [tool]}
 
 
 async def test_the_search_function_returns_the_best_passages_with_their_source():
