@@ -95,12 +95,19 @@ def main() -> int:
     if not install or not os.path.isdir(install):
         print("usage: .ci/install-postgres DIR && python -m tests.pg_server DIR", file=sys.stderr)
         return 2
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C or SIGTERM at any point (even while starting) stops the server and removes its data;
+    # set explicitly, since a process started in the background inherits SIGINT ignored.
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     server = PostgresServer(install)
-    server.start()
-    print(f"PostgreSQL + pgvector on 127.0.0.1:{server.port}; in the agent file:", flush=True)
-    print(f"  tool_filtering: {{index: {{store: postgres, connection_string: '{server.dsn}'}}}}", flush=True)
-    print("Ctrl-C stops it and removes its data.", flush=True)
     try:
+        server.start()
+        print(f"PostgreSQL + pgvector on 127.0.0.1:{server.port}; in the agent file:", flush=True)
+        print(f"  tool_filtering: {{index: {{store: postgres, connection_string: '{server.dsn}'}}}}", flush=True)
+        print("Ctrl-C stops it and removes its data.", flush=True)
         signal.pause()
     except KeyboardInterrupt:
         pass

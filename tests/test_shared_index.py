@@ -370,13 +370,16 @@ def test_the_laptop_recipe_starts_a_server_the_shared_index_can_use_and_removes_
 
     root = Path(__file__).resolve().parents[1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.pg_server", postgres_install()], cwd=root, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "tests.pg_server", postgres_install()],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
-        first = process.stdout.readline()  # printed once the server accepts connections
-        port = re.search(r"127\.0\.0\.1:(\d+)", first)
-        assert port, first
-        dsn = re.search(r"connection_string: '([^']+)'", process.stdout.readline()).group(1)
+        lines = [process.stdout.readline() for _ in range(3)]  # printed once the server accepts connections
+        assert re.search(r"127\.0\.0\.1:(\d+)", lines[0]) and "Ctrl-C" in lines[2], [*lines, process.stderr.read()]
+        dsn = re.search(r"connection_string: '([^']+)'", lines[1]).group(1)
         config = ToolFilterConfig.from_mapping({"index": {"store": "postgres", "connection_string": dsn}})
 
         async def connect() -> None:
@@ -385,5 +388,6 @@ def test_the_laptop_recipe_starts_a_server_the_shared_index_can_use_and_removes_
 
         asyncio.run(connect())  # connects and finds (or creates) the vector extension
     finally:
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=120)
+    assert code == 0, process.stderr.read()
