@@ -415,11 +415,12 @@ class ToolFilterManager:
         decisions = apply_cutoff([t for t in ranking.tools if self._exists(t.full_name)], config)
         names = [d.full_name for d in decisions if d.kept]
         budget = config.top_k if loop_turn is None else max(config.top_k, config.agent_loop.max_tools)
-        everything = [t.full_name for t, ok in zip(catalog.index.tools, candidates, strict=True) if ok]
-        everything = [n for n in everything if self._exists(n)]
-        if len(everything) <= budget:
+        # Counted on the mask: on a large catalog no per-tool list is built on this path.
+        if int(np.count_nonzero(candidates)) <= budget:
             # Filtering would save nothing and could only hide a tool: every candidate is sent (the
             # caller's own filters, exclusions and visibility still narrowed the candidates).
+            tools = zip(catalog.index.tools, candidates, strict=True)
+            everything = [t.full_name for t, ok in tools if ok and self._exists(t.full_name)]
             ranked = [n for n in names if n in everything]
             names = ranked + [n for n in everything if n not in ranked]
             by_name = {d.full_name: d for d in decisions}
