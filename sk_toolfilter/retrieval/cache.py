@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+from pydantic import PrivateAttr
 from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 
 from sk_toolfilter.redaction import library_logger
@@ -166,6 +167,7 @@ class CachedEmbeddings(EmbeddingGeneratorBase):
 
     inner: EmbeddingGeneratorBase
     cache: Any
+    _query_service: CachedEmbeddings | None = PrivateAttr(default=None)
 
     async def generate_embeddings(self, texts: list[str], settings: Any = None, **kwargs: Any) -> np.ndarray:
         model_id = str(getattr(self.inner, "ai_model_id", None) or type(self.inner).__name__)
@@ -182,7 +184,9 @@ class CachedEmbeddings(EmbeddingGeneratorBase):
     def query_encoder(self) -> CachedEmbeddings | None:
         """The inner service's request encoder behind the same cache (keyed by its own model id)."""
         inner = getattr(self.inner, "query_encoder", None)
-        return None if inner is None else cached(inner, self.cache)
+        if inner is not None and self._query_service is None:
+            self._query_service = cached(inner, self.cache)  # built once, not per query batch
+        return None if inner is None else self._query_service
 
 
 def cached(service: EmbeddingGeneratorBase, cache: EmbeddingCache) -> CachedEmbeddings:

@@ -116,6 +116,7 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
     batch_size: int = 32
     _documents: OnnxEncoder = PrivateAttr()
     _queries: OnnxEncoder | None = PrivateAttr(default=None)
+    _query_service: LocalQueryEncoder | None = PrivateAttr(default=None)
 
     def model_post_init(self, __context: Any) -> None:
         super().model_post_init(__context)
@@ -132,13 +133,12 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
         self._documents = OnnxEncoder(document_files, **options)
         if files.documents:
             self._queries = OnnxEncoder(files, **options)
+            self._query_service = LocalQueryEncoder(ai_model_id=f"{self.ai_model_id}:query", encoder=self._queries)
 
     @property
     def query_encoder(self) -> LocalQueryEncoder | None:
         """The service that embeds requests (an asymmetric model), or ``None`` (the same as documents)."""
-        if self._queries is None:
-            return None
-        return LocalQueryEncoder(ai_model_id=f"{self.ai_model_id}:query", encoder=self._queries)
+        return self._query_service
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         """Embed documents (tool texts, passages) in the calling thread; rows are unit float32 vectors."""
