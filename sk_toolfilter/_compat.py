@@ -27,11 +27,13 @@ MOVED: dict[str, str] = {
 }
 
 
-# Public names of 0.1 whose new home is not the module their old module moved to.
+# Public names of 0.1 whose new home is not the module their old module moved to: the module
+# under sk_toolfilter that has the name now (``module:attribute`` when it is spelled differently).
 MOVED_NAMES: dict[str, dict[str, str]] = {
     "service": {"enable_tool_filtering": "integration.setup", "create_tool_filter": "integration.setup"},
     "query": {"split_query_parts": "retrieval.text"},
     "discovery": {"MIN_MATCH_SCORE": "selection.manager"},
+    "guard": {"refusal_reason": "_compat:_refusal_reason"},
 }
 
 # Public names of 0.1 that are gone, and what replaced them (CHANGELOG.md, 0.2).
@@ -66,9 +68,8 @@ class _OldPathModule(ModuleType):
         if attr.startswith("__") or attr in ("_new", "_extra"):
             raise AttributeError(attr)
         if attr in self._extra:
-            return getattr(importlib.import_module(f"sk_toolfilter.{self._extra[attr]}"), attr)
-        if attr == "refusal_reason" and self.__name__.endswith(".guard"):
-            return _refusal_reason
+            module, _, name = self._extra[attr].partition(":")
+            return getattr(importlib.import_module(f"sk_toolfilter.{module}"), name or attr)
         return getattr(self._new, attr)
 
     def __dir__(self) -> list[str]:
@@ -82,7 +83,7 @@ class _MovedModuleLoader(importlib.abc.Loader):
     def create_module(self, spec: Any) -> ModuleType:
         new = importlib.import_module(self.new_name)
         extra = MOVED_NAMES.get(self.old, {})
-        if not extra and self.old != "guard":
+        if not extra:
             return new
         return _OldPathModule(spec.name, new, extra)
 
