@@ -89,8 +89,7 @@ def pseudo_queries(tool: ToolMetadata) -> list[str]:
 
 async def _mine(index: ToolIndex, query: str, gold: set[str], k: int, config: ToolFilterConfig) -> list[int]:
     ranking = await rank_tools(index, query, config, limit=k + len(gold) + 5)
-    positions = {t.full_name: i for i, t in enumerate(index.tools)}
-    return [positions[s.tool.full_name] for s in ranking.tools if s.tool.full_name not in gold][:k]
+    return [index.position(s.tool.full_name) for s in ranking.tools if s.tool.full_name not in gold][:k]
 
 
 async def build_pairs(

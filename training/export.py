@@ -10,7 +10,6 @@ Weights are quantized to int8 per channel (onnxruntime dynamic quantization).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
+from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID, sha256_of
 
 TOKENIZER = (
     Path(__file__).resolve().parent.parent
@@ -30,14 +29,6 @@ TOKENIZER = (
     / "all-MiniLM-L6-v2"
     / "tokenizer.json"
 )
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def export(hf_dir: Path, out: Path, model_id: str, *, description: str = "") -> Path:
@@ -77,8 +68,8 @@ def export(hf_dir: Path, out: Path, model_id: str, *, description: str = "") -> 
         "pooling": "mean",
         "max_length": 256,
         "files": {
-            "model": {"path": "model.onnx", "sha256": sha256(out / "model.onnx")},
-            "tokenizer": {"path": "tokenizer.json", "sha256": sha256(out / "tokenizer.json")},
+            "model": {"path": "model.onnx", "sha256": sha256_of(out / "model.onnx")},
+            "tokenizer": {"path": "tokenizer.json", "sha256": sha256_of(out / "tokenizer.json")},
         },
     }
     (out / "model.json").write_text(json.dumps(manifest, indent=2) + "\n")

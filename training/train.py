@@ -17,6 +17,7 @@ additive margin (``--hard-margin``), so the tools the previous ranking confused 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import random
@@ -33,6 +34,7 @@ from transformers import AutoModel, AutoTokenizer
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+from sk_toolfilter.retrieval.index import embed_catalog, embedding_texts
 from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
 from training.sources import BENCHMARKS
 
@@ -59,16 +61,9 @@ class Catalogs:
         self.position: dict[str, dict[str, int]] = {}
         for source in sources:
             tools = [t for t, _ in load_catalog(root / source / "tools.jsonl")]
-            texts = [t.embedding_text() for t in tools]
-            cached = cache.get(service.ai_model_id, texts) if cache else [None] * len(texts)
-            missing = [i for i, v in enumerate(cached) if v is None]
-            if missing:
-                fresh = service.embed_sync([texts[i] for i in missing])
-                for i, v in zip(missing, fresh, strict=True):
-                    cached[i] = v
-                if cache:
-                    cache.put(service.ai_model_id, [texts[i] for i in missing], fresh)
-            self.vectors[source] = torch.from_numpy(np.stack(cached).astype(np.float32))
+            # The texts and the embedding path the index uses at run time (cut to its bound, cached).
+            vectors, _ = asyncio.run(embed_catalog(service, embedding_texts(tools), cache=cache))
+            self.vectors[source] = torch.from_numpy(vectors.astype(np.float32))
             self.position[source] = {t.full_name: i for i, t in enumerate(tools)}
 
 
