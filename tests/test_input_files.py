@@ -2,6 +2,7 @@
 warning — never a traceback: agent files, tool catalogs, query files, co-usage files, vectorstore sources."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -48,6 +49,14 @@ def _check(capsys, code: int, path) -> None:
     assert path.name in lines[0], lines[0]
 
 
+def write_agent(folder: Path, tools: list[dict], **filtering) -> Path:
+    """An agent file in `folder` with `tools`, ranking with BM25 (no model needed for the files under test)."""
+    agent = folder / "agent.yaml"
+    block = {"search_method": "bm25", **filtering}
+    agent.write_text(yaml.safe_dump({"name": "a", "tools": tools, "tool_filtering": block}))
+    return agent
+
+
 RUN = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -65,9 +74,7 @@ def test_any_bytes_as_a_tool_catalog(tmp_path_factory, capsys, content, suffix):
     folder = tmp_path_factory.mktemp("catalog")
     path = folder / f"tools{suffix}"
     path.write_bytes(content)
-    agent = folder / "agent.yaml"
-    tools = [{"type": "catalog", "name": "shop", "path": path.name}]
-    agent.write_text(yaml.safe_dump({"name": "a", "tools": tools, "tool_filtering": {"search_method": "bm25"}}))
+    agent = write_agent(folder, [{"type": "catalog", "name": "shop", "path": path.name}])
     _check(capsys, main(["validate", str(agent)]), path)
 
 
@@ -89,10 +96,8 @@ def test_any_bytes_as_a_co_usage_file_start_empty_with_a_warning(tmp_path_factor
     (folder / "tools.jsonl").write_text(json.dumps(TOOL) + "\n")
     co_usage = folder / "co_usage.json"
     co_usage.write_bytes(content)
-    block = {"search_method": "bm25", "agent_loop": {"co_usage_file": co_usage.name}}
-    agent = folder / "agent.yaml"
     tools = [{"type": "catalog", "name": "shop", "path": "tools.jsonl"}]
-    agent.write_text(yaml.safe_dump({"name": "a", "tools": tools, "tool_filtering": block}))
+    agent = write_agent(folder, tools, agent_loop={"co_usage_file": co_usage.name})
     assert main(["validate", str(agent)]) == 0
     assert "Traceback" not in capsys.readouterr().err
 
@@ -103,9 +108,7 @@ def test_any_bytes_as_a_vectorstore_source(tmp_path_factory, capsys, content, su
     folder = tmp_path_factory.mktemp("vectorstore")
     source = folder / f"docs{suffix}"
     source.write_bytes(content)
-    agent = folder / "agent.yaml"
-    tools = [{"type": "vectorstore", "name": "docs", "source": source.name}]
-    agent.write_text(yaml.safe_dump({"name": "a", "tools": tools, "tool_filtering": {"search_method": "bm25"}}))
+    agent = write_agent(folder, [{"type": "vectorstore", "name": "docs", "source": source.name}])
     _check(capsys, main(["validate", str(agent)]), source)
 
 

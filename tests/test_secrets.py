@@ -74,22 +74,23 @@ def test_eval_out_does_not_write_credentials_from_a_base_url(tmp_path, capsys):
     assert SECRET not in capsys.readouterr().out
 
 
-def test_a_failing_mcp_server_does_not_log_its_env_or_arguments_from_the_environment(tmp_path, caplog, monkeypatch):
-    monkeypatch.setenv("SERVER_TOKEN", SECRET)
-    fault_server = str(ROOT / "tests" / "fixtures" / "mcp_fault_server.py")
-    source = {
-        "type": "mcp",
-        "name": "Broken",
-        "command": sys.executable,
-        "args": [fault_server, "exit", "--token=${SERVER_TOKEN}"],
-        "env": {"OTHER": "literal-" + SECRET[::-1]},
-        "optional": True,
-    }
+def failing_server_log(tmp_path: Path, caplog, args: list[str], **extra) -> str:
+    """Everything logged while `validate` starts an optional MCP server with `args` that exits at once."""
+    source = {"type": "mcp", "name": "Broken", "command": sys.executable, "args": args, "optional": True, **extra}
     path = write_agent(tmp_path, {"name": "a", "tools": [source], "tool_filtering": {"search_method": "bm25"}})
     caplog.set_level(logging.DEBUG)
     assert main(["validate", str(path)]) == 0
     shown = caplog.text + "".join(r.getMessage() for r in caplog.records)
     assert "exited during start-up" in shown
+    return shown
+
+
+def test_a_failing_mcp_server_does_not_log_its_env_or_arguments_from_the_environment(tmp_path, caplog, monkeypatch):
+    monkeypatch.setenv("SERVER_TOKEN", SECRET)
+    fault_server = str(ROOT / "tests" / "fixtures" / "mcp_fault_server.py")
+    shown = failing_server_log(
+        tmp_path, caplog, [fault_server, "exit", "--token=${SERVER_TOKEN}"], env={"OTHER": "literal-" + SECRET[::-1]}
+    )
     assert SECRET not in shown and SECRET[::-1] not in shown
 
 
@@ -141,18 +142,9 @@ def test_a_literal_key_in_an_mcp_servers_args_is_not_printed_when_it_exits(tmp_p
     """A real process that dies at start-up; the key was written literally, not through ${VAR}."""
     fault_server = str(ROOT / "tests" / "fixtures" / "mcp_fault_server.py")
     literal = "sk-proj-9f8e7d6c5b4a39281706"
-    source = {
-        "type": "mcp",
-        "name": "Broken",
-        "command": sys.executable,
-        "args": [fault_server, "exit", "--api-key", literal, "--auth-token=tok_5e3c7a9d1f2b"],
-        "optional": True,
-    }
-    path = write_agent(tmp_path, {"name": "a", "tools": [source], "tool_filtering": {"search_method": "bm25"}})
-    caplog.set_level(logging.DEBUG)
-    assert main(["validate", str(path)]) == 0
-    shown = caplog.text + "".join(r.getMessage() for r in caplog.records)
-    assert "exited during start-up" in shown
+    shown = failing_server_log(
+        tmp_path, caplog, [fault_server, "exit", "--api-key", literal, "--auth-token=tok_5e3c7a9d1f2b"]
+    )
     assert literal not in shown and "tok_5e3c7a9d1f2b" not in shown
 
 
