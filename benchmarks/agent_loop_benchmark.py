@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-async def run(data: Path, overrides: dict[str, Any], limit: int | None) -> dict[str, dict[str, float]]:
+async def run(
+    data: Path, overrides: dict[str, Any], limit: int | None, keep: Callable[[str], bool] | None = None
+) -> dict[str, dict[str, float]]:
+    """Figures of one configuration (an agent file's ``tool_filtering`` block); `keep` picks
+    conversations by id (cross-validation folds, see ``training/conversation_folds.py``)."""
     steps = load_steps(data / "bfcl_multiturn" / "dev.jsonl")
+    if keep is not None:
+        steps = [s for s in steps if keep(s.conversation)]
     if limit:
         keep = set(list(dict.fromkeys(s.conversation for s in steps))[:limit])
         steps = [s for s in steps if s.conversation in keep]

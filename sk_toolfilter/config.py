@@ -174,6 +174,13 @@ class AgentLoopConfig(StrictConfig):
         description="JSON file that keeps what co_usage learned across restarts (tool names and a fingerprint "
         "per turn, no conversation text). '~' is expanded; in an agent file a relative path is relative to the file.",
     )
+    co_usage_sync_seconds: float = Field(
+        default=30.0,
+        ge=0.0,
+        le=3600.0,
+        description="With index.store: postgres, co-usage is shared by every replica of the catalog through the "
+        "store: each writes what it learned and reads what the others learned at most this often.",
+    )
     max_tools: int = Field(default=6, ge=1, le=128, description="Selected tools per request (with top_k: the larger).")
 
 

@@ -391,3 +391,69 @@ def test_the_laptop_recipe_starts_a_server_the_shared_index_can_use_and_removes_
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=120)
     assert code == 0, process.stderr.read()
+
+
+@pytest.mark.postgres
+async def test_replicas_on_one_store_learn_co_usage_together_and_keep_no_conversation_text(
+    postgres, demo_kernel, hash_embedder
+):
+    from tests.test_agent_loop import completed_turns
+
+    config = store_config(postgres.dsn).model_copy(deep=True)
+    config.agent_loop.co_usage_sync_seconds = 3600  # syncs below are explicit: no timing in the test
+    first = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
+    second = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
+    names = first.index.names
+    pair_a, pair_b = [names[0], names[1]], [names[2], names[3]]
+    for manager, pair, secret in ((first, pair_a, "dentist on 4 May"), (second, pair_b, "parcel 1Z999")):
+        history = completed_turns((f"{secret}: first", pair), (f"{secret}: again", pair))
+        history.add_user_message("next")
+        await manager.select_for_history(history)  # each replica learns its own two turns
+    for manager in (first, second, first):  # write, read what the other wrote
+        await manager.co_usage_table.sync(manager.co_usage)
+
+    for manager in (first, second):
+        assert len(manager.co_usage) == 4
+        assert [c.name for c in manager.co_usage.companions([pair_a[0]], min_share=0.3, min_turns=1)] == [pair_a[1]]
+        assert [c.name for c in manager.co_usage.companions([pair_b[0]], min_share=0.3, min_turns=1)] == [pair_b[1]]
+    await first.aclose()
+    await second.aclose()
+
+    restarted = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
+    assert len(restarted.co_usage) == 4  # a new replica starts with what the fleet learned
+    await restarted.aclose()
+
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(postgres.dsn) as connection:
+        table = f"{config.index.table_prefix}_co_usage"
+        rows = await (await connection.execute(f"SELECT * FROM {table}")).fetchall()
+    assert len(rows) == 4
+    stored = repr(rows)
+    assert pair_a[1] in stored and "dentist" not in stored and "1Z999" not in stored
+
+
+@pytest.mark.postgres
+async def test_co_usage_learned_while_the_store_is_away_is_shared_once_it_answers(own_postgres, hash_embedder, caplog):
+    from tests.test_agent_loop import completed_turns
+
+    config = store_config(own_postgres.dsn, retry_seconds=0, timeout_seconds=2).model_copy(deep=True)
+    config.agent_loop.co_usage_sync_seconds = 3600
+    kernel = travel_kernel()
+    manager = await ToolFilterManager.from_kernel(kernel, config, embedding_service=hash_embedder)
+    own_postgres.stop()
+    history = completed_turns(("fly to Lisbon and a car there", ["Travel-book_flight", "Travel-rent_car"]))
+    history.add_user_message("and a hotel")
+    with caplog.at_level(logging.INFO, logger="sk_toolfilter"):
+        await manager.select_for_history(history)  # learned in memory
+        for _ in range(2):
+            await manager.co_usage_table.sync(manager.co_usage)
+        own_postgres.start()
+        await manager.co_usage_table.sync(manager.co_usage)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "from memory" in warnings[0]  # one outage, one warning (catalog or co-usage)
+    assert any("answers again" in r.getMessage() for r in caplog.records)
+    await manager.aclose()
+    other = await ToolFilterManager.from_kernel(kernel, config, embedding_service=hash_embedder)
+    assert len(other.co_usage) == 1  # the turn learned during the outage reached the store
+    await other.aclose()

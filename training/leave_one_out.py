@@ -20,8 +20,16 @@ from training.evaluate import evaluate_model
 from training.sources import BENCHMARKS, RETRIEVAL_SETS
 
 
+def train_and_export(folder: Path, epochs: float, root: Path, cache_dir: Path | None, model_id: str) -> None:
+    """Train on ``<folder>/pairs.jsonl`` (weights in ``<folder>/model``), export to ``<folder>/onnx``."""
+    argv = ["--pairs", str(folder / "pairs.jsonl"), "--out", str(folder / "model"), "--epochs", str(epochs)]
+    argv += ["--root", str(root), "--log-every", "50"] + (["--cache-dir", str(cache_dir)] if cache_dir else [])
+    export.export(train.train(train.parse_args(argv)), folder / "onnx", model_id)
+
+
 def run(pairs: Path, out: Path, sets: list[str], epochs: float, root: Path, cache_dir: Path | None) -> dict:
-    results: dict[str, dict] = {}
+    saved = out / "lodo.json"  # earlier runs' sets are kept (one set per run is fine)
+    results: dict[str, dict] = json.loads(saved.read_text()) if saved.exists() else {}
     lines = pairs.read_text(encoding="utf-8").splitlines()
     for held_out in sets:
         folder = out / held_out
@@ -29,14 +37,11 @@ def run(pairs: Path, out: Path, sets: list[str], epochs: float, root: Path, cach
         kept = [line for line in lines if line.strip() and json.loads(line)["source"] != held_out]
         (folder / "pairs.jsonl").write_text("\n".join(kept) + "\n", encoding="utf-8")
         print(f"== without {held_out}: {len(kept)} pairs", file=sys.stderr, flush=True)
-        argv = ["--pairs", str(folder / "pairs.jsonl"), "--out", str(folder / "model"), "--epochs", str(epochs)]
-        argv += ["--root", str(root), "--log-every", "50"] + (["--cache-dir", str(cache_dir)] if cache_dir else [])
-        hf = train.train(train.parse_args(argv))
-        export.export(hf, folder / "onnx", f"lodo-{held_out}")
+        train_and_export(folder, epochs, root, cache_dir, f"lodo-{held_out}")
         trained = asyncio.run(evaluate_model(str(folder / "onnx"), [held_out], root=root, cache_dir=cache_dir))
         general = asyncio.run(evaluate_model("all-MiniLM-L6-v2-int8", [held_out], root=root, cache_dir=cache_dir))
         results[held_out] = {"general": general[held_out], "trained_without": trained[held_out]}
-        (out / "lodo.json").write_text(json.dumps(results, indent=2) + "\n")
+        saved.write_text(json.dumps(results, indent=2) + "\n")
     rows = [
         "| held out | semantic: general → trained without it | hybrid: general → trained without it |",
         "|---|---|---|",

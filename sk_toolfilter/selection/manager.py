@@ -31,6 +31,7 @@ from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_fun
 from sk_toolfilter.selection.turns import Turn, split_turns
 from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
+from sk_toolfilter.store.co_usage_table import CoUsageTable
 from sk_toolfilter.store.shared_index import SharedIndex
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ class ToolFilterManager:
         self._retry_embedding_at = 0.0
         self._conversation_pins: dict[str, ConversationPins] = {}
         self._store: SharedIndex | None = None
+        self._co_usage_table: CoUsageTable | None = None
 
     def _describe(self, index: ToolIndex) -> _Catalog:
         plugin = self.config.discovery.plugin_name
@@ -247,6 +249,11 @@ class ToolFilterManager:
             manager._retry_embedding_at = time.monotonic() + config.embedding.cooldown_seconds
         manager._kernel, manager._fingerprint, manager._embedding_cache = kernel, fingerprint, cache
         manager._store = store
+        loop = config.agent_loop
+        if store is not None and loop.enabled and loop.co_usage:
+            manager._co_usage_table = store.co_usage_table(loop.co_usage_sync_seconds)
+            if manager._co_usage_table is not None:
+                await manager._co_usage_table.load_into(manager.co_usage)
         manager.usage.attach(kernel)
         return manager
 
@@ -255,11 +262,18 @@ class ToolFilterManager:
         """The shared store the index comes from (``index.store``), or None for an in-memory index."""
         return self._store
 
+    @property
+    def co_usage_table(self) -> CoUsageTable | None:
+        """Where replicas share co-usage (with ``index.store: postgres``), or None."""
+        return self._co_usage_table
+
     async def aclose(self) -> None:
-        """Write what co-usage learned (``agent_loop.co_usage_file``) and release the shared store's
-        connections (selections keep working from memory)."""
+        """Write what co-usage learned (``agent_loop.co_usage_file``, the shared store's co-usage
+        table) and release the store's connections (selections keep working from memory)."""
         if self._co_usage_file is not None:
             self._co_usage_file.flush(self.co_usage)
+        if self._co_usage_table is not None:
+            await self._co_usage_table.aclose(self.co_usage)
         if self._store is not None:
             await self._store.aclose()
 
@@ -562,6 +576,8 @@ class ToolFilterManager:
         learned = loop.enabled and loop.co_usage and self.co_usage.learn(completed) > 0
         if learned and self._co_usage_file is not None:
             self._co_usage_file.changed(self.co_usage)
+        if self._co_usage_table is not None:
+            self._co_usage_table.tick(self.co_usage)  # shares what it learned, picks up what others did
         query = build_query(history, strategy or self.config.query_strategy)
         pins = [pin for source in list(self._conversation_pins.values()) for pin in source(history)]
         previous = completed[-1] if completed else None

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from sk_toolfilter.config import IndexConfig
 from sk_toolfilter.errors import ConfigError, IndexStoreError
 from sk_toolfilter.redaction import library_logger, remember_secret
+from sk_toolfilter.store.co_usage_table import CoUsageTable
+from sk_toolfilter.store.outage import StoreOutage
 from sk_toolfilter.store.shared_catalog import Collection, SharedCatalog
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ class PostgresIndexStore:
     def __init__(self, pool: AsyncConnectionPool, config: IndexConfig, where: str) -> None:
         self._pool, self._config, self.where = pool, config, where
         self._collections: dict[str, Collection] = {}
+        self.outage = StoreOutage()
 
     @classmethod
     async def connect(cls, config: IndexConfig) -> PostgresIndexStore:
@@ -122,6 +125,20 @@ class PostgresIndexStore:
             model_id,
             table_prefix=self._config.table_prefix,
             timeout=self._config.timeout_seconds,
+        )
+
+    def co_usage_table(self, catalog: str, every_seconds: float) -> CoUsageTable:
+        """The co-usage turns of catalog `catalog`, shared by every replica (``<table_prefix>_co_usage``)."""
+        return CoUsageTable(
+            self._pool,
+            self._config.db_schema,
+            f"{self._config.table_prefix}_co_usage",
+            catalog,
+            timeout=self._config.timeout_seconds,
+            every_seconds=every_seconds,
+            retry_seconds=self._config.retry_seconds,
+            where=self.where,
+            outage=self.outage,
         )
 
     async def _collection(self, table: str, definition: VectorStoreCollectionDefinition) -> Collection:

@@ -38,12 +38,14 @@ from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.index import ToolIndex, embed_catalog, embedding_texts, known_vectors
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.scoring import Precision
+from sk_toolfilter.store.outage import StoreOutage
 from sk_toolfilter.store.records import StoredCatalog, content_hash, pack_image, record_key, to_record
 from sk_toolfilter.store.shared_catalog import CatalogVersion, SharedCatalog
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 
+    from sk_toolfilter.store.co_usage_table import CoUsageTable
     from sk_toolfilter.store.postgres import PostgresIndexStore
 
 logger = library_logger(__name__)
@@ -78,7 +80,7 @@ class SharedIndex:
         self.stats = StoreStats()
         self._owner = owner
         self._next_check = 0.0
-        self._failing = False
+        self.outage = owner.outage if owner is not None else StoreOutage()  # one warning per outage
         self._check: tuple[asyncio.AbstractEventLoop, asyncio.Task[bool]] | None = None
         self._warned_local: set[str] = set()
 
@@ -96,6 +98,10 @@ class SharedIndex:
     def where(self) -> str:
         """The store, as a user would name it (never with a password)."""
         return self._owner.where if self._owner is not None else "the store"
+
+    def co_usage_table(self, every_seconds: float) -> CoUsageTable | None:
+        """Where this catalog's replicas share what co-usage learned (None without a database)."""
+        return self._owner.co_usage_table(self.catalog.name, every_seconds) if self._owner is not None else None
 
     async def aclose(self) -> None:
         """Close the connections (the index in memory stays usable)."""
@@ -307,7 +313,7 @@ class SharedIndex:
         loop = asyncio.get_running_loop()
         if self._check is None or self._check[0] is not loop or self._check[1].done():
             self._check = (loop, loop.create_task(self._check_version()))
-        if self._failing:
+        if self.outage.active:
             return False
         return await asyncio.shield(self._check[1])
 
@@ -317,8 +323,7 @@ class SharedIndex:
         except IndexStoreError as exc:
             self.report_failure(exc)
             return False
-        if self._failing:
-            self._failing = False
+        if self.outage.end():
             self._next_check = 0.0  # the next selection looks for a version published meanwhile
             logger.info("sk-toolfilter: the index store %s answers again", self.where)
             return False
@@ -328,8 +333,7 @@ class SharedIndex:
     def report_failure(self, exc: IndexStoreError) -> None:
         """Note a failed store call: one warning per outage, next try after ``retry_seconds``."""
         self._next_check = time.monotonic() + self.config.retry_seconds
-        if not self._failing:
-            self._failing = True
+        if self.outage.begin():
             version = self.stats.version or "(none)"
             logger.warning(
                 "sk-toolfilter: %s; serving catalog %r version %s from memory, retrying every %gs",
