@@ -7,7 +7,6 @@ the filtering wrapper — on an HTTP transport that records the body and answers
 
 from __future__ import annotations
 
-import html
 import itertools
 import json
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from semantic_kernel.contents import ChatHistory
 from sk_toolfilter.agents.agent_file import AgentSpec, SampleQuery
 from sk_toolfilter.errors import UnknownToolError
 from sk_toolfilter.integration.service import wrap_chat_service
+from sk_toolfilter.measure.report_html import render_chart_svg, render_html
 from sk_toolfilter.measure.tokens import count_json_tokens, count_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
 from sk_toolfilter.selection.visibility import NameResolver
@@ -299,40 +299,11 @@ def render_markdown(report: TokenReport) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_chart_svg(report: TokenReport) -> str:
-    """Grouped horizontal bars: tools tokens per query, filtering off vs on."""
-    bar, gap, left, width = 9, 10, 360, 520
-    top = 50
-    height = top + len(report.queries) * (2 * bar + gap) + 40
-    peak = max([q.tools_tokens_off for q in report.queries] + [1])
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 80}" height="{height}" '
-        'font-family="sans-serif" font-size="11">',
-        f'<text x="10" y="20" font-size="14" font-weight="bold">Tool-schema tokens per request: '
-        f"{html.escape(report.agent)} ({report.totals['saved_percent']:.1f}% saved)</text>",
-        f'<rect x="{left}" y="28" width="10" height="10" fill="#c0392b"/>'
-        f'<text x="{left + 14}" y="37">filtering off</text>'
-        f'<rect x="{left + 110}" y="28" width="10" height="10" fill="#27ae60"/>'
-        f'<text x="{left + 124}" y="37">filtering on</text>',
-    ]
-    for i, q in enumerate(report.queries):
-        y = top + i * (2 * bar + gap)
-        parts.append(
-            f'<text x="{left - 6}" y="{y + bar + 3}" text-anchor="end">{html.escape(_short(q.query, 50))}</text>'
-        )
-        for j, (value, colour) in enumerate(((q.tools_tokens_off, "#c0392b"), (q.tools_tokens_on, "#27ae60"))):
-            w = max(value / peak * width, 1 if value else 0)
-            parts.append(f'<rect x="{left}" y="{y + j * bar}" width="{w:.1f}" height="{bar - 1}" fill="{colour}"/>')
-            parts.append(f'<text x="{left + w + 4}" y="{y + j * bar + bar - 2}">{value}</text>')
-    parts.append("</svg>")
-    return "\n".join(parts)
-
-
 def write_report(report: TokenReport, out_dir: str | Path) -> dict[str, Path]:
-    """Write report.json, report.md, chart.svg and report.html (Markdown table + chart) to `out_dir`."""
+    """Write report.json, report.md, chart.svg and report.html (summary cards, chart, tables) to `out_dir`."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    svg = render_chart_svg(report)
+    svg = render_chart_svg(report)  # the chart alone, with its title (report.html embeds it too)
     paths = {
         "json": out / "report.json",
         "markdown": out / "report.md",
@@ -342,9 +313,5 @@ def write_report(report: TokenReport, out_dir: str | Path) -> dict[str, Path]:
     paths["json"].write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     paths["markdown"].write_text(render_markdown(report), encoding="utf-8")
     paths["chart"].write_text(svg, encoding="utf-8")
-    paths["html"].write_text(
-        "<!doctype html><meta charset='utf-8'><title>sk-toolfilter report</title>"
-        f"<body style='font-family:sans-serif'>{svg}<pre>{html.escape(render_terminal(report))}</pre></body>",
-        encoding="utf-8",
-    )
+    paths["html"].write_text(render_html(report), encoding="utf-8")
     return paths

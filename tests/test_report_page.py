@@ -1,0 +1,87 @@
+"""report.html in a real browser (Debian's Chromium, headless): the summary cards and the chart's
+axes are there, nothing loads from outside, no script error, and the page fits a 1,280 px window."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import subprocess
+
+from sk_toolfilter.measure.report import write_report
+from tests.conftest import require_server
+from tests.test_agent import spec  # noqa: F401  (fixture)
+from tests.test_report import report_and_tools  # noqa: F401  (fixture)
+
+PROBE = """<script>
+window.__errors = [];
+window.addEventListener('error', e => window.__errors.push(String(e.message || e.type)));
+window.addEventListener('load', () => {
+  const width = document.documentElement.clientWidth;
+  const probe = {
+    clientWidth: width,
+    scrollWidth: document.documentElement.scrollWidth,
+    wider: [...document.querySelectorAll('main *')]
+      .filter(e => e.getBoundingClientRect().right > width + 0.5).map(e => e.tagName).slice(0, 5),
+    cards: [...document.querySelectorAll('.card')].map(c => c.innerText.replace(/\\s+/g, ' ').trim()),
+    axisLabels: [...document.querySelectorAll('figure svg .axis-label')].map(t => t.textContent),
+    ticks: [...document.querySelectorAll('figure svg .tick')].map(t => t.textContent),
+    bars: document.querySelectorAll('figure svg rect').length,
+    chartWidth: document.querySelector('figure svg').getBoundingClientRect().width,
+    rows: document.querySelectorAll('tbody tr').length,
+    resources: performance.getEntriesByType('resource').map(r => r.name),
+    errors: window.__errors,
+  };
+  const out = document.createElement('pre');
+  out.id = 'probe';
+  out.textContent = JSON.stringify(probe);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def open_in_chromium(page, tmp_path) -> dict:
+    """What the probe script measured once Chromium laid the page out in a 1,280 × 900 window."""
+    chromium = require_server(
+        os.environ.get("SK_TOOLFILTER_CHROMIUM"),
+        "Chromium",
+        "run .ci/install-chromium DIR and set SK_TOOLFILTER_CHROMIUM=$(command -v chromium)",
+    )
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.read_text(encoding="utf-8").replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
+    command = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1280,900",
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        probed.as_uri(),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    found = re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S)
+    assert found, f"no probe in Chromium's DOM (exit {done.returncode}): {done.stderr[-2000:]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
+async def test_the_report_page_has_summary_cards_a_labelled_chart_and_fits_1280_px(report_and_tools, tmp_path):  # noqa: F811
+    report, _ = report_and_tools
+    page = write_report(report, tmp_path / "out")["html"]
+    probe = open_in_chromium(page, tmp_path)
+    t = report.totals
+    cards = " | ".join(probe["cards"])
+    assert f"{t['tools_tokens_off']:,} tool tokens, filtering off" in cards
+    assert f"{t['tools_tokens_on']:,} tool tokens, filtering on" in cards
+    assert f"{t['saved_percent']:.1f}% tool tokens saved" in cards
+    assert "2 / 2 queries whose expected tools were sent" in cards
+    assert probe["axisLabels"] == ["Tool-schema tokens per request (o200k_base tokenizer)", "Sample query"]
+    assert probe["ticks"][0] == "0" and len(probe["ticks"]) >= 3
+    assert probe["bars"] == 2 * len(report.queries) + 2  # two bars per query, two legend keys
+    assert probe["rows"] == len(report.queries)
+    assert probe["scrollWidth"] <= probe["clientWidth"] <= 1280, probe  # no horizontal scrolling
+    assert probe["wider"] == [] and probe["chartWidth"] <= probe["clientWidth"]
+    assert probe["resources"] == [] and probe["errors"] == []  # self-contained, no script error
