@@ -33,12 +33,28 @@ def test_env_variables_and_defaults_are_substituted(tmp_path, monkeypatch):
 
 
 def test_a_missing_variable_is_an_error_naming_it_and_the_key(tmp_path, monkeypatch):
-    monkeypatch.delenv("NOPE_KEY", raising=False)
-    path = write(tmp_path, "name: a\nmodel: {api_key: '${NOPE_KEY}'}\n")
+    monkeypatch.delenv("NOPE_TOPK", raising=False)
+    path = write(tmp_path, "name: a\ntool_filtering: {top_k: '${NOPE_TOPK}'}\n")
     with pytest.raises(ConfigError) as info:
         load_agent_file(path)
-    assert "model.api_key: environment variable NOPE_KEY is not set" in str(info.value)
+    assert "tool_filtering.top_k: environment variable NOPE_TOPK is not set" in str(info.value)
     assert str(path) in str(info.value)
+
+
+def test_an_unset_model_key_is_named_when_a_model_client_is_built_not_when_the_file_loads(tmp_path, monkeypatch):
+    from sk_toolfilter.agents.agent import create_chat_service
+
+    for name in ("NOPE_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    path = write(
+        tmp_path, "name: a\nmodel: {api_key: '${NOPE_KEY}'}\nevaluations: {model: {api_key: '${NOPE_EVAL}'}}\n"
+    )
+    spec = load_agent_file(path)  # validate, search, report and eval never call the model
+    assert spec.model.api_key is None
+    with pytest.raises(ConfigError, match=r"model\.api_key: environment variable NOPE_KEY is not set"):
+        create_chat_service(spec.model)
+    monkeypatch.setenv("NOPE_KEY", "sk-from-the-environment")
+    assert load_agent_file(path).model.api_key.get_secret_value() == "sk-from-the-environment"
 
 
 def test_substitution_leaves_non_strings_alone():

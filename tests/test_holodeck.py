@@ -21,20 +21,24 @@ from tests.test_mcp_servers import server_bin
 FIXTURE = Path(__file__).parent / "fixtures" / "holodeck"
 
 
-@pytest.fixture
-def holodeck_agent(tmp_path, monkeypatch, chroma_server) -> Path:
-    """The example in a folder of its own, its npx packages at hand, its Chroma server running
-    (``database: {provider: chromadb}`` without a URL reads Chroma's own CHROMA_SERVER_* variables)."""
-    host, port = chroma_server.removeprefix("http://").split(":")
+def place_holodeck_agent(source: Path, folder: Path, monkeypatch, chroma_url: str) -> Path:
+    """A HoloDeck agent folder copied unchanged to `folder`, its npx packages at hand, its Chroma
+    server running (``database: chromadb`` without a URL reads Chroma's own CHROMA_SERVER_* variables)."""
+    host, port = chroma_url.removeprefix("http://").split(":")
     monkeypatch.setenv("CHROMA_SERVER_HOST", host)
     monkeypatch.setenv("CHROMA_SERVER_HTTP_PORT", port)
     npm = Path(server_bin("npm/node_modules/.bin/mcp-server-memory")).parents[2]
-    folder = tmp_path / "research-agent"
-    shutil.copytree(FIXTURE, folder)
+    shutil.copytree(source, folder)
     (folder / "node_modules").symlink_to(npm / "node_modules")
     (folder / "package.json").symlink_to(npm / "package.json")
-    monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.jsonl"))
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(folder.parent / "memory.jsonl"))
     return folder / "agent.yaml"
+
+
+@pytest.fixture
+def holodeck_agent(tmp_path, monkeypatch, chroma_server) -> Path:
+    """The research-agent example, ready to run (see :func:`place_holodeck_agent`)."""
+    return place_holodeck_agent(FIXTURE, tmp_path / "research-agent", monkeypatch, chroma_server)
 
 
 def test_validate_loads_every_tool_and_names_the_holodeck_only_keys_once(holodeck_agent, capsys, caplog):

@@ -72,7 +72,8 @@ def create_chat_service(model: ModelSpec, http_client: Any = None) -> ChatComple
         api_key = api_key or os.environ.get("AZURE_OPENAI_API_KEY")
         if not endpoint or not api_key:
             raise ConfigError(
-                "model: provider 'azure_openai' needs 'endpoint' and 'api_key' (or AZURE_OPENAI_* variables)"
+                model.unset_variable("endpoint" if not endpoint else "api_key")
+                or "model: provider 'azure_openai' needs 'endpoint' and 'api_key' (or AZURE_OPENAI_* variables)"
             )
         azure_client = AsyncAzureOpenAI(
             azure_endpoint=endpoint,
@@ -84,7 +85,8 @@ def create_chat_service(model: ModelSpec, http_client: Any = None) -> ChatComple
     api_key = api_key or os.environ.get("OPENAI_API_KEY")
     if not api_key and not model.base_url:
         raise ConfigError(
-            "model: no API key — set OPENAI_API_KEY, or model.api_key, or model.base_url for a local "
+            model.unset_variable("api_key")
+            or "model: no API key — set OPENAI_API_KEY, or model.api_key, or model.base_url for a local "
             "OpenAI-compatible server"
         )
     client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=model.base_url, http_client=http_client)

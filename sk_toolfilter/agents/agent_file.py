@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sk_toolfilter.agents.declarative import from_sk_declarative, is_sk_declarative
 from sk_toolfilter.agents.holodeck import adapt_holodeck
@@ -37,6 +46,13 @@ class ModelSpec(StrictConfig):
     endpoint: str | None = None
     api_version: str | None = None
     options: dict[str, Any] = Field(default_factory=dict, description="Execution settings, e.g. temperature.")
+    _unset_variables: dict[str, str] = PrivateAttr(default_factory=dict)
+    """Settings given as an unset ``${VAR}`` (``{"api_key": "OPENAI_API_KEY"}``): named when a client needs them."""
+
+    def unset_variable(self, key: str) -> str | None:
+        """The message for a connection setting left unset by its variable, or None."""
+        name = self._unset_variables.get(key)
+        return f"model.{key}: environment variable {name} is not set" if name else None
 
     @field_validator("api_key", "base_url", "endpoint", "api_version", mode="before")
     @classmethod
@@ -234,13 +250,30 @@ class AgentSpec(StrictConfig):
         return self.instructions
 
 
-def substitute_env(value: Any, where: str = "", environ: Mapping[str, str] | None = None) -> Any:
-    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string; a missing variable is an error naming it."""
+# Model connection settings are read only when a model client is built (a chat turn, not validate,
+# search, report or eval): a whole ``${VAR}`` there whose variable is unset leaves the setting unset,
+# and building the client says what is missing ("model: no API key — set OPENAI_API_KEY ...").
+CONNECTION_SETTINGS = frozenset({"model.api_key", "model.base_url", "model.endpoint", "model.api_version"})
+
+
+def substitute_env(
+    value: Any, where: str = "", environ: Mapping[str, str] | None = None, unset: dict[str, str] | None = None
+) -> Any:
+    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string; a missing variable is an error naming it.
+
+    In :data:`CONNECTION_SETTINGS` a value that is only an unset variable becomes unset instead, and
+    `unset` (when given) records ``{key: variable}`` for the error of whoever needs it."""
     environ = os.environ if environ is None else environ
+    if where in CONNECTION_SETTINGS and isinstance(value, str):
+        whole = _VARIABLE.fullmatch(value.strip())
+        if whole and whole.group(2) is None and not environ.get(whole.group(1)):
+            if unset is not None:
+                unset[where] = whole.group(1)
+            return None
     if isinstance(value, dict):
-        return {k: substitute_env(v, f"{where}.{k}" if where else str(k), environ) for k, v in value.items()}
+        return {k: substitute_env(v, f"{where}.{k}" if where else str(k), environ, unset) for k, v in value.items()}
     if isinstance(value, list):
-        return [substitute_env(v, f"{where}[{i}]", environ) for i, v in enumerate(value)]
+        return [substitute_env(v, f"{where}[{i}]", environ, unset) for i, v in enumerate(value)]
     if not isinstance(value, str):
         return value
 
@@ -265,7 +298,10 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
         # file's error, never a raw exception (validation below names most such keys precisely).
         if is_sk_declarative(data):
             data = from_sk_declarative(data, source)
-        data = adapt_holodeck(substitute_env(data), source)
+        # HoloDeck keys with no meaning here (evaluations, observability…) go before substitution:
+        # a variable only they use is never required.
+        unset: dict[str, str] = {}
+        data = substitute_env(adapt_holodeck(data, source), unset=unset)
     except ConfigError as exc:
         raise ConfigError(str(exc) if str(exc).startswith(source) else f"{source}: {exc}") from None
     except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
@@ -276,6 +312,7 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
         raise ConfigError(
             f"{source}:\n" + describe_validation_error(exc, "", union_tags=("plugin", "mcp", "catalog", "vectorstore"))
         ) from None
+    spec.model._unset_variables = {key.removeprefix("model."): name for key, name in unset.items()}
     _remember_secrets(spec)
     _resolve_paths(spec)
     return spec

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -35,6 +36,8 @@ from sk_toolfilter.retrieval.embeddings import (
     embed_texts,
     embedding_model_id,
 )
+from sk_toolfilter.retrieval.metadata import KEYWORDS_PROPERTY
+from sk_toolfilter.retrieval.text import tokenize
 
 logger = library_logger(__name__)
 
@@ -88,6 +91,8 @@ async def add_vectorstore(
         ]
     )
     function = _search_function(source, service, collection, scores_are_distances, embedding.timeout_seconds)
+    # Ranking matches what the documents are about, not only the tool's (often generic) description.
+    function.metadata.additional_properties = {KEYWORDS_PROPERTY: topic_words([p.text for p in passages])}
     plugin = kernel.plugins.get(PLUGIN)
     if plugin is None:
         kernel.add_plugin(KernelPlugin(name=PLUGIN, description="Document search", functions=[function]))
@@ -140,6 +145,26 @@ def _confine(path: Path, root: Path, where: str) -> None:
             f"{where}.source: {path} is outside the agent file's folder {real_root}{link}; move the documents "
             "there, or set allow_outside_agent_folder: true on this tool if you trust the agent file"
         )
+
+
+TOPIC_WORDS = 30
+"""Words a vectorstore tool is ranked by besides its description (see :func:`topic_words`)."""
+
+
+def topic_words(texts: list[str], count: int = TOPIC_WORDS) -> list[str]:
+    """What a set of passages is about: the content words found in most passages (then most often).
+
+    A FAQ's tool described as "Search frequently asked questions" is then found for "What payment
+    methods do you accept?" because its passages speak of payment.
+    """
+    in_passages: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    for text in texts:
+        words = [w for w in tokenize(text, stem=False) if len(w) >= 3 and not w.isdigit()]
+        total.update(words)
+        in_passages.update(set(words))
+    ranked = sorted(in_passages, key=lambda w: (-in_passages[w], -total[w], w))
+    return ranked[:count]
 
 
 def chunk_text(text: str, size: int, overlap: int) -> list[str]:

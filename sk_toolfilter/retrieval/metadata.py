@@ -90,9 +90,15 @@ class ToolMetadata:
         return text
 
 
+KEYWORDS_PROPERTY = "sk_toolfilter_keywords"
+"""A kernel function's ``metadata.additional_properties`` entry: words ranking matches besides its
+texts (a vectorstore tool lists what its documents are about). Never sent to the model."""
+
+
 def tool_from_function(function: KernelFunction) -> ToolMetadata:
     """The metadata record of one kernel function."""
     meta = function.metadata
+    extra = (meta.additional_properties or {}).get(KEYWORDS_PROPERTY) or ()
     params = tuple(
         ParameterMetadata(
             name=p.name or "",
@@ -110,6 +116,7 @@ def tool_from_function(function: KernelFunction) -> ToolMetadata:
         full_name=meta.fully_qualified_name,
         description=meta.description or "",
         parameters=params,
+        keywords=tuple(str(word) for word in extra) if isinstance(extra, list | tuple) else (),
     )
 
 
