@@ -37,6 +37,7 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "no previous-turn tools": {"agent_loop": {"previous_turn_tools": False}},
     "budget 6": {"agent_loop": {"max_tools": 6}},
     "top_k 3": {"top_k": 3},
+    "blend semantic 0.8": {"method_weights": {"semantic": 0.8, "bm25": 0.2}},
 }
 
 
