@@ -259,7 +259,8 @@ class ToolFilterConfig(StrictConfig):
     rrf_k: int = Field(default=60, gt=0, description="Reciprocal Rank Fusion constant.")
     method_weights: dict[RankingMethod, float] = Field(
         default_factory=lambda: dict(DEFAULT_WEIGHTS),
-        description="Per-method weights in hybrid fusion.",
+        description="Per-method weights in hybrid fusion. Unset: the blend fitted for the embedding model "
+        "(its model.json hybrid_weights), else semantic 0.7 / bm25 0.3.",
     )
     split_queries: bool = Field(
         default=True, description="Rank each part of a multi-part request too, and interleave the rankings."

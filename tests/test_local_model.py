@@ -121,3 +121,27 @@ async def test_default_manager_uses_the_local_model_and_finds_tools_by_meaning(d
     names = await manager.filter_tools("what's the time in Tokyo right now?")
     assert "Time-current_time" in names[:2]
     assert sorted(await manager.filter_tools("hi there")) == ["ToolSearch-describe_tool", "ToolSearch-search_tools"]
+
+
+async def test_the_hybrid_blend_fitted_for_a_model_applies_unless_the_config_sets_one(model_copy, demo_kernel):
+    manifest = json.loads((model_copy / "model.json").read_text())
+    (model_copy / "model.json").write_text(json.dumps({**manifest, "hybrid_weights": {"semantic": 1.0, "bm25": 0.0}}))
+    fitted = await create_tool_filter(demo_kernel, ToolFilterConfig(embedding={"model": str(model_copy)}))
+    assert fitted.index.fusion_weights == {"semantic": 1.0, "bm25": 0.0}
+    explicit = ToolFilterConfig(embedding={"model": str(model_copy)}, method_weights={"semantic": 1.0, "bm25": 0.0})
+    blend = ToolFilterConfig(embedding={"model": str(model_copy)}, method_weights={"semantic": 0.5, "bm25": 0.5})
+    explicit_manager = await create_tool_filter(demo_kernel, explicit)
+    other = await create_tool_filter(demo_kernel, blend)
+
+    async def ranked(manager, query):
+        return [(d.full_name, d.score and round(d.score, 6)) for d in await manager.explain(query)]
+
+    differs = 0
+    for query in ["email bob the report", "convert miles to kilometers", "what time is it in Tokyo", "delete a note"]:
+        assert await ranked(fitted, query) == await ranked(explicit_manager, query)
+        differs += await ranked(fitted, query) != await ranked(other, query)  # the config's own blend wins
+    assert differs > 0
+
+    (model_copy / "model.json").write_text(json.dumps({**manifest, "hybrid_weights": {"semantic": -1}}))
+    with pytest.raises(ValueError, match="hybrid_weights must be >= 0"):
+        LocalEmbeddingGenerator(model=str(model_copy))

@@ -5,7 +5,7 @@ is therefore scored with the model trained without it (``training.leave_one_out`
 chosen on the other sets and reported on the held-out one, then fitted on all of them for the
 default.
 
-    python -m training.fit_fusion --lodo training/out/lodo [--grid 0.5,0.6,0.7,0.8,0.9]
+    python -m training.fit_fusion --lodo training/out/lodo [--grid 0.5,0.6,0.7,0.8,0.9] [--model-dir DIR]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grid", default="0.5,0.6,0.7,0.8,0.9")
     parser.add_argument("--root", type=Path, default=BENCHMARKS)
     parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--model-dir", type=Path, default=None, help="write the fitted blend into its model.json")
     args = parser.parse_args(argv)
     grid = [float(w) for w in args.grid.split(",")]
     sets = sorted(p.name for p in args.lodo.iterdir() if (p / "onnx" / "model.json").is_file())
@@ -57,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     (args.lodo / "fusion.json").write_text(json.dumps({"recall": recall, "chosen": overall}, indent=2) + "\n")
     (args.lodo / "fusion.md").write_text(text)
     print(text, file=sys.stderr)
+    if args.model_dir is not None:  # the runtime uses it when a config sets no method_weights
+        manifest_path = args.model_dir / "model.json"
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        manifest["hybrid_weights"] = {"semantic": overall, "bm25": round(1 - overall, 3)}
+        manifest_path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

@@ -117,6 +117,7 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
     _documents: OnnxEncoder = PrivateAttr()
     _queries: OnnxEncoder | None = PrivateAttr(default=None)
     _query_service: LocalQueryEncoder | None = PrivateAttr(default=None)
+    _hybrid_weights: dict[str, float] | None = PrivateAttr(default=None)
 
     def model_post_init(self, __context: Any) -> None:
         super().model_post_init(__context)
@@ -129,6 +130,7 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
                     f"local models must have {self.dimensions}"
                 )
         self.ai_model_id = files.id  # caches are keyed by it: switching models never mixes vectors
+        self._hybrid_weights = files.hybrid_weights
         options = {"max_length": self.max_length, "batch_size": self.batch_size}
         self._documents = OnnxEncoder(document_files, **options)
         if files.documents:
@@ -139,6 +141,11 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
     def query_encoder(self) -> LocalQueryEncoder | None:
         """The service that embeds requests (an asymmetric model), or ``None`` (the same as documents)."""
         return self._query_service
+
+    @property
+    def hybrid_weights(self) -> dict[str, float] | None:
+        """The BM25 / semantic blend fitted for this model (its ``model.json``), or None."""
+        return self._hybrid_weights
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         """Embed documents (tool texts, passages) in the calling thread; rows are unit float32 vectors."""
@@ -172,6 +179,16 @@ def query_encoder(service: EmbeddingGeneratorBase) -> EmbeddingGeneratorBase:
     """The service that embeds requests for `service`'s documents: its ``query_encoder`` when it has
     one (an asymmetric model, or a wrapper of one), else `service` itself."""
     return getattr(service, "query_encoder", None) or service
+
+
+def fitted_weights(service: EmbeddingGeneratorBase | None) -> dict[str, float] | None:
+    """The hybrid blend fitted for `service`'s model (a local model's, through any wrapper), or None."""
+    while service is not None:
+        weights = getattr(service, "hybrid_weights", None)
+        if weights is not None:
+            return dict(weights)
+        service = getattr(service, "inner", None)
+    return None
 
 
 class SizedEmbeddings(EmbeddingGeneratorBase):

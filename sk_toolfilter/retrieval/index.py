@@ -16,7 +16,13 @@ from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.batching import QueryBatcher
 from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.cache import EmbeddingCache
-from sk_toolfilter.retrieval.embeddings import catalog_call_timeout, embed_texts, embedding_model_id, query_encoder
+from sk_toolfilter.retrieval.embeddings import (
+    catalog_call_timeout,
+    embed_texts,
+    embedding_model_id,
+    fitted_weights,
+    query_encoder,
+)
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.names import NameMatcher
@@ -79,6 +85,8 @@ class ToolIndex:
         self._batcher = QueryBatcher(self._embed_batch)
         # Every request of an agent loop ranks the same turn request again: its vector is reused.
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.fusion_weights = fitted_weights(embedding_service)
+        """The hybrid blend fitted for the embedding model (used when the config sets no ``method_weights``)."""
 
     @classmethod
     async def build(

@@ -45,6 +45,8 @@ class LocalModel:
     max_length: int = 256
     documents: str | None = None
     """Another local model that embeds the documents (tools): this one's files embed only requests."""
+    hybrid_weights: dict[str, float] | None = None
+    """The hybrid blend fitted for this model (``training/fit_fusion.py``); used when the config sets none."""
 
     def checked_files(self) -> list[tuple[Path, str]]:
         return [(self.model_file, self.model_sha256), (self.tokenizer_file, self.tokenizer_sha256)]
@@ -98,12 +100,25 @@ def read_manifest(folder: Path, *, model_id: str | None = None) -> LocalModel:
             dimensions=int(raw.get("dimensions", 384)),
             max_length=int(raw.get("max_length", 256)),
             documents=str(raw["documents"]) if raw.get("documents") else None,
+            hybrid_weights=_weights(raw.get("hybrid_weights")),
         )
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise ConfigError(f"{path}: not a model manifest ({type(exc).__name__}: {exc})") from None
     if model_id is None:
         model = LocalModel(**{**model.__dict__, "id": f"{model.id}@{model.model_sha256[:12]}"})
     return model
+
+
+def _weights(value: object) -> dict[str, float] | None:
+    """``{"semantic": w, "bm25": w}`` from a manifest (non-negative numbers), else None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"semantic", "bm25"}:
+        raise ValueError("hybrid_weights must map 'semantic' and 'bm25' to numbers")
+    weights = {str(k): float(v) for k, v in value.items()}
+    if any(not w >= 0 for w in weights.values()):  # also NaN
+        raise ValueError("hybrid_weights must be >= 0")
+    return weights
 
 
 def sha256_of(path: Path) -> str:

@@ -152,6 +152,8 @@ def _score_text(
         method = next(iter(raw))
         return method, normalized[method], normalized
     weights = {str(method): weight for method, weight in config.method_weights.items()}
+    if "method_weights" not in config.model_fields_set and index.fusion_weights is not None:
+        weights = index.fusion_weights  # the blend fitted for the index's embedding model
     if config.fusion == "rrf":
         final = reciprocal_rank_fusion(normalized, k=config.rrf_k, weights=weights)
     else:
