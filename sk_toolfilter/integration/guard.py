@@ -67,6 +67,7 @@ def attach_execution_guard(kernel: Kernel, manager: ToolFilterManager) -> None:
             return
         answer, level = outcome
         logger.log(level, "sk-toolfilter: did not run %s: %s", name, answer)
+        manager.telemetry.unoffered_call("loaded" if level == logging.INFO else "refused")
         context.function_result = FunctionResult(function=context.function.metadata, value=answer)
 
     guard_tool_call.__sk_toolfilter_guard__ = id(manager)  # type: ignore[attr-defined]

@@ -43,6 +43,8 @@ class EmbeddingCircuit:
         self._consecutive_failures = 0
         self._open_until: float | None = None
         self._incident = False
+        self.on_incident: Callable[[bool], None] | None = None
+        """Called with True when an incident starts (first failure) and False when it ends (telemetry)."""
 
     @property
     def is_open(self) -> bool:
@@ -82,6 +84,8 @@ class EmbeddingCircuit:
             self._incident = False
         if recovered:
             logger.info("sk-toolfilter: embedding service recovered; semantic search is back")
+            if self.on_incident is not None:
+                self.on_incident(False)
 
     def _failed(self, reason: str) -> None:
         with self._lock:
@@ -92,3 +96,5 @@ class EmbeddingCircuit:
                 self._open_until = self._clock() + self.cooldown_seconds
         if first:
             logger.warning("sk-toolfilter: embedding service failing (%s); ranking with BM25 until it recovers", reason)
+            if self.on_incident is not None:
+                self.on_incident(True)

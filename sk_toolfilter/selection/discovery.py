@@ -184,6 +184,7 @@ class DiscoveryPlugin:
         limit: Annotated[str, "Maximum number of tools to show, e.g. 5"] = "",
     ) -> str:
         manager, others = self._manager()
+        manager.telemetry.discovery_call("search_tools")
         matches = await manager.discover(query)
         matches = [m for m in matches if all(o.find_visible_tool(m.full_name) is not None for o in others)]
         discovery = manager.config.discovery
@@ -196,6 +197,7 @@ class DiscoveryPlugin:
     )
     async def describe_tool(self, name: Annotated[str, "Tool name, e.g. Messaging-send_email"]) -> str:
         manager, others = self._manager()
+        manager.telemetry.discovery_call("describe_tool")
         limit = manager.config.discovery.max_chars
         tool = manager.find_visible_tool(name[:200])
         if tool is not None and any(o.find_visible_tool(tool.full_name) is None for o in others):

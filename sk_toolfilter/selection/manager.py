@@ -22,7 +22,7 @@ from sk_toolfilter.retrieval.cutoff import ToolDecision, apply_cutoff
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
+from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel, openai_tool_definition
 from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_tools
 from sk_toolfilter.retrieval.text import split_request_clauses
 from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
@@ -33,6 +33,8 @@ from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
 from sk_toolfilter.store.co_usage_table import CoUsageTable
 from sk_toolfilter.store.shared_index import SharedIndex
+from sk_toolfilter.telemetry import SelectionRecord, Telemetry
+from sk_toolfilter.tokenizer import count_json_tokens
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -129,6 +131,11 @@ class ToolFilterManager:
         self._conversation_pins: dict[str, ConversationPins] = {}
         self._store: SharedIndex | None = None
         self._co_usage_table: CoUsageTable | None = None
+        self.telemetry = Telemetry()
+        """Spans and metrics of selections (off unless the app turns telemetry on)."""
+        self._token_counts: dict[str, int] = {}
+        self._catalog_tokens: tuple[_Catalog | None, int] = (None, 0)
+        index.circuit.on_incident = self.telemetry.embedding_incident
 
     def _describe(self, index: ToolIndex) -> _Catalog:
         plugin = self.config.discovery.plugin_name
@@ -414,7 +421,45 @@ class ToolFilterManager:
         ``(name, reason)`` pairs such as tools found with discovery. With `turn` (the current user
         turn of an agent loop) the ``agent_loop`` policy applies: the turn's tools stay and tools
         used together with the best-ranked ones are added, within one budget per request.
+        With telemetry on (:mod:`sk_toolfilter.telemetry`), each selection is one span.
         """
+        with self.telemetry.selection() as record:
+            selection = await self._select(query, allowed, extra_pins, turn, previous_turn)
+            if self.telemetry.enabled:
+                self._describe_selection(record, query, selection, turn)
+        return selection
+
+    def _describe_selection(self, record: SelectionRecord, query: str, selection: Selection, turn: Turn | None) -> None:
+        config, catalog = self.config, self._catalog
+        scores = {d.full_name: d.score for d in selection.decisions}
+        pinned = {d.full_name for d in selection.decisions if d.reason.startswith("pinned")}
+        loop = turn is not None and config.agent_loop.enabled
+        record.catalog_size = len(catalog.searchable)
+        record.budget = max(config.top_k, config.agent_loop.max_tools) if loop else config.top_k
+        record.method, record.method_used = config.search_method, selection.ranking.method
+        record.offered, record.pins = selection.names, [n for n in selection.names if n in pinned]
+        record.scores = [scores.get(n) for n in selection.names]
+        record.fallback_reason, record.query = selection.ranking.fallback_reason, query
+        if self._catalog_tokens[0] is not catalog:  # summed once per catalog, not per selection
+            self._catalog_tokens = (catalog, sum(self._schema_tokens(n) for n in catalog.searchable))
+        record.tokens_all = self._catalog_tokens[1]
+        record.tokens_offered = sum(self._schema_tokens(n) for n in selection.names)
+
+    def _schema_tokens(self, name: str) -> int:
+        """Tokens of a tool's schema as SK's OpenAI connector sends it (counted once per tool)."""
+        if name not in self._token_counts:
+            tool = self._catalog.index.get(name)
+            self._token_counts[name] = count_json_tokens(openai_tool_definition(tool)) if tool is not None else 0
+        return self._token_counts[name]
+
+    async def _select(
+        self,
+        query: str,
+        allowed: set[str] | None,
+        extra_pins: Sequence[tuple[str, str]],
+        turn: Turn | None,
+        previous_turn: Turn | None,
+    ) -> Selection:
         await self.refresh()
         config, catalog = self.config, self._catalog
         candidates = catalog.searchable_mask

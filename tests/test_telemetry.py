@@ -1,0 +1,147 @@
+"""Every selection is visible in the app's OpenTelemetry trace (SK's own switch turns it on): one
+span per model request, child of Semantic Kernel's agent span, with the tools offered, their
+scores and the budget; metrics for latency, tools offered and tokens saved; the user's words only
+when the app opts in to sensitive data. Each case runs in a fresh process (SK reads its switch at
+import, and the global providers can be set once)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from sk_toolfilter.telemetry import TelemetrySwitch
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET_WORDS = "my card is 4111-1111-1111-1111, I fly to Zanzibar"
+
+TURN = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    import yaml
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+
+    from sk_toolfilter.agents.agent import load_agent
+    from sk_toolfilter.agents.agent_file import parse_agent
+    from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
+
+    data = yaml.safe_load(open("agent.yaml"))
+    data["tool_filtering"]["search_method"] = "bm25"
+    for source in data["tools"]:
+        if "init" in source:
+            source["init"]["root"] = sys.argv[2]
+
+    async def main():
+        transport = RecordingTransport(
+            [tool_call_reply(("Files-write_file", {"path": "todo.txt", "content": "milk"})), text_reply("Saved.")]
+        )
+        async with await load_agent(parse_agent(data, base_dir="."), chat_service=offline_chat_service(transport)) as a:
+            await a.agent.get_response(messages=sys.argv[1])
+
+    asyncio.run(main())
+    out = {
+        "spans": [
+            {
+                "name": s.name,
+                "id": s.context.span_id,
+                "parent": s.parent.span_id if s.parent else None,
+                "attributes": dict(s.attributes or {}),
+            }
+            for s in spans.get_finished_spans()
+        ],
+        "metrics": {
+            m.name: [
+                dict(p.attributes or {}) | {"count": getattr(p, "count", None), "sum": getattr(p, "sum", None)}
+                | {"value": getattr(p, "value", None)}
+                for p in m.data.data_points
+            ]
+            for rm in reader.get_metrics_data().resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+        },
+    }
+    print(json.dumps(out, default=list))
+    """
+)
+
+
+def run_turn(tmp_path, env: dict[str, str]) -> dict:
+    message = f"Write the file todo.txt with: buy milk ({SECRET_WORDS})."
+    done = subprocess.run(
+        [sys.executable, "-c", TURN, message, str(tmp_path / "sandbox")],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_filtered_turn_is_two_selection_spans_under_the_agent_span_with_metrics(tmp_path):
+    out = run_turn(tmp_path, {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true"})
+    spans = out["spans"]
+    selections = [s for s in spans if s["name"] == "select_tools"]
+    assert len(selections) == 2  # one per model request of the function-calling loop
+    by_id = {s["id"]: s for s in spans}
+    for span in selections:
+        ancestors, parent = [], by_id.get(span["parent"])
+        while parent is not None:
+            ancestors.append(parent["name"])
+            parent = by_id.get(parent["parent"])
+        # Inside SK's own spans: its function-calling loop, within the agent's invocation.
+        assert ancestors[0] == "AutoFunctionInvocationLoop" and ancestors[-1].startswith("invoke_agent"), ancestors
+        a = span["attributes"]
+        assert a["gen_ai.operation.name"] == "select_tools"
+        assert a["sk_toolfilter.search.method"] == "bm25" and a["sk_toolfilter.catalog.size"] == 46
+        assert "Files-write_file" in a["sk_toolfilter.tools.offered"]
+        assert len(a["sk_toolfilter.tools.scores"]) == a["sk_toolfilter.tools.offered_count"]
+        assert a["sk_toolfilter.tools.pinned"] == ["ToolSearch-describe_tool", "ToolSearch-search_tools"]
+        assert a["sk_toolfilter.budget"] >= 5 and a["sk_toolfilter.tool_tokens.saved"] > 1000
+    # Nothing the user wrote is in an attribute without the sensitive switch.
+    assert "Zanzibar" not in json.dumps(selections) and "4111" not in json.dumps(selections)
+    metrics = out["metrics"]
+    assert metrics["sk_toolfilter.selection.duration"][0]["count"] == 2
+    offered = metrics["sk_toolfilter.tools.offered"][0]
+    assert offered["count"] == 2 and offered["sum"] == sum(
+        s["attributes"]["sk_toolfilter.tools.offered_count"] for s in selections
+    )
+    saved = sum(s["attributes"]["sk_toolfilter.tool_tokens.saved"] for s in selections)
+    assert metrics["sk_toolfilter.tool_tokens.saved"][0]["value"] == saved
+    assert metrics["sk_toolfilter.selection.duration"][0]["sk_toolfilter.search.method"] == "bm25"
+
+
+def test_the_request_is_recorded_only_when_the_app_opts_in_to_sensitive_data(tmp_path):
+    sensitive = run_turn(tmp_path, {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true"})
+    first = next(s for s in sensitive["spans"] if s["name"] == "select_tools")
+    assert "Zanzibar" in first["attributes"]["sk_toolfilter.query"]
+    off = run_turn(tmp_path, {})
+    assert not [s for s in off["spans"] if s["name"] == "select_tools"]
+    assert not [name for name in off["metrics"] if name.startswith("sk_toolfilter.")]
+
+
+def test_the_switches_follow_each_framework_and_our_own_wins():
+    assert TelemetrySwitch.from_environment({}) == TelemetrySwitch(False, False)
+    sk = "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS"
+    assert TelemetrySwitch.from_environment({sk: "true"}) == TelemetrySwitch(True, False)
+    assert TelemetrySwitch.from_environment({f"{sk}_SENSITIVE": "true"}) == TelemetrySwitch(True, True)
+    assert TelemetrySwitch.from_environment({"ENABLE_INSTRUMENTATION": "true"}) == TelemetrySwitch(True, False)
+    both = {"ENABLE_INSTRUMENTATION": "true", "ENABLE_SENSITIVE_DATA": "true"}
+    assert TelemetrySwitch.from_environment(both) == TelemetrySwitch(True, True)
+    assert TelemetrySwitch.from_environment({"ENABLE_SENSITIVE_DATA": "true"}) == TelemetrySwitch(False, False)
+    assert TelemetrySwitch.from_environment({sk: "true", "SK_TOOLFILTER_TELEMETRY": "off"}) == TelemetrySwitch()
+    assert TelemetrySwitch.from_environment({"SK_TOOLFILTER_TELEMETRY": "sensitive"}) == TelemetrySwitch(True, True)
