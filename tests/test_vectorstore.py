@@ -1,6 +1,7 @@
 """``type: vectorstore`` tools: passages from a file, in SK's vector store, searchable and pinnable."""
 
 import contextlib
+import json
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,37 @@ async def test_an_agent_with_two_vectorstore_tools_loads_and_searches_both(tmp_p
         assert sorted(tools_.kernel.plugins["vectorstore"].functions) == ["faq", "policies"]
         answer = str(await tools_.kernel.invoke(plugin_name="vectorstore", function_name="policies", query="warranty"))
     assert "manufacturing defects" in answer
+
+
+async def test_a_vectorstore_tool_is_found_by_what_its_documents_are_about(tmp_path):
+    """A generic description ("Search frequently asked questions") shares no word with the question;
+    the passages do, and the tool is ranked by them (without the words reaching the model)."""
+    import yaml
+
+    faq = [
+        {"id": "pay", "q": "Which payment methods are accepted?", "a": "Visa, Mastercard and PayPal payment."},
+        {"id": "card", "q": "How do I update my payment card?", "a": "Open Billing and edit the payment card."},
+        {"id": "pw", "q": "How do I reset my password?", "a": "Use the reset link on the sign-in page."},
+    ]
+    (tmp_path / "faq.json").write_text(json.dumps(faq))
+    topics = {
+        "meetings": "Standup moved to Tuesday. Roadmap review with the design team.",
+        "wiki": "Deploy with the release script. Rotate the staging database weekly.",
+        "hr": "Holidays: 25 days a year. Parental leave policy and remote work rules.",
+        "legal": "Contract templates, NDA clauses and trademark filings.",
+        "sales": "Discovery call script, pricing objections and demo checklist.",
+    }
+    tools = [{"type": "vectorstore", "name": "faq", "description": "Search frequently asked questions"}]
+    tools[0]["source"] = "faq.json"
+    for name, text in topics.items():
+        (tmp_path / f"{name}.md").write_text(text)
+        tools.append({"type": "vectorstore", "name": name, "description": f"Search {name}", "source": f"{name}.md"})
+    config = {"search_method": "bm25", "top_k": 3}
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump({"name": "a", "tools": tools, "tool_filtering": config}))
+    async with await open_toolset(tmp_path / "agent.yaml") as toolset:
+        tool = toolset.manager.index.get("vectorstore-faq")
+        assert "payment" in tool.keywords and "payment" not in tool.description
+        selected = await toolset.manager.filter_tools("What payment methods do you accept?")
+        assert "vectorstore-faq" in selected and len(selected) < len(tools) + 2  # ranked, not all sent
+        definition = toolset.kernel.get_function("vectorstore", "faq").metadata.description
+        assert definition == "Search frequently asked questions"  # the model's view is unchanged
