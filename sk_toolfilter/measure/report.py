@@ -20,7 +20,7 @@ from semantic_kernel.contents import ChatHistory
 from sk_toolfilter.agents.agent_file import AgentSpec, SampleQuery
 from sk_toolfilter.errors import UnknownToolError
 from sk_toolfilter.integration.service import wrap_chat_service
-from sk_toolfilter.measure.report_html import render_chart_svg, render_html
+from sk_toolfilter.measure.report_html import render_chart_svg, render_html, share_percent, shorten
 from sk_toolfilter.measure.tokens import count_json_tokens, count_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
 from sk_toolfilter.selection.visibility import NameResolver
@@ -212,16 +212,12 @@ async def build_token_report(
     )
 
 
-def _short(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def render_terminal(report: TokenReport) -> str:
     lines = [f"{'query':44} {'tools off':>9} {'tools on':>8} {'tok off':>8} {'tok on':>7}  selected"]
     for q in report.queries:
         mark = {True: "✓ ", False: "✗ ", None: "  "}[q.expected_sent]
         lines.append(
-            f"{_short(q.query, 44):44} {q.tools_off:>9} {q.tools_on:>8} {q.tools_tokens_off:>8} "
+            f"{shorten(q.query, 44):44} {q.tools_off:>9} {q.tools_on:>8} {q.tools_tokens_off:>8} "
             f"{q.tools_tokens_on:>7}  {mark}{', '.join(q.selected) or '(none)'}"
         )
     t = report.totals
@@ -237,13 +233,9 @@ def render_terminal(report: TokenReport) -> str:
         share = report.conversation.prefix_stable_share
         lines.append(
             f"Sample conversation ({len(report.conversation.turns)} turns, selection_mode={report.selection_mode}): "
-            f"tools prefix unchanged from the previous request in {_percent(share)} of requests"
+            f"tools prefix unchanged from the previous request in {share_percent(share)} of requests"
         )
     return "\n".join(lines)
-
-
-def _percent(share: float | None) -> str:
-    return "n/a" if share is None else f"{100 * share:.0f}%"
 
 
 def render_markdown(report: TokenReport) -> str:
@@ -268,7 +260,7 @@ def render_markdown(report: TokenReport) -> str:
     if report.conversation:
         out += [
             f"Sample conversation, `selection_mode: {report.selection_mode}`: the tools prefix is unchanged from "
-            f"the previous request in {_percent(report.conversation.prefix_stable_share)} of requests "
+            f"the previous request in {share_percent(report.conversation.prefix_stable_share)} of requests "
             "(providers cache the prompt prefix).",
             "",
             "| turn | tools sent | tools tokens |",

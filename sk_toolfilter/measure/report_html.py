@@ -16,6 +16,16 @@ if TYPE_CHECKING:
 OFF_COLOUR, ON_COLOUR = "#c0392b", "#1e8449"
 
 
+def shorten(text: str, width: int) -> str:
+    """`text` cut to `width` characters, an ellipsis marking the cut."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def share_percent(share: float | None) -> str:
+    """A share as a whole percentage ("n/a" when there is none)."""
+    return "n/a" if share is None else f"{100 * share:.0f}%"
+
+
 def nice_ticks(peak: float, count: int = 5) -> list[int]:
     """Round axis ticks from 0 to at least `peak` (steps of 1, 2 or 5 × a power of ten)."""
     if peak <= 0:
@@ -58,7 +68,7 @@ def render_chart_svg(report: TokenReport, *, title: bool = True) -> str:
         parts.append(f'<text class="tick" x="{x:.1f}" y="{axis_y + 14}" text-anchor="middle">{tick:,}</text>')
     for i, q in enumerate(report.queries):
         y = top + i * (2 * bar + gap)
-        label = escape(q.query if len(q.query) <= 46 else q.query[:45] + "…")
+        label = escape(shorten(q.query, 46))
         parts.append(f'<text x="{left - 8}" y="{y + bar + 3}" text-anchor="end"><title>{escape(q.query)}</title>')
         parts.append(f"{label}</text>")
         for j, (value, colour) in enumerate(((q.tools_tokens_off, OFF_COLOUR), (q.tools_tokens_on, ON_COLOUR))):
@@ -149,7 +159,7 @@ def render_html(report: TokenReport) -> str:
         conversation = (
             f"<h2>Sample conversation ({len(c.turns)} turns, <code>selection_mode: {escape(report.selection_mode)}"
             "</code>)</h2><p class='meta'>The tools prefix is unchanged from the previous request in "
-            f"{'n/a' if share is None else f'{100 * share:.0f}%'} of requests (providers cache the prompt prefix)."
+            f"{share_percent(share)} of requests (providers cache the prompt prefix)."
             "</p><table><thead><tr><th class='query'>turn</th><th class='num'>tool tokens</th><th>tools sent</th>"
             f"</tr></thead><tbody>{turns}</tbody></table>"
         )

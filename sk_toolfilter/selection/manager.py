@@ -433,9 +433,8 @@ class ToolFilterManager:
         config, catalog = self.config, self._catalog
         scores = {d.full_name: d.score for d in selection.decisions}
         pinned = {d.full_name for d in selection.decisions if d.reason.startswith("pinned")}
-        loop = turn is not None and config.agent_loop.enabled
         record.catalog_size = len(catalog.searchable)
-        record.budget = max(config.top_k, config.agent_loop.max_tools) if loop else config.top_k
+        record.budget = self._budget(turn)
         record.method, record.method_used = config.search_method, selection.ranking.method
         record.offered, record.pins = selection.names, [n for n in selection.names if n in pinned]
         record.scores = [scores.get(n) for n in selection.names]
@@ -444,6 +443,11 @@ class ToolFilterManager:
             self._catalog_tokens = (catalog, sum(self._schema_tokens(n) for n in catalog.searchable))
         record.tokens_all = self._catalog_tokens[1]
         record.tokens_offered = sum(self._schema_tokens(n) for n in selection.names)
+
+    def _budget(self, turn: Turn | None) -> int:
+        """Selected tools per request: ``top_k``, or within an agent loop's turn ``max(top_k, max_tools)``."""
+        loop = self.config.agent_loop
+        return max(self.config.top_k, loop.max_tools) if turn is not None and loop.enabled else self.config.top_k
 
     def _schema_tokens(self, name: str) -> int:
         """Tokens of a tool's schema as SK's OpenAI connector sends it (counted once per tool)."""
@@ -473,7 +477,7 @@ class ToolFilterManager:
         # Functions removed while this (older) index was in use are dropped before the cut, not after it.
         decisions = apply_cutoff([t for t in ranking.tools if self._exists(t.full_name)], config)
         names = [d.full_name for d in decisions if d.kept]
-        budget = config.top_k if loop_turn is None else max(config.top_k, config.agent_loop.max_tools)
+        budget = self._budget(loop_turn)
         # Counted on the mask: on a large catalog no per-tool list is built on this path.
         if int(np.count_nonzero(candidates)) <= budget:
             # Filtering would save nothing and could only hide a tool: every candidate is sent (the
@@ -580,7 +584,7 @@ class ToolFilterManager:
                 if usable(name, catalog.visible) and name not in reasons and name not in ranked:
                     earlier.append(name)
                     reasons[name] = "kept: called in the previous turn (room left in the budget)"
-        budget = max(self.config.top_k, loop.max_tools)
+        budget = self._budget(turn)
         planned = list(dict.fromkeys([*turn_tools, *anchors, *companions, *need_tools, *ranked, *earlier]))
         chosen = planned[:budget]
         kept = set(chosen)

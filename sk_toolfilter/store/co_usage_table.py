@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sk_toolfilter.redaction import library_logger
-from sk_toolfilter.store.outage import StoreOutage
+from sk_toolfilter.store.outage import StoreOutage, first_line
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -164,12 +164,11 @@ class CoUsageTable:
     def _report(self, exc: BaseException) -> None:
         self._next_sync = time.monotonic() + self.retry_seconds
         if self._outage.begin():
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             logger.warning(
                 "sk-toolfilter: cannot share co-usage through the index store %s (%s); learning goes on in memory, "
                 "retrying every %gs",
                 self.where,
-                reason,
+                first_line(exc),
                 self.retry_seconds,
             )
 

@@ -15,7 +15,7 @@ from sk_toolfilter.config import IndexConfig
 from sk_toolfilter.errors import ConfigError, IndexStoreError
 from sk_toolfilter.redaction import library_logger, remember_secret
 from sk_toolfilter.store.co_usage_table import CoUsageTable
-from sk_toolfilter.store.outage import StoreOutage
+from sk_toolfilter.store.outage import StoreOutage, first_line
 from sk_toolfilter.store.shared_catalog import Collection, SharedCatalog
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ class PostgresIndexStore:
             await pool.open(wait=True, timeout=config.timeout_seconds)
         except Exception as exc:
             await pool.close()
-            raise IndexStoreError(f"index store: cannot connect to PostgreSQL at {where}: {_first_line(exc)}") from None
+            raise IndexStoreError(f"index store: cannot connect to PostgreSQL at {where}: {first_line(exc)}") from None
         return cls(pool, config, where)
 
     def catalog(self, name: str, model_id: str) -> SharedCatalog:
@@ -181,7 +181,7 @@ async def _ensure_pgvector(connection_class: Any, args: dict[str, Any], where: s
     try:
         connection = await connection_class.connect(**args, autocommit=True)
     except Exception as exc:
-        raise IndexStoreError(f"index store: cannot connect to PostgreSQL at {where}: {_first_line(exc)}") from None
+        raise IndexStoreError(f"index store: cannot connect to PostgreSQL at {where}: {first_line(exc)}") from None
     async with connection:
         try:
             cursor = await connection.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
@@ -190,7 +190,7 @@ async def _ensure_pgvector(connection_class: Any, args: dict[str, Any], where: s
         except Exception as exc:
             raise IndexStoreError(
                 f"index store: PostgreSQL at {where} has no pgvector extension and it could not be created "
-                f"({_first_line(exc)}); install pgvector and run CREATE EXTENSION vector as its owner"
+                f"({first_line(exc)}); install pgvector and run CREATE EXTENSION vector as its owner"
             ) from None
 
 
@@ -199,8 +199,3 @@ def _describe(args: dict[str, Any]) -> str:
     host = args.get("host") or args.get("hostaddr") or "the default socket"
     place = f"{host}:{args.get('port', 5432)}/{args.get('dbname', '')}".rstrip("/")
     return f"{place} as {args['user']}" if args.get("user") else place
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

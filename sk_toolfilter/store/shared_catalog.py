@@ -36,6 +36,7 @@ from semantic_kernel.data.vector import (
 
 from sk_toolfilter.errors import IndexStoreError
 from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.store.outage import first_line
 from sk_toolfilter.store.records import RECORD_FIELDS, StoredCatalog, from_record, unpack_image
 
 logger = library_logger(__name__)
@@ -378,7 +379,7 @@ def _reason(exc: BaseException) -> str:
     seen: list[str] = []
     current: BaseException | None = exc
     while current is not None and len(seen) < 5:
-        text = str(current).strip().splitlines()[0] if str(current).strip() else type(current).__name__
+        text = first_line(current)
         if text not in seen:
             seen.append(text)
         current = current.__cause__ or current.__context__
