@@ -10,12 +10,13 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.measure.evaluation import evaluate_method, load_queries
+from sk_toolfilter.measure.evaluation import LabelledQuery, evaluate_method, load_queries
 from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
 from sk_toolfilter.retrieval.index import ToolIndex
@@ -31,8 +32,9 @@ async def evaluate_model(
     config: ToolFilterConfig | None = None,
     cache_dir: Path | None = None,
     limit: int | None = None,
+    keep: Callable[[str, LabelledQuery], bool] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """{set: {method: metrics}} for `model` (an id or a model folder)."""
+    """{set: {method: metrics}} for `model` (an id or a model folder); `keep(set, query)` picks queries."""
     service: Any = LocalEmbeddingGenerator(model=model)
     cache = EmbeddingCache(cache_dir) if cache_dir else None
     if cache is not None:
@@ -41,7 +43,7 @@ async def evaluate_model(
     results: dict[str, dict[str, dict[str, float]]] = {}
     for name in sets:
         tools = [t for t, _ in load_catalog(root / name / "tools.jsonl")]
-        queries = load_queries(root / name / "dev.jsonl")[:limit]
+        queries = [q for q in load_queries(root / name / "dev.jsonl") if keep is None or keep(name, q)][:limit]
         index = await ToolIndex.build(tools, service, cache=cache)
         results[name] = {}
         for method in methods:

@@ -16,11 +16,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from sk_toolfilter.agents.catalog import load_catalog
-from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.measure.evaluation import evaluate_method, load_queries
-from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
-from sk_toolfilter.retrieval.index import ToolIndex
+from sk_toolfilter.measure.evaluation import load_queries
+from training.evaluate import evaluate_model
 from training.leave_one_out import train_and_export
 from training.sources import BENCHMARKS, RETRIEVAL_SETS
 
@@ -37,17 +34,10 @@ def held_out_texts(root: Path) -> dict[str, set[str]]:
     }
 
 
-async def evaluate(model: str, root: Path) -> dict[str, dict[str, float]]:
-    service = LocalEmbeddingGenerator(model=model)
-    out: dict[str, dict[str, float]] = {}
-    for name in RETRIEVAL_SETS:
-        queries = [q for q in load_queries(root / name / "dev.jsonl") if left_out(name, q.id)]
-        index = await ToolIndex.build([t for t, _ in load_catalog(root / name / "tools.jsonl")], service)
-        out[name] = {}
-        for method in ("semantic", "hybrid"):
-            result = await evaluate_method(index, queries, method, ToolFilterConfig())  # type: ignore[arg-type]
-            out[name][method] = round(result.metrics["recall@5"], 4)
-    return out
+def evaluate(model: str, root: Path) -> dict[str, dict[str, float]]:
+    """recall@5 per set and method on the left-out queries."""
+    results = asyncio.run(evaluate_model(model, RETRIEVAL_SETS, root=root, keep=lambda s, q: left_out(s, q.id)))
+    return {name: {m: r[m]["recall@5"] for m in r} for name, r in results.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.out / "onnx" / "model.json").exists():
         train_and_export(args.out, args.epochs, args.root, None, "query-fold")
     results = {
-        label: asyncio.run(evaluate(model, args.root))
+        label: evaluate(model, args.root)
         for label, model in (
             ("general", "all-MiniLM-L6-v2-int8"),
             ("trained without these queries", str(args.out / "onnx")),
