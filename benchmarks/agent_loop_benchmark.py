@@ -1,6 +1,7 @@
 """Agent loops on BFCL v4 multi-turn (dev half): is the next tool on offer at every step?
 
     python benchmarks/agent_loop_benchmark.py [--data ../shared/benchmarks] [--limit N] [--variants all|default]
+        [--framework semantic-kernel|agent-framework]
 
 Every step is replayed through the real ``FilteredChatCompletion`` around a real
 ``OpenAIChatCompletion`` on a recording transport (the same path as ``sk-toolfilter eval
@@ -21,7 +22,7 @@ from typing import Any
 
 from sk_toolfilter.agents.agent import open_toolset
 from sk_toolfilter.agents.agent_file import parse_agent
-from sk_toolfilter.measure.conversations import load_steps, replay_conversations
+from sk_toolfilter.measure.conversations import Framework, load_steps, replay_conversations
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -36,7 +37,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 async def run(
-    data: Path, overrides: dict[str, Any], limit: int | None, keep: Callable[[str], bool] | None = None
+    data: Path,
+    overrides: dict[str, Any],
+    limit: int | None,
+    keep: Callable[[str], bool] | None = None,
+    framework: Framework = "semantic-kernel",
 ) -> dict[str, dict[str, float]]:
     """Figures of one configuration (an agent file's ``tool_filtering`` block); `keep` picks
     conversations by id (cross-validation folds, see ``training/conversation_folds.py``)."""
@@ -55,7 +60,7 @@ async def run(
         source="benchmark",
     )
     async with await open_toolset(spec) as toolset:
-        replay = await replay_conversations(toolset.kernel, toolset.manager, steps)
+        replay = await replay_conversations(toolset.kernel, toolset.manager, steps, framework=framework)
     return {"all": replay.summary(), **replay.by_category()}
 
 
@@ -64,6 +69,12 @@ def main() -> None:
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "benchmarks"))
     parser.add_argument("--limit", type=int, help="first N conversations only")
     parser.add_argument("--variants", default="all", choices=["all", "default"])
+    parser.add_argument(
+        "--framework",
+        default="semantic-kernel",
+        choices=["semantic-kernel", "agent-framework"],
+        help="replay through the SK wrapper or Agent Framework's chat middleware",
+    )
     args = parser.parse_args()
     names = list(VARIANTS) if args.variants == "all" else ["default"]
     print(
@@ -72,7 +83,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
-        figures = asyncio.run(run(Path(args.data), VARIANTS[name], args.limit))
+        figures = asyncio.run(run(Path(args.data), VARIANTS[name], args.limit, framework=args.framework))
         a, b = figures["all"], figures.get("base", figures["all"])
         print(
             f"| {name} | {a['step_recall']:.3f} | {a['first_step_recall']:.3f} | {a['later_step_recall']:.3f} "

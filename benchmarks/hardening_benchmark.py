@@ -61,7 +61,7 @@ async def main() -> None:
         row(f"cold start, {args.tools} tools (embed all, local model)", f"{cold:.2f} s")
         row(f"warm start, {args.tools} tools (embedding cache)", f"{warm:.2f} s ({cold / warm:.0f}x faster)")
 
-        kernel = manager._kernel
+        kernel = manager.source.kernel
         plugin_tools = [
             t.__class__(
                 plugin="NewPlugin",

@@ -137,7 +137,13 @@ async def cmd_report(args: argparse.Namespace) -> int:
         )
     async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
         report = await build_token_report(
-            spec, tools.kernel, tools.manager, queries, args.model_encoding, spec.sample_conversation
+            spec,
+            tools.kernel,
+            tools.manager,
+            queries,
+            args.model_encoding,
+            spec.sample_conversation,
+            framework=args.framework or spec.framework,
         )
     print(render_terminal(report))
     paths = write_report(report, args.out)
@@ -167,7 +173,9 @@ async def cmd_chat(args: argparse.Namespace) -> int:
 
     from sk_toolfilter.agents.agent import load_agent
 
-    async with await load_agent(args.agent, progress=Progress("embedding tools")) as loaded:
+    async with await load_agent(
+        args.agent, progress=Progress("embedding tools"), framework="semantic-kernel"
+    ) as loaded:
         print(
             f"{loaded.spec.name} ({len(loaded.manager.index)} tools, filtering "
             f"{'on' if loaded.manager.config.enabled else 'off'}). Empty line or Ctrl-D to quit."
@@ -234,6 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-encoding", default="o200k_base", choices=["o200k_base", "cl100k_base"])
     p.add_argument("--limit", type=positive_int, help="report on the first N queries only")
     p.add_argument("--selection-mode", choices=["fresh", "sticky"], help="override tool_filtering.selection_mode")
+    p.add_argument(
+        "--framework",
+        choices=["semantic-kernel", "agent-framework"],
+        help="whose OpenAI client sends the requests (default: the agent file's `framework`, else semantic-kernel)",
+    )
     p.set_defaults(run=cmd_report)
 
     p = sub.add_parser("index", help="the shared tool index (index.store): push the agent's catalog, or its status")

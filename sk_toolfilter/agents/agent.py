@@ -1,4 +1,5 @@
-"""Turning an agent file into a running SK ``ChatCompletionAgent`` whose every request is filtered."""
+"""Turning an agent file into a running agent whose every request is filtered: a Semantic Kernel
+``ChatCompletionAgent`` (the default) or a Microsoft Agent Framework ``Agent``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from semantic_kernel import Kernel
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
@@ -25,6 +26,10 @@ from sk_toolfilter.selection.manager import ToolFilterManager
 if TYPE_CHECKING:
     from semantic_kernel.agents import ChatCompletionAgent
     from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
+
+    from sk_toolfilter.agent_framework.setup import AgentFrameworkFilter
+
+Framework = Literal["semantic-kernel", "agent-framework"]
 
 
 @dataclass
@@ -61,10 +66,29 @@ class LoadedAgent(Toolset):
     agent: ChatCompletionAgent = field(kw_only=True)
 
 
-def create_chat_service(model: ModelSpec, http_client: Any = None) -> ChatCompletionClientBase:
-    """The chat service a ``model:`` block describes (``http_client`` lets tests and reports go offline)."""
+@dataclass
+class LoadedAgentFrameworkAgent(Toolset):
+    """A :class:`Toolset` plus an Agent Framework chat client, the filter's middleware and the ``Agent``.
+
+    The agent's tools are the kernel's functions as Agent Framework tools (``Plugin-function``, the
+    names SK sends), ranked by the same manager: an agent file behaves the same in both frameworks.
+    """
+
+    client: Any = field(kw_only=True)
+    agent: Any = field(kw_only=True)
+    tool_filter: AgentFrameworkFilter = field(kw_only=True)
+
+
+def create_agent_framework_client(model: ModelSpec, http_client: Any = None) -> Any:
+    """Agent Framework's OpenAI chat client for a ``model:`` block (chat completions, like the SK path)."""
+    from agent_framework.openai import OpenAIChatCompletionClient
+
+    return OpenAIChatCompletionClient(model=model.name, async_client=_openai_client(model, http_client))
+
+
+def _openai_client(model: ModelSpec, http_client: Any) -> Any:
+    """The ``openai`` client a ``model:`` block describes (keys from the block or the environment)."""
     from openai import AsyncAzureOpenAI, AsyncOpenAI
-    from semantic_kernel.connectors.ai.open_ai import AzureChatCompletion, OpenAIChatCompletion
 
     api_key = model.api_key.get_secret_value() if model.api_key else None
     if model.provider == "azure_openai":
@@ -75,13 +99,12 @@ def create_chat_service(model: ModelSpec, http_client: Any = None) -> ChatComple
                 model.unset_variable("endpoint" if not endpoint else "api_key")
                 or "model: provider 'azure_openai' needs 'endpoint' and 'api_key' (or AZURE_OPENAI_* variables)"
             )
-        azure_client = AsyncAzureOpenAI(
+        return AsyncAzureOpenAI(
             azure_endpoint=endpoint,
             api_key=api_key,
             api_version=model.api_version or "2024-10-21",
             http_client=http_client,
         )
-        return AzureChatCompletion(deployment_name=model.name, async_client=azure_client)
     api_key = api_key or os.environ.get("OPENAI_API_KEY")
     if not api_key and not model.base_url:
         raise ConfigError(
@@ -89,7 +112,16 @@ def create_chat_service(model: ModelSpec, http_client: Any = None) -> ChatComple
             or "model: no API key — set OPENAI_API_KEY, or model.api_key, or model.base_url for a local "
             "OpenAI-compatible server"
         )
-    client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=model.base_url, http_client=http_client)
+    return AsyncOpenAI(api_key=api_key or "not-needed", base_url=model.base_url, http_client=http_client)
+
+
+def create_chat_service(model: ModelSpec, http_client: Any = None) -> ChatCompletionClientBase:
+    """The chat service a ``model:`` block describes (``http_client`` lets tests and reports go offline)."""
+    from semantic_kernel.connectors.ai.open_ai import AzureChatCompletion, OpenAIChatCompletion
+
+    client = _openai_client(model, http_client)
+    if model.provider == "azure_openai":
+        return AzureChatCompletion(deployment_name=model.name, async_client=client)
     return OpenAIChatCompletion(ai_model_id=model.name, async_client=client)
 
 
@@ -159,42 +191,86 @@ async def open_toolset(
     return Toolset(spec, kernel, manager, counts, skipped_sources=skipped, _stack=stack)
 
 
+@overload
 async def load_agent(
     path: str | Path | AgentSpec,
     *,
-    chat_service: ChatCompletionClientBase | None = None,
+    chat_service: Any = None,
     kernel: Kernel | None = None,
     progress: ProgressCallback | None = None,
-) -> LoadedAgent:
+    framework: Literal["semantic-kernel"],
+) -> LoadedAgent: ...
+
+
+@overload
+async def load_agent(
+    path: str | Path | AgentSpec,
+    *,
+    chat_service: Any = None,
+    kernel: Kernel | None = None,
+    progress: ProgressCallback | None = None,
+    framework: Literal["agent-framework"],
+) -> LoadedAgentFrameworkAgent: ...
+
+
+@overload
+async def load_agent(
+    path: str | Path | AgentSpec,
+    *,
+    chat_service: Any = None,
+    kernel: Kernel | None = None,
+    progress: ProgressCallback | None = None,
+    framework: None = None,
+) -> LoadedAgent | LoadedAgentFrameworkAgent: ...
+
+
+async def load_agent(
+    path: str | Path | AgentSpec,
+    *,
+    chat_service: Any = None,
+    kernel: Kernel | None = None,
+    progress: ProgressCallback | None = None,
+    framework: Framework | None = None,
+) -> LoadedAgent | LoadedAgentFrameworkAgent:
     """Load an agent file — this library's format, HoloDeck's, or an SK declarative spec — and return
-    a ready :class:`LoadedAgent` (its ``.agent`` is the SK agent).
+    a ready agent: a :class:`LoadedAgent` (``.agent`` is the SK agent) or, with
+    ``framework="agent-framework"`` (or ``framework: agent-framework`` in the file), a
+    :class:`LoadedAgentFrameworkAgent` (``.agent`` is an Agent Framework ``Agent``).
 
-    `chat_service` replaces the one the ``model:`` block describes (e.g. a service on a test
-    transport). `kernel` brings plugins given in code (an SK spec's ``type: function`` tools name
-    them). Filtering happens in a service wrapper, so it applies to the agent's first request,
-    every request of the auto-invoke loop and streaming, and never changes the agent's settings.
+    `chat_service` replaces the one the ``model:`` block describes (e.g. on a test transport): an SK
+    chat service, or an Agent Framework chat client. `kernel` brings plugins given in code (an SK
+    spec's ``type: function`` tools name them). Filtering applies to the agent's first request, every
+    request of the function-calling loop and streaming, and never changes the agent's settings.
     """
-    from semantic_kernel.agents import ChatCompletionAgent
-    from semantic_kernel.functions import KernelArguments
-
-    tools = await open_toolset(path, kernel=kernel, progress=progress)
+    spec = path if isinstance(path, AgentSpec) else load_agent_file(path)
+    chosen = framework or spec.framework
+    tools = await open_toolset(spec, kernel=kernel, progress=progress)
     try:
-        spec = tools.spec
-        service = wrap_chat_service(chat_service or create_chat_service(spec.model), tools.manager)
-        agent = ChatCompletionAgent(
-            kernel=tools.kernel,
-            service=service,
-            name=spec.name,
-            description=spec.description or None,
-            instructions=spec.instructions_text(),
-            arguments=KernelArguments(settings=execution_settings(spec, service)),
-        )
+        if chosen == "agent-framework":
+            return _agent_framework_agent(tools, chat_service)
+        return _semantic_kernel_agent(tools, chat_service)
     except ToolFilterError as exc:
         await tools.aclose()
         raise naming(exc, tools.spec.source) from exc.__cause__
     except BaseException:
         await tools.aclose()
         raise
+
+
+def _semantic_kernel_agent(tools: Toolset, chat_service: ChatCompletionClientBase | None) -> LoadedAgent:
+    from semantic_kernel.agents import ChatCompletionAgent
+    from semantic_kernel.functions import KernelArguments
+
+    spec = tools.spec
+    service = wrap_chat_service(chat_service or create_chat_service(spec.model), tools.manager)
+    agent = ChatCompletionAgent(
+        kernel=tools.kernel,
+        service=service,
+        name=spec.name,
+        description=spec.description or None,
+        instructions=spec.instructions_text(),
+        arguments=KernelArguments(settings=execution_settings(spec, service)),
+    )
     return LoadedAgent(
         spec,
         tools.kernel,
@@ -204,4 +280,34 @@ async def load_agent(
         _stack=tools._stack,
         service=service,
         agent=agent,
+    )
+
+
+def _agent_framework_agent(tools: Toolset, chat_client: Any) -> LoadedAgentFrameworkAgent:
+    from agent_framework import Agent
+
+    from sk_toolfilter.agent_framework.setup import kernel_filter
+
+    spec = tools.spec
+    client = chat_client or create_agent_framework_client(spec.model)
+    tool_filter = kernel_filter(tools.manager, tools.kernel)
+    agent = Agent(
+        client=client,
+        instructions=spec.instructions_text() or None,
+        name=spec.name,
+        description=spec.description or None,
+        tools=tool_filter.tools,
+        default_options=dict(spec.model.options) or None,
+        middleware=tool_filter.middleware,
+    )
+    return LoadedAgentFrameworkAgent(
+        spec,
+        tools.kernel,
+        tools.manager,
+        tools.tool_counts,
+        skipped_sources=tools.skipped_sources,
+        _stack=tools._stack,
+        client=client,
+        agent=agent,
+        tool_filter=tool_filter,
     )

@@ -203,6 +203,11 @@ class AgentSpec(StrictConfig):
     name: str = Field(pattern=r"^[0-9A-Za-z_-]+$")
     description: str = ""
     model: ModelSpec = Field(default_factory=ModelSpec)
+    framework: Literal["semantic-kernel", "agent-framework"] = Field(
+        default="semantic-kernel",
+        description="What `load_agent` builds: an SK ChatCompletionAgent, or a Microsoft Agent Framework Agent "
+        "(the `agent-framework` extra).",
+    )
     instructions: str | InstructionsFile = ""
     tools: list[ToolSource] = Field(default_factory=list)
     functions: list[str] = Field(

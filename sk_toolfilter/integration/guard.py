@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.selection.active import active_manager
+from sk_toolfilter.selection.refusals import not_available, not_offered
 from sk_toolfilter.selection.settings import tool_names
 
 if TYPE_CHECKING:
@@ -40,14 +41,10 @@ def offered_in(settings: Any) -> set[str] | None:
 def refusal(manager: ToolFilterManager, full_name: str, settings: Any) -> tuple[str, int] | None:
     """(answer to the model, log level) when a call must not run; None when it may."""
     if manager.is_hidden(full_name):
-        return f"error: {full_name} is not available to this agent.", logging.WARNING
+        return not_available(full_name), logging.WARNING
     offered = offered_in(settings)
     if offered is not None and full_name not in offered:
-        return (
-            f"{full_name} was not among the tools loaded for this step, so it did not run. "
-            "It is loaded now: call it again if you still need it.",
-            logging.INFO,
-        )
+        return not_offered(full_name), logging.INFO
     return None
 
 

@@ -11,10 +11,10 @@ pass. The format is that of ``bfcl_multiturn/dev.jsonl``.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
@@ -164,6 +164,9 @@ def summarize(results: Sequence[StepResult]) -> dict[str, float]:
     }
 
 
+Framework = Literal["semantic-kernel", "agent-framework"]
+
+
 async def replay_conversations(
     kernel: Kernel,
     manager: ToolFilterManager,
@@ -171,41 +174,85 @@ async def replay_conversations(
     *,
     encoding: str = "o200k_base",
     progress: ProgressCallback | None = None,
+    framework: Framework = "semantic-kernel",
 ) -> ConversationReplay:
     """Send every step through the filtering wrapper on a recording transport and score what went out.
 
-    Each conversation's steps grow one ``ChatHistory`` (a step whose messages do not extend the
+    Each conversation's steps grow one conversation (a step whose messages do not extend the
     previous step's starts a new one), so per-conversation state (sticky lists, tools of the turn)
-    behaves as in a live agent. ``seconds`` is the wrapper's selection time for the request.
+    behaves as in a live agent. ``seconds`` is the selection time for the request. With
+    ``framework="agent-framework"`` each step goes through Agent Framework's real OpenAI chat client
+    and :class:`~sk_toolfilter.agent_framework.ToolFilterMiddleware` instead of the SK wrapper.
     """
     unknown = sorted({g for s in steps for g in s.gold if g not in manager.index})
     if unknown:
         raise ConfigError(f"gold tools not in the catalog: {', '.join(unknown[:5])}")
     transport = RecordingTransport()
-    service = wrap_chat_service(offline_chat_service(transport), manager)
-    settings = OpenAIChatPromptExecutionSettings(
-        function_choice_behavior=FunctionChoiceBehavior.Auto(auto_invoke=False)
+    send = (
+        _agent_framework_sender(kernel, manager, transport)
+        if framework == "agent-framework"
+        else _semantic_kernel_sender(kernel, manager, transport)
     )
     ordered = sorted(steps, key=lambda s: (s.conversation, s.turn, s.step))
     replay = ConversationReplay()
-    history, seen, current = ChatHistory(), 0, ""
-    call_names: dict[str, str] = {}
+    seen, current = 0, ""
     previous: list[dict[str, Any]] = []
     for number, step in enumerate(ordered, 1):
         extends = step.conversation == current and step.messages[:seen] == previous
         if not extends:
-            history, seen, call_names, current = ChatHistory(), 0, {}, step.conversation
-        for message in step.messages[seen:]:
-            history.add_message(message_to_content(message, call_names))
+            seen, current = 0, step.conversation
+        seconds = await send(step.messages[seen:], not extends)
         seen, previous = len(step.messages), step.messages
-        await service.get_chat_message_contents(history, settings, kernel=kernel)
         tools = transport.last.get("tools") or []
         sent = [t["function"]["name"] for t in tools]
         tokens = count_json_tokens(tools, encoding) if tools else 0
-        replay.steps.append(StepResult(step, sent, tokens, service.last_selection_seconds))
+        replay.steps.append(StepResult(step, sent, tokens, seconds))
         if progress is not None:
             progress(number, len(ordered))
     return replay
+
+
+Sender = Callable[[list[dict[str, Any]], bool], Awaitable[float]]
+"""Adds a step's new messages to the conversation (a new one when the flag says so), sends one model
+request through the filter, and returns the request's selection time."""
+
+
+def _semantic_kernel_sender(kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport) -> Sender:
+    service = wrap_chat_service(offline_chat_service(transport), manager)
+    settings = OpenAIChatPromptExecutionSettings(
+        function_choice_behavior=FunctionChoiceBehavior.Auto(auto_invoke=False)
+    )
+    state: dict[str, Any] = {"history": ChatHistory(), "names": {}}
+
+    async def send(new: list[dict[str, Any]], fresh: bool) -> float:
+        if fresh:
+            state["history"], state["names"] = ChatHistory(), {}
+        for message in new:
+            state["history"].add_message(message_to_content(message, state["names"]))
+        await service.get_chat_message_contents(state["history"], settings, kernel=kernel)
+        return service.last_selection_seconds
+
+    return send
+
+
+def _agent_framework_sender(kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport) -> Sender:
+    from sk_toolfilter.agent_framework.messages import from_openai_message
+    from sk_toolfilter.agent_framework.setup import kernel_filter
+    from sk_toolfilter.measure.wire import offline_agent_framework_client
+
+    tool_filter = kernel_filter(manager, kernel)
+    client = offline_agent_framework_client(transport, middleware=[tool_filter.chat_middleware])
+    options = {"tools": tool_filter.tools, "tool_choice": "auto"}
+    state: dict[str, Any] = {"messages": [], "names": {}}
+
+    async def send(new: list[dict[str, Any]], fresh: bool) -> float:
+        if fresh:
+            state["messages"], state["names"] = [], {}
+        state["messages"] += [from_openai_message(m, state["names"]) for m in new]
+        await client.get_response(list(state["messages"]), options=options)
+        return tool_filter.chat_middleware.last_selection_seconds
+
+    return send
 
 
 def render_summary(replay: ConversationReplay, by_category: bool = False) -> str:

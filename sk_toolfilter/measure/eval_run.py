@@ -21,8 +21,8 @@ from sk_toolfilter.measure.evaluation import MethodResult, evaluate_method, load
 from sk_toolfilter.measure.tokens import count_json_tokens
 from sk_toolfilter.progress import Progress
 from sk_toolfilter.redaction import redact_config
-from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
-from sk_toolfilter.retrieval.embeddings import create_embedding_service
+from sk_toolfilter.retrieval.cache import EmbeddingCache
+from sk_toolfilter.retrieval.embeddings import cached, create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
 from sk_toolfilter.store.shared_index import SharedIndex

@@ -1,7 +1,8 @@
-"""The token-savings report: the exact request SK's OpenAI connector sends with filtering off vs on.
+"""The token-savings report: the exact request the framework's OpenAI client sends with filtering off vs on.
 
-Each query goes through the real ``OpenAIChatCompletion`` twice — once unfiltered, once through
-the filtering wrapper — on an HTTP transport that records the body and answers with a canned reply
+Each query goes through the real OpenAI client twice — SK's ``OpenAIChatCompletion`` unfiltered and
+through the filtering wrapper, or Agent Framework's chat client without and with the chat
+middleware — on an HTTP transport that records the body and answers with a canned reply
 (no network). Tokens are counted on the recorded body with the model's tokenizer.
 """
 
@@ -9,13 +10,10 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
-from semantic_kernel.contents import ChatHistory
+from typing import TYPE_CHECKING, Any, Literal
 
 from sk_toolfilter.agents.agent_file import AgentSpec, SampleQuery
 from sk_toolfilter.errors import UnknownToolError
@@ -79,6 +77,7 @@ class TokenReport:
     queries: list[QueryReport]
     conversation: ConversationReport | None = None
     selection_mode: str = "fresh"
+    framework: str = "semantic-kernel"
 
     @property
     def totals(self) -> dict[str, Any]:
@@ -101,6 +100,7 @@ class TokenReport:
             "mean_tools_on": round(total("tools_on") / n, 2),
             "expected_tool_sent": f"{sum(checked)}/{len(checked)}" if checked else None,
             "selection_mode": self.selection_mode,
+            "framework": self.framework,
             "prefix_stable_share": self.conversation.prefix_stable_share if self.conversation else None,
         }
 
@@ -134,6 +134,14 @@ def resolve_expected(queries: Sequence[SampleQuery], full_names: Sequence[str]) 
     return resolved
 
 
+Framework = Literal["semantic-kernel", "agent-framework"]
+
+Send = Callable[[str, list[str]], Awaitable[str]]
+"""``send(how, turns)``: one request for a conversation of user turns (canned replies between them),
+``how`` being "off", "on" (filtered on the last message) or "conversation" (filtered on the whole
+conversation); returns the reply's text."""
+
+
 async def build_token_report(
     spec: AgentSpec,
     kernel: Kernel,
@@ -141,35 +149,26 @@ async def build_token_report(
     queries: list[SampleQuery],
     encoding: str = "o200k_base",
     conversation: list[str] | None = None,
+    framework: Framework = "semantic-kernel",
 ) -> TokenReport:
-    """Send every query unfiltered and filtered through SK's real OpenAI connector; count tokens.
+    """Send every query unfiltered and filtered through the framework's real OpenAI client; count tokens.
 
-    `conversation` (user turns) is also played as one conversation through the filtering wrapper,
-    with a canned assistant reply per turn, to measure how stable the tool list stays.
+    `conversation` (user turns) is also played as one conversation through the filter, with a canned
+    assistant reply per turn, to measure how stable the tool list stays. `framework` picks SK's
+    ``OpenAIChatCompletion`` and the filtering wrapper, or Agent Framework's OpenAI chat client and
+    its chat middleware.
     """
-    from sk_toolfilter.agents.agent import execution_settings
-
     transport = RecordingTransport()
-    plain = offline_chat_service(transport, model=spec.model.name)
-    filtered = wrap_chat_service(plain, manager, "last_message")
-    settings = execution_settings(spec, plain)
-    # Filtering off = the app without sk-toolfilter: no discovery plugin either.
-    unfiltered_settings = settings.model_copy(
-        update={
-            "function_choice_behavior": FunctionChoiceBehavior.Auto(
-                filters={"excluded_plugins": [manager.config.discovery.plugin_name]}
-            )
-        }
-    )
-    instructions = spec.instructions_text()
+    if framework == "agent-framework":
+        send = _agent_framework_send(spec, kernel, manager, transport)
+    else:
+        send = _semantic_kernel_send(spec, kernel, manager, transport)
     queries = resolve_expected(queries, [t.full_name for t in manager.index.tools])
     rows = []
     for item in queries:
         bodies = []
-        for service, request_settings in ((plain, unfiltered_settings), (filtered, settings)):
-            history = ChatHistory(system_message=instructions) if instructions else ChatHistory()
-            history.add_user_message(item.query)
-            await service.get_chat_message_contents(history, request_settings, kernel=kernel)
+        for how in ("off", "on"):
+            await send(how, [item.query])
             bodies.append((transport.requests[-1], transport.raw_bodies[-1].decode("utf-8")))
         (off, off_raw), (on, on_raw) = bodies
         selected = [t["function"]["name"] for t in on.get("tools") or []]
@@ -189,13 +188,9 @@ async def build_token_report(
         )
     played = None
     if conversation:
-        history = ChatHistory(system_message=instructions) if instructions else ChatHistory()
-        conversation_wrapper = wrap_chat_service(plain, manager)
         lists, counts = [], []
-        for turn in conversation:
-            history.add_user_message(turn)
-            reply = await conversation_wrapper.get_chat_message_contents(history, settings, kernel=kernel)
-            history.add_message(reply[0])
+        for number in range(1, len(conversation) + 1):
+            await send("conversation", list(conversation[:number]))
             tools = transport.requests[-1].get("tools") or []
             lists.append([t["function"]["name"] for t in tools])
             counts.append(count_json_tokens(tools, encoding) if tools else 0)
@@ -209,7 +204,95 @@ async def build_token_report(
         queries=rows,
         conversation=played,
         selection_mode=manager.config.selection_mode,
+        framework=framework,
     )
+
+
+def _semantic_kernel_send(
+    spec: AgentSpec, kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport
+) -> Send:
+    from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+    from semantic_kernel.contents import ChatHistory
+
+    from sk_toolfilter.agents.agent import execution_settings
+
+    plain = offline_chat_service(transport, model=spec.model.name)
+    settings = execution_settings(spec, plain)
+    # Filtering off = the app without sk-toolfilter: no discovery plugin either.
+    unfiltered_settings = settings.model_copy(
+        update={
+            "function_choice_behavior": FunctionChoiceBehavior.Auto(
+                filters={"excluded_plugins": [manager.config.discovery.plugin_name]}
+            )
+        }
+    )
+    services = {
+        "off": (plain, unfiltered_settings),
+        "on": (wrap_chat_service(plain, manager, "last_message"), settings),
+        "conversation": (wrap_chat_service(plain, manager), settings),
+    }
+    instructions = spec.instructions_text()
+
+    async def send(how: str, turns: list[str]) -> str:
+        service, request_settings = services[how]
+        history = ChatHistory(system_message=instructions) if instructions else ChatHistory()
+        for number, turn in enumerate(turns, 1):
+            history.add_user_message(turn)
+            if number < len(turns):
+                history.add_assistant_message(replies[number - 1])
+        reply = await service.get_chat_message_contents(history, request_settings, kernel=kernel)
+        replies[len(turns) - 1 :] = [str(reply[0].content or "")]
+        return replies[-1]
+
+    replies: list[str] = []
+    return send
+
+
+def _agent_framework_send(
+    spec: AgentSpec, kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport
+) -> Send:
+    from agent_framework import Message
+
+    from sk_toolfilter.agent_framework.middleware import ToolFilterMiddleware
+    from sk_toolfilter.agent_framework.setup import kernel_filter
+    from sk_toolfilter.measure.wire import offline_agent_framework_client
+
+    tool_filter = kernel_filter(manager, kernel)
+    discovery = f"{manager.config.discovery.plugin_name}-"
+    everything = [t for t in tool_filter.tools if not t.name.startswith(discovery)]
+    model = spec.model.name
+    clients = {
+        "off": (offline_agent_framework_client(transport, model), everything),
+        "on": (
+            offline_agent_framework_client(transport, model, [ToolFilterMiddleware(manager, "last_message")]),
+            tool_filter.tools,
+        ),
+        "conversation": (
+            offline_agent_framework_client(transport, model, [tool_filter.chat_middleware]),
+            tool_filter.tools,
+        ),
+    }
+    instructions = spec.instructions_text()
+
+    async def send(how: str, turns: list[str]) -> str:
+        client, tools = clients[how]
+        messages = [Message(role="system", contents=[instructions])] if instructions else []
+        for number, turn in enumerate(turns, 1):
+            messages.append(Message(role="user", contents=[turn]))
+            if number < len(turns):
+                messages.append(Message(role="assistant", contents=[replies[number - 1]]))
+        response = await client.get_response(messages, options={**spec.model.options, "tools": tools})
+        replies[len(turns) - 1 :] = [response.text or ""]
+        return replies[-1]
+
+    replies: list[str] = []
+    return send
+
+
+_CLIENTS = {
+    "semantic-kernel": "SK's OpenAI connector",
+    "agent-framework": "Agent Framework's OpenAI chat client",
+}
 
 
 def render_terminal(report: TokenReport) -> str:
@@ -225,7 +308,7 @@ def render_terminal(report: TokenReport) -> str:
         f"\nTools tokens: {t['tools_tokens_off']:,} off → {t['tools_tokens_on']:,} on "
         f"({t['saved_percent']:.1f}% saved); whole request: {t['body_tokens_off']:,} → {t['body_tokens_on']:,} "
         f"({t['body_saved_percent']:.1f}% saved); mean tools sent {t['mean_tools_on']} of {report.catalog_size} "
-        "(discovery tools included)"
+        f"(discovery tools included; {_CLIENTS.get(report.framework, report.framework)})"
     )
     if t["expected_tool_sent"]:
         lines.append(f"Expected tool sent: {t['expected_tool_sent']} queries")
@@ -245,7 +328,7 @@ def render_markdown(report: TokenReport) -> str:
         "",
         f"Model `{report.model}`, tokenizer `{report.encoding}`, {report.catalog_size} tools, "
         f"search method `{report.search_method}`. Tool tokens are counted on the `tools` array of the "
-        "request body SK's OpenAI connector sent (compact JSON, as on the wire).",
+        f"request body {_CLIENTS.get(report.framework, report.framework)} sent (compact JSON, as on the wire).",
         "",
         "| | filtering off | filtering on | saved |",
         "|---|---|---|---|",

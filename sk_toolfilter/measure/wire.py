@@ -119,3 +119,20 @@ def offline_chat_service(
     if service_id:
         kwargs["service_id"] = service_id
     return OpenAIChatCompletion(**kwargs)
+
+
+def offline_agent_framework_client(
+    transport: RecordingTransport, model: str = DEFAULT_MODEL, middleware: list[Any] | None = None
+) -> Any:
+    """Agent Framework's real ``OpenAIChatCompletionClient`` on a real ``AsyncOpenAI`` client whose
+    HTTP goes to `transport` (needs the ``agent-framework`` extra)."""
+    from agent_framework.openai import OpenAIChatCompletionClient
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(
+        api_key="offline",
+        base_url="https://offline.invalid/v1",
+        http_client=cast(Any, httpx.AsyncClient(transport=transport)),
+        max_retries=0,
+    )
+    return OpenAIChatCompletionClient(model=model, async_client=client, middleware=middleware)

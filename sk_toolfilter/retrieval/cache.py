@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import os
 import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
-from pydantic import PrivateAttr
-from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 
 from sk_toolfilter.redaction import library_logger
 
@@ -159,36 +158,8 @@ class EmbeddingCache:
                     self._memory[model_id] = dict(list(memory.items())[-self.max_entries :])
 
 
-class CachedEmbeddings(EmbeddingGeneratorBase):
-    """Any embedding service behind the on-disk cache: a text embedded once is never embedded again.
-
-    For evaluation runs, where the same queries are embedded for every method and every run.
-    """
-
-    inner: EmbeddingGeneratorBase
-    cache: Any
-    _query_service: CachedEmbeddings | None = PrivateAttr(default=None)
-
-    async def generate_embeddings(self, texts: list[str], settings: Any = None, **kwargs: Any) -> np.ndarray:
-        model_id = str(getattr(self.inner, "ai_model_id", None) or type(self.inner).__name__)
-        found = self.cache.get(model_id, texts)
-        missing = [i for i, v in enumerate(found) if v is None]
-        if missing:
-            fresh = np.asarray(await self.inner.generate_embeddings([texts[i] for i in missing], settings, **kwargs))
-            self.cache.put(model_id, [texts[i] for i in missing], fresh)
-            for row, i in enumerate(missing):
-                found[i] = fresh[row]
-        return np.stack(found) if found else np.zeros((0, 0), dtype=np.float32)
-
-    @property
-    def query_encoder(self) -> CachedEmbeddings | None:
-        """The inner service's request encoder behind the same cache (keyed by its own model id)."""
-        inner = getattr(self.inner, "query_encoder", None)
-        if inner is not None and self._query_service is None:
-            self._query_service = cached(inner, self.cache)  # built once, not per query batch
-        return None if inner is None else self._query_service
-
-
-def cached(service: EmbeddingGeneratorBase, cache: EmbeddingCache) -> CachedEmbeddings:
-    """`service` behind `cache`, keeping the service's model id (so cache keys stay the same)."""
-    return CachedEmbeddings(inner=service, cache=cache, ai_model_id=getattr(service, "ai_model_id", None) or "")
+def __getattr__(name: str) -> object:
+    """``CachedEmbeddings`` and ``cached`` (SK services) live in :mod:`sk_toolfilter.retrieval.embeddings`."""
+    if name in ("CachedEmbeddings", "cached"):
+        return getattr(importlib.import_module("sk_toolfilter.retrieval.embeddings"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

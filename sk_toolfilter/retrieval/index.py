@@ -1,11 +1,11 @@
-"""ToolIndex: the catalog of kernel functions with BM25 statistics and embeddings."""
+"""ToolIndex: a catalog of tool descriptions with BM25 statistics and embeddings."""
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +16,8 @@ from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.batching import QueryBatcher
 from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.cache import EmbeddingCache
-from sk_toolfilter.retrieval.embeddings import (
+from sk_toolfilter.retrieval.encoders import (
+    EmbeddingService,
     catalog_call_timeout,
     embed_texts,
     embedding_model_id,
@@ -27,10 +28,6 @@ from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.names import NameMatcher
 from sk_toolfilter.retrieval.scoring import CatalogVectors, Precision
-
-if TYPE_CHECKING:
-    from semantic_kernel import Kernel
-    from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 
 logger = library_logger(__name__)
 
@@ -54,7 +51,7 @@ class ToolIndex:
         tools: Sequence[ToolMetadata],
         *,
         embeddings: np.ndarray | None = None,
-        embedding_service: EmbeddingGeneratorBase | None = None,
+        embedding_service: EmbeddingService | None = None,
         bm25_config: BM25Config | None = None,
         circuit: EmbeddingCircuit | None = None,
         token_cache: dict[str, list[str]] | None = None,
@@ -92,7 +89,7 @@ class ToolIndex:
     async def build(
         cls,
         tools: Sequence[ToolMetadata],
-        embedding_service: EmbeddingGeneratorBase | None = None,
+        embedding_service: EmbeddingService | None = None,
         *,
         bm25_config: BM25Config | None = None,
         batch_size: int = 64,
@@ -150,15 +147,18 @@ class ToolIndex:
     @classmethod
     async def build_from_kernel(
         cls,
-        kernel: Kernel,
-        embedding_service: EmbeddingGeneratorBase | None = None,
+        kernel: Any,
+        embedding_service: EmbeddingService | None = None,
         *,
         bm25_config: BM25Config | None = None,
         batch_size: int = 64,
         progress: ProgressCallback | None = None,
         cache: EmbeddingCache | None = None,
     ) -> ToolIndex:
-        """Index every function of every plugin of `kernel` (``None`` service: BM25 only)."""
+        """Index every function of every plugin of an SK `kernel` (``None`` service: BM25 only).
+
+        The kernel is read by attribute (:func:`crawl_kernel`); nothing here imports Semantic Kernel.
+        """
         return await cls.build(
             crawl_kernel(kernel),
             embedding_service,
@@ -289,7 +289,7 @@ def embedding_texts(tools: Iterable[ToolMetadata]) -> list[str]:
 
 
 async def embed_catalog(
-    service: EmbeddingGeneratorBase,
+    service: EmbeddingService,
     texts: list[str],
     *,
     cache: EmbeddingCache | None = None,
@@ -338,7 +338,7 @@ async def embed_catalog(
 
 
 def known_vectors(
-    texts: list[str], known: dict[str, np.ndarray], cache: EmbeddingCache | None, service: EmbeddingGeneratorBase
+    texts: list[str], known: dict[str, np.ndarray], cache: EmbeddingCache | None, service: EmbeddingService
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Vectors for `texts` from `known` and the cache only; zero rows (and a mask) where there is none."""
     vectors: list[np.ndarray | None] = [known.get(t) for t in texts]

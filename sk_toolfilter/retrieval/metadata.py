@@ -1,16 +1,18 @@
-"""Tool metadata: one record per kernel function, crawled from ``kernel.plugins``."""
+"""The framework-neutral tool description the index crawls, and the readers that make one.
+
+:class:`ToolMetadata` is all ranking knows of a tool. It is made from a JSON schema
+(:func:`tool_from_schema`, what every framework can give), from a Semantic Kernel function
+(:func:`tool_from_function`, read by attribute) or from an Agent Framework tool
+(:mod:`sk_toolfilter.agent_framework.tools`). Nothing here imports an agent framework.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sk_toolfilter.retrieval.text import clean_text, humanize_identifier
-
-if TYPE_CHECKING:
-    from semantic_kernel import Kernel
-    from semantic_kernel.functions import KernelFunction
 
 
 def _clean_fields(record: object, *names: str) -> None:
@@ -38,10 +40,11 @@ class ParameterMetadata:
 
 @dataclass(frozen=True)
 class ToolMetadata:
-    """What the index knows of one kernel function.
+    """What the index knows of one tool.
 
-    ``full_name`` is spelled exactly as Semantic Kernel spells it (``Plugin-function``), the only
-    form ``FunctionChoiceBehavior`` filters accept.
+    ``full_name`` is the name the model sees and calls: for a Semantic Kernel function
+    ``Plugin-function`` (the only form ``FunctionChoiceBehavior`` filters accept), for an Agent
+    Framework tool its own name. ``plugin`` groups tools (SK plugin, MCP server; may be empty).
     """
 
     plugin: str
@@ -95,8 +98,50 @@ KEYWORDS_PROPERTY = "sk_toolfilter_keywords"
 texts (a vectorstore tool lists what its documents are about). Never sent to the model."""
 
 
-def tool_from_function(function: KernelFunction) -> ToolMetadata:
-    """The metadata record of one kernel function."""
+def tool_from_schema(
+    name: str,
+    description: str,
+    parameters: dict[str, Any] | None,
+    *,
+    plugin: str = "",
+    full_name: str | None = None,
+    keywords: Any = (),
+) -> ToolMetadata:
+    """A tool description from its name, description and JSON-schema ``parameters`` (an object schema,
+    as OpenAI-style function calling sends it). Every framework's tools reach the index this way."""
+    schema = parameters if isinstance(parameters, dict) else {}
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        properties = {}
+    listed = schema.get("required")
+    required = set(listed) if isinstance(listed, list | tuple) else set()
+    params = tuple(
+        ParameterMetadata(
+            name=str(param_name),
+            type=str(param.get("type") or "object") if isinstance(param, dict) else "object",
+            description=str(param.get("description") or "") if isinstance(param, dict) else "",
+            required=param_name in required,
+            schema=_without_titles(param) if isinstance(param, dict) else None,
+        )
+        for param_name, param in properties.items()
+    )
+    return ToolMetadata(
+        plugin=plugin,
+        name=name,
+        full_name=full_name or name,
+        description=description or "",
+        parameters=params,
+        keywords=tuple(str(word) for word in keywords) if isinstance(keywords, list | tuple) else (),
+    )
+
+
+def _without_titles(schema: dict[str, Any]) -> dict[str, Any]:
+    """A parameter schema without pydantic's generated ``title`` (noise to the model and to ranking)."""
+    return {k: v for k, v in schema.items() if k != "title"}
+
+
+def tool_from_function(function: Any) -> ToolMetadata:
+    """The tool description of one Semantic Kernel ``KernelFunction`` (read by attribute)."""
     meta = function.metadata
     extra = (meta.additional_properties or {}).get(KEYWORDS_PROPERTY) or ()
     params = tuple(
@@ -120,8 +165,8 @@ def tool_from_function(function: KernelFunction) -> ToolMetadata:
     )
 
 
-def crawl_kernel(kernel: Kernel) -> list[ToolMetadata]:
-    """One record per function of every plugin, in kernel order (the order SK sends tools)."""
+def crawl_kernel(kernel: Any) -> list[ToolMetadata]:
+    """One record per function of every plugin of an SK kernel, in kernel order (the order SK sends tools)."""
     return [
         tool_from_function(function) for plugin in kernel.plugins.values() for function in plugin.functions.values()
     ]

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -20,14 +19,21 @@ from sk_toolfilter.retrieval.bulk import collector_paused
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.cutoff import ToolDecision, apply_cutoff
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
+from sk_toolfilter.retrieval.encoders import EmbeddingService
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel, openai_tool_definition
+from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
 from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_tools
 from sk_toolfilter.retrieval.text import split_request_clauses
 from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
 from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
+from sk_toolfilter.selection.tool_source import (  # noqa: F401  (kernel_fingerprint: its 0.2 home)
+    DEEP_CHECK_SECONDS,
+    KernelTools,
+    ToolSource,
+    kernel_fingerprint,
+)
 from sk_toolfilter.selection.turns import Turn, split_turns
 from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
@@ -38,7 +44,6 @@ from sk_toolfilter.tokenizer import count_json_tokens
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
-    from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
     from semantic_kernel.contents import ChatHistory
 
@@ -58,33 +63,13 @@ ConversationPins = Callable[["ChatHistory"], Sequence[tuple[str, str]]]
 
 @dataclass(frozen=True)
 class _Catalog:
-    """Everything derived from one index, swapped as a whole when the kernel changes."""
+    """Everything derived from one index, swapped as a whole when the tools change."""
 
     index: ToolIndex
     searchable_mask: np.ndarray
     searchable: set[str]
     visible: set[str]
     discovery_names: list[str]
-
-
-def kernel_fingerprint(kernel: Kernel, previous: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
-    """Cheap identity of the kernel's plugins (names, objects) and their function counts.
-
-    Runs before every selection. Names and objects are read from the dict alone (2,500 plugins:
-    ~0.1 ms); counting functions touches every plugin object (~4 ms at 2,500 plugins in a busy
-    process), so with `previous` given and the plugins unchanged its counts are reused: a function
-    added to an existing plugin is noticed at the next deep check (:data:`DEEP_CHECK_SECONDS`).
-    Plugins added, removed or replaced are noticed at once.
-    """
-    plugins = kernel.plugins
-    names, objects = tuple(plugins), tuple(map(id, plugins.values()))
-    if previous is not None and previous[0] == names and previous[1] == objects:
-        return (names, objects, previous[2])
-    return (names, objects, tuple(map(len, map(attrgetter("functions"), plugins.values()))))
-
-
-DEEP_CHECK_SECONDS = 1.0
-"""How often the functions of every plugin are counted again (see :func:`kernel_fingerprint`)."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +107,7 @@ class ToolFilterManager:
             if name not in index:
                 raise UnknownToolError(f"tool_filtering.always_include[{position}]", name, index.names)
         self._catalog = self._describe(index)
-        self._kernel: Kernel | None = None
+        self._source: ToolSource | None = None
         self._fingerprint: tuple[Any, ...] | None = None
         self._next_deep_check = 0.0
         self._embedding_cache: EmbeddingCache | None = None
@@ -155,7 +140,7 @@ class ToolFilterManager:
 
     @property
     def index(self) -> ToolIndex:
-        """The current index (replaced, never mutated, when the kernel's plugins change)."""
+        """The current index (replaced, never mutated, when the tools change)."""
         return self._catalog.index
 
     @property
@@ -180,7 +165,7 @@ class ToolFilterManager:
         kernel: Kernel,
         config: ToolFilterConfig | None = None,
         *,
-        embedding_service: EmbeddingGeneratorBase | None = None,
+        embedding_service: EmbeddingService | None = None,
         progress: ProgressCallback | None = None,
     ) -> ToolFilterManager:
         """Index `kernel` (embedding with `embedding_service`, or the one ``config.embedding`` names)
@@ -191,24 +176,42 @@ class ToolFilterManager:
         The manager follows the kernel: plugins added or removed later are re-indexed (only what
         changed) before the next selection.
         """
+        manager = await cls.from_source(
+            KernelTools(kernel), config, embedding_service=embedding_service, progress=progress
+        )
+        manager.usage.attach(kernel)
+        return manager
+
+    @classmethod
+    async def from_source(
+        cls,
+        source: ToolSource,
+        config: ToolFilterConfig | None = None,
+        *,
+        embedding_service: EmbeddingService | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> ToolFilterManager:
+        """Index the tools of any :class:`~sk_toolfilter.selection.tool_source.ToolSource` (an SK
+        kernel, an Agent Framework tool list) and follow it: tools added or removed later are
+        re-indexed before the next selection."""
         config = config or ToolFilterConfig()
         if embedding_service is None and config.search_method != "bm25":
             embedding_service = create_embedding_service(config.embedding)
         cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache and embedding_service else None
         with collector_paused():
-            return await cls._index_kernel(kernel, config, embedding_service, cache, progress)
+            return await cls._index_source(source, config, embedding_service, cache, progress)
 
     @classmethod
-    async def _index_kernel(
+    async def _index_source(
         cls,
-        kernel: Kernel,
+        source: ToolSource,
         config: ToolFilterConfig,
-        embedding_service: EmbeddingGeneratorBase | None,
+        embedding_service: EmbeddingService | None,
         cache: EmbeddingCache | None,
         progress: ProgressCallback | None,
     ) -> ToolFilterManager:
-        fingerprint = kernel_fingerprint(kernel)
-        crawled = crawl_kernel(kernel)
+        fingerprint = source.fingerprint(None)
+        crawled = source.crawl()
         config = resolve_bare_names(config, [t.full_name for t in crawled])
         policy = ToolPolicy(config)
         unmatched = policy.unmatched([t.full_name for t in crawled])
@@ -254,14 +257,13 @@ class ToolFilterManager:
             raise
         if index.missing_vectors:
             manager._retry_embedding_at = time.monotonic() + config.embedding.cooldown_seconds
-        manager._kernel, manager._fingerprint, manager._embedding_cache = kernel, fingerprint, cache
+        manager._source, manager._fingerprint, manager._embedding_cache = source, fingerprint, cache
         manager._store = store
         loop = config.agent_loop
         if store is not None and loop.enabled and loop.co_usage:
             manager._co_usage_table = store.co_usage_table(loop.co_usage_sync_seconds)
             if manager._co_usage_table is not None:
                 await manager._co_usage_table.load_into(manager.co_usage)
-        manager.usage.attach(kernel)
         return manager
 
     @property
@@ -285,20 +287,20 @@ class ToolFilterManager:
             await self._store.aclose()
 
     async def refresh(self, *, force: bool = False) -> bool:
-        """Re-index if the kernel's plugins changed (or `force`); True when a new index was swapped in.
+        """Re-index if the source's tools changed (or `force`); True when a new index was swapped in.
 
         Only new or changed tools are embedded and tokenized. The new index is built aside and
         swapped in atomically; selections running meanwhile keep using the old one (and never emit
-        a function that is gone: names are checked against the kernel).
+        a tool that is gone: names are checked against the source).
         """
-        kernel, store = self._kernel, self._store
-        if kernel is None:
+        source, store = self._source, self._store
+        if source is None:
             return False
         now = time.monotonic()
         deep = now >= self._next_deep_check
         if deep:
             self._next_deep_check = now + DEEP_CHECK_SECONDS
-        fingerprint = kernel_fingerprint(kernel, None if deep else self._fingerprint)
+        fingerprint = source.fingerprint(None if deep else self._fingerprint)
         retry = self.index.missing_vectors > 0 and now >= self._retry_embedding_at
         new_version = store is not None and await store.new_version_available()
         if fingerprint == self._fingerprint and not force and not retry and not new_version:
@@ -307,8 +309,8 @@ class ToolFilterManager:
             return False  # another task is rebuilding; this selection uses the current index
         try:
             old = self.index
-            tools = self.policy.apply(crawl_kernel(kernel))
-            kernel_changed = fingerprint != self._fingerprint
+            tools = self.policy.apply(source.crawl())
+            tools_changed = fingerprint != self._fingerprint
 
             async def build(embed_new: bool = True) -> ToolIndex:
                 common: dict[str, Any] = {
@@ -325,12 +327,12 @@ class ToolFilterManager:
                             old.embedding_service,
                             circuit=old.circuit,
                             precision=old.precision,
-                            publish=self.config.index.publish and kernel_changed,
+                            publish=self.config.index.publish and tools_changed,
                             **common,
                         )
                     except IndexStoreError as exc:
                         store.report_failure(exc)
-                        if not kernel_changed:
+                        if not tools_changed:
                             return old  # keep serving the catalog in memory
                 return await ToolIndex.build(tools, old.embedding_service, **common)
 
@@ -360,24 +362,23 @@ class ToolFilterManager:
             self._fingerprint = fingerprint
             added = len(set(index.names) - set(old.names))
             removed = len(set(old.names) - set(index.names))
-            logger.info("sk-toolfilter: re-indexed the kernel (+%d / -%d tools, %d total)", added, removed, len(index))
+            logger.info("sk-toolfilter: re-indexed the tools (+%d / -%d tools, %d total)", added, removed, len(index))
             return True
         finally:
             self._refreshing.release()
 
-    def _kernel_names(self) -> list[str]:
-        """Every function of the kernel the manager follows (hidden ones included), in kernel order."""
-        if self._kernel is None:
-            return []
-        return [f.fully_qualified_name for plugin in self._kernel.plugins.values() for f in plugin]
+    @property
+    def source(self) -> ToolSource | None:
+        """What the manager follows (an SK kernel, an Agent Framework tool list), or None."""
+        return self._source
+
+    def _source_names(self) -> list[str]:
+        """Every tool of the source the manager follows (hidden ones included), in its order."""
+        return [] if self._source is None else self._source.names()
 
     def _exists(self, full_name: str) -> bool:
-        """The function is still in the kernel (always true without a kernel to check)."""
-        if self._kernel is None:
-            return True
-        plugin_name, _, function_name = full_name.partition("-")
-        plugin = self._kernel.plugins.get(plugin_name)
-        return plugin is not None and function_name in plugin.functions
+        """The tool is still in its source (always true without a source to check)."""
+        return self._source is None or self._source.exists(full_name)
 
     # --- visibility ---------------------------------------------------------------------------
     def is_hidden(self, full_name: str) -> bool:
@@ -650,7 +651,7 @@ class ToolFilterManager:
         ranking hint). With nothing selected and nothing pinned the clone offers no tools at all.
         """
         if not self.config.enabled:
-            everything = self._kernel_names() or self.index.names
+            everything = self._source_names() or self.index.names
             allowed = allowed_by_behavior(base_settings.function_choice_behavior, everything)
             offered = [n for n in everything if allowed is None or n in allowed]
             visible = [n for n in offered if not self.is_hidden(n)]

@@ -41,10 +41,9 @@ def split_turns(history: ChatHistory) -> tuple[list[Turn], Turn | None]:
             continue
         request, calls, _ = turns[-1]
         for item in message.items:
-            if isinstance(item, FunctionCallContent) and item.name:
-                full_name = item.name if "-" in item.name else f"{item.plugin_name}-{item.function_name}"
-                if full_name not in calls:
-                    calls.append(full_name)
+            # SK spells a name "Plugin-function"; a tool without a plugin (Agent Framework) is its own name.
+            if isinstance(item, FunctionCallContent) and item.name and item.name not in calls:
+                calls.append(item.name)
         answered = (
             message.role == AuthorRole.ASSISTANT
             and bool(message.content)

@@ -43,8 +43,7 @@ from sk_toolfilter.store.records import StoredCatalog, content_hash, pack_image,
 from sk_toolfilter.store.shared_catalog import CatalogVersion, SharedCatalog
 
 if TYPE_CHECKING:
-    from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
-
+    from sk_toolfilter.retrieval.encoders import EmbeddingService
     from sk_toolfilter.store.co_usage_table import CoUsageTable
     from sk_toolfilter.store.postgres import PostgresIndexStore
 
@@ -85,7 +84,7 @@ class SharedIndex:
         self._warned_local: set[str] = set()
 
     @classmethod
-    async def open(cls, config: IndexConfig, embedding_service: EmbeddingGeneratorBase) -> SharedIndex:
+    async def open(cls, config: IndexConfig, embedding_service: EmbeddingService) -> SharedIndex:
         """Connect to the store ``config.store`` names; IndexStoreError (naming the server) if it fails."""
         if config.store != "postgres":
             raise ConfigError(f"tool_filtering.index.store: {config.store!r} is not a database store")
@@ -112,7 +111,7 @@ class SharedIndex:
     async def build(
         self,
         tools: Sequence[ToolMetadata],
-        embedding_service: EmbeddingGeneratorBase,
+        embedding_service: EmbeddingService,
         *,
         bm25_config: BM25Config | None = None,
         batch_size: int = 64,
@@ -208,7 +207,7 @@ class SharedIndex:
         rows: list[int | None],
         stored: StoredCatalog | None,
         in_order: bool,
-        service: EmbeddingGeneratorBase,
+        service: EmbeddingService,
         cache: EmbeddingCache | None,
         batch_size: int,
         progress: ProgressCallback | None,

@@ -1,0 +1,116 @@
+"""The Agent Framework hooks: a chat middleware that narrows every model call's tools, and a
+function middleware that refuses calls to tools the model may not use or was not offered.
+
+Agent Framework runs chat middleware inside its function-calling loop, so every model call of a
+turn (and of a streamed turn) passes :class:`ToolFilterMiddleware`. It replaces the call's
+``options`` with a copy carrying the selected tools; the agent's own tool list never changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from agent_framework import ChatContext, ChatMiddleware, FunctionInvocationContext, FunctionMiddleware
+
+from sk_toolfilter.agent_framework.messages import to_chat_history
+from sk_toolfilter.agent_framework.tools import function_tools
+from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.selection.query import QueryStrategy
+from sk_toolfilter.selection.refusals import not_available, not_offered
+from sk_toolfilter.selection.sticky import StickyLists
+
+if TYPE_CHECKING:
+    from sk_toolfilter.selection.manager import ToolFilterManager
+
+logger = library_logger(__name__)
+
+# The tools the latest model call of this task offered (None: nothing was narrowed, nothing is checked).
+# Agent Framework runs a turn's model calls and tool calls in one task (parallel tool calls in
+# tasks that copy its context), so the guard sees the offer of the call that asked for the tool.
+_OFFERED: ContextVar[tuple[int, frozenset[str]] | None] = ContextVar("sk_toolfilter_af_offered", default=None)
+
+
+class ToolFilterMiddleware(ChatMiddleware):
+    """Narrows the tools of every model call to the manager's selection for the conversation so far."""
+
+    def __init__(self, manager: ToolFilterManager, query_strategy: QueryStrategy | None = None) -> None:
+        self.manager = manager
+        self.query_strategy: QueryStrategy = query_strategy or manager.config.query_strategy
+        self._sticky = StickyLists(manager.config.sticky_max_tools)
+        self.last_selection: list[str] = []
+        """The names offered on the most recent model call (empty when no tools were sent)."""
+        self.last_selection_seconds = 0.0
+        """Time the most recent model call spent selecting its tools."""
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        options = dict(context.options or {})
+        tools = list(options.get("tools") or ())
+        functions = function_tools(tools)
+        if not functions:
+            self.last_selection = []
+            await call_next()
+            return
+        kept = await self._select(context, tools, functions)
+        options["tools"] = kept or None
+        if not kept:
+            options.pop("tool_choice", None)
+        context.options = options  # a copy: the next call of the loop starts from the agent's full list
+        _OFFERED.set((id(self.manager), frozenset(self.last_selection)))
+        await call_next()
+
+    async def _select(self, context: ChatContext, tools: list[Any], functions: list[tuple[Any, str]]) -> list[Any]:
+        manager = self.manager
+        names = [f.name for f, _ in functions]
+        by_name = {f.name: f for f, _ in functions}
+        # Entries the filter cannot rank (hosted tools) and tools the index does not know (given to
+        # one run only) are the caller's explicit choice: they stay on offer.
+        passthrough = [t for t in tools if not any(t is f for f, _ in functions)]
+        unknown = [n for n in names if n not in manager.index and not manager.is_hidden(n)]
+        if not manager.config.enabled:  # no ranking; exclusions still hold
+            order = [n for n in names if not manager.is_hidden(n)]
+        else:
+            started = time.perf_counter()
+            history = to_chat_history(context.messages)
+            selection = await manager.select_for_history(
+                history, allowed={n for n in names if n in manager.index}, strategy=self.query_strategy
+            )
+            self.last_selection_seconds = time.perf_counter() - started
+            if manager.config.selection_mode == "sticky":
+                order = self._sticky.update(history, selection.names)
+            else:
+                chosen = set(selection.names)
+                order = [n for n in names if n in chosen]
+            order = [*order, *(n for n in unknown if n not in order)]
+        self.last_selection = [n for n in order if n in by_name]
+        return [*(by_name[n] for n in self.last_selection), *passthrough]
+
+
+class ToolGuardMiddleware(FunctionMiddleware):
+    """Refuses a call to a tool this agent may never use, or one the model was not offered on the
+    call that asked for it (it is loaded for the next call: the conversation now names it). Counts
+    the calls that run (``always_include_top_n_used``)."""
+
+    def __init__(self, manager: ToolFilterManager) -> None:
+        self.manager = manager
+
+    async def process(self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        name = context.function.name
+        manager = self.manager
+        answer, level = None, logging.INFO
+        if manager.is_hidden(name):
+            answer, level = not_available(name), logging.WARNING
+        else:
+            offered = _OFFERED.get()
+            if offered is not None and offered[0] == id(manager) and name not in offered[1]:
+                answer = not_offered(name)
+        if answer is None:
+            manager.usage.record(name)
+            await call_next()
+            return
+        logger.log(level, "sk-toolfilter: did not run %s: %s", name, answer)
+        manager.telemetry.unoffered_call("loaded" if level == logging.INFO else "refused")
+        context.result = answer

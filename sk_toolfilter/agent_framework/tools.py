@@ -1,0 +1,103 @@
+"""Agent Framework tools as framework-neutral tool descriptions, and SK functions as AF tools.
+
+An Agent Framework ``FunctionTool`` gives its name, description and JSON-schema parameters. A tool
+named ``Plugin-function`` that this library made (from a Semantic Kernel function or the discovery
+plugin) says its plugin in ``additional_properties``, so it is described exactly as the SK kernel
+describes it: the same ranking either way.
+
+Agent Framework's own MCP tools need mcp 2.x, which Semantic Kernel 1.x excludes: the MCP servers of
+an agent file run on this library's MCP connection and reach Agent Framework as ``FunctionTool``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from agent_framework import FunctionTool
+
+from sk_toolfilter.retrieval.metadata import (
+    KEYWORDS_PROPERTY,
+    ToolMetadata,
+    openai_tool_definition,
+    tool_from_function,
+    tool_from_schema,
+)
+
+PLUGIN_PROPERTY = "sk_toolfilter_plugin"
+"""``additional_properties`` entry of a tool: its plugin (the part of ``Plugin-function`` before the dash)."""
+
+
+def function_tools(tools: Iterable[Any]) -> list[tuple[FunctionTool, str]]:
+    """Every ``FunctionTool`` of a tool list, with its group (its plugin when this library made it).
+    Other entries (hosted tools, raw dicts) are not functions the filter can rank and are left out."""
+    return [
+        (tool, str((tool.additional_properties or {}).get(PLUGIN_PROPERTY) or ""))
+        for tool in tools
+        if isinstance(tool, FunctionTool)
+    ]
+
+
+def tool_from_agent_framework(tool: FunctionTool, plugin: str = "") -> ToolMetadata:
+    """The tool description of one Agent Framework ``FunctionTool`` (its name is what the model calls)."""
+    extra = tool.additional_properties or {}
+    name = tool.name
+    if extra.get(PLUGIN_PROPERTY) and name.startswith(f"{extra[PLUGIN_PROPERTY]}-"):
+        plugin, name = str(extra[PLUGIN_PROPERTY]), name.split("-", 1)[1]
+    try:
+        schema = tool.parameters()
+    except Exception:  # a tool whose schema cannot be built is still ranked by its name and description
+        schema = {}
+    keywords = extra.get(KEYWORDS_PROPERTY, ())
+    return tool_from_schema(name, tool.description or "", schema, plugin=plugin, full_name=tool.name, keywords=keywords)
+
+
+class AgentFrameworkTools:
+    """A list of Agent Framework tools as a :class:`~sk_toolfilter.selection.tool_source.ToolSource`.
+
+    The list is followed, not copied: tools appended or removed later are re-indexed before the next
+    selection.
+    """
+
+    def __init__(self, tools: Sequence[Any]) -> None:
+        self.tools = tools
+
+    def _functions(self) -> list[tuple[FunctionTool, str]]:
+        return function_tools(self.tools)
+
+    def fingerprint(self, previous: tuple[Any, ...] | None) -> tuple[Any, ...]:
+        return tuple((id(f), f.name, group) for f, group in self._functions())
+
+    def crawl(self) -> list[ToolMetadata]:
+        return [tool_from_agent_framework(f, group) for f, group in self._functions()]
+
+    def names(self) -> list[str]:
+        return [f.name for f, _ in self._functions()]
+
+    def exists(self, full_name: str) -> bool:
+        return any(f.name == full_name for f, _ in self._functions())
+
+
+def kernel_function_tool(function: Any, kernel: Any) -> FunctionTool:
+    """A Semantic Kernel ``KernelFunction`` as an Agent Framework tool named ``Plugin-function``.
+
+    The model sees the same name, description and parameter schema as through SK; calling it runs
+    the kernel function (plugins, MCP servers and vectorstores of an agent file work unchanged).
+    """
+    from semantic_kernel.functions import KernelArguments
+
+    described = tool_from_function(function)
+    # Exactly the parameters SK's OpenAI connector sends for the function.
+    schema = openai_tool_definition(described)["function"]["parameters"]
+
+    async def run(**arguments: Any) -> str:
+        result = await function.invoke(kernel, KernelArguments(**arguments))
+        return "" if result is None or result.value is None else str(result.value)
+
+    return FunctionTool(
+        name=described.full_name,
+        description=described.description,
+        func=run,
+        input_model=schema,
+        additional_properties={PLUGIN_PROPERTY: described.plugin, KEYWORDS_PROPERTY: list(described.keywords)},
+    )
