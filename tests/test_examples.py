@@ -21,3 +21,19 @@ def test_quickstart_example_runs_and_filters_the_wire(tmp_path):
     assert lines[0].startswith("['Time-current_time'")
     assert "'Math-convert_units'" in lines[1]
     assert lines[2].startswith("tools on the wire: ['Text-reverse_text'")
+
+
+def test_agent_framework_example_runs_and_filters_every_model_call(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "agent_framework_quickstart.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env={"SK_TOOLFILTER_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "It arrives Friday."
+    for line in lines[1:3]:
+        assert "'track_package'" in line and "'send_email'" not in line and "'get_weather'" not in line

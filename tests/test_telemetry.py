@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from sk_toolfilter.telemetry import TelemetrySwitch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +38,8 @@ TURN = textwrap.dedent(
 
     from sk_toolfilter.agents.agent import load_agent
     from sk_toolfilter.agents.agent_file import parse_agent
-    from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
+    from sk_toolfilter.measure.wire import RecordingTransport, text_reply, tool_call_reply
+    from sk_toolfilter.measure.wire import offline_agent_framework_client, offline_chat_service
 
     data = yaml.safe_load(open("agent.yaml"))
     data["tool_filtering"]["search_method"] = "bm25"
@@ -48,8 +51,14 @@ TURN = textwrap.dedent(
         transport = RecordingTransport(
             [tool_call_reply(("Files-write_file", {"path": "todo.txt", "content": "milk"})), text_reply("Saved.")]
         )
-        async with await load_agent(parse_agent(data, base_dir="."), chat_service=offline_chat_service(transport)) as a:
-            await a.agent.get_response(messages=sys.argv[1])
+        spec = parse_agent(data, base_dir=".")
+        if sys.argv[3] == "agent-framework":
+            client = offline_agent_framework_client(transport)
+            async with await load_agent(spec, chat_service=client, framework="agent-framework") as a:
+                await a.agent.run(sys.argv[1])
+        else:
+            async with await load_agent(spec, chat_service=offline_chat_service(transport)) as a:
+                await a.agent.get_response(messages=sys.argv[1])
 
     asyncio.run(main())
     out = {
@@ -78,10 +87,10 @@ TURN = textwrap.dedent(
 )
 
 
-def run_turn(tmp_path, env: dict[str, str]) -> dict:
+def run_turn(tmp_path, env: dict[str, str], framework: str = "semantic-kernel") -> dict:
     message = f"Write the file todo.txt with: buy milk ({SECRET_WORDS})."
     done = subprocess.run(
-        [sys.executable, "-c", TURN, message, str(tmp_path / "sandbox")],
+        [sys.executable, "-c", TURN, message, str(tmp_path / "sandbox"), framework],
         cwd=ROOT,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
         capture_output=True,
@@ -92,8 +101,17 @@ def run_turn(tmp_path, env: dict[str, str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_a_filtered_turn_is_two_selection_spans_under_the_agent_span_with_metrics(tmp_path):
-    out = run_turn(tmp_path, {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true"})
+# Each framework's own switch, and the span its function-calling loop runs the model calls in.
+FRAMEWORKS = {
+    "semantic-kernel": ("SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS", "AutoFunctionInvocationLoop"),
+    "agent-framework": ("ENABLE_INSTRUMENTATION", "invoke_agent atlas"),
+}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_filtered_turn_is_two_selection_spans_under_the_agent_span_with_metrics(tmp_path, framework):
+    switch, loop_span = FRAMEWORKS[framework]
+    out = run_turn(tmp_path, {switch: "true"}, framework)
     spans = out["spans"]
     selections = [s for s in spans if s["name"] == "select_tools"]
     assert len(selections) == 2  # one per model request of the function-calling loop
@@ -103,8 +121,8 @@ def test_a_filtered_turn_is_two_selection_spans_under_the_agent_span_with_metric
         while parent is not None:
             ancestors.append(parent["name"])
             parent = by_id.get(parent["parent"])
-        # Inside SK's own spans: its function-calling loop, within the agent's invocation.
-        assert ancestors[0] == "AutoFunctionInvocationLoop" and ancestors[-1].startswith("invoke_agent"), ancestors
+        # Inside the framework's own spans: its function-calling loop, within the agent's invocation.
+        assert ancestors[0] == loop_span and ancestors[-1].startswith("invoke_agent"), ancestors
         a = span["attributes"]
         assert a["gen_ai.operation.name"] == "select_tools"
         assert a["sk_toolfilter.search.method"] == "bm25" and a["sk_toolfilter.catalog.size"] == 46
@@ -125,11 +143,18 @@ def test_a_filtered_turn_is_two_selection_spans_under_the_agent_span_with_metric
     assert metrics["sk_toolfilter.selection.duration"][0]["sk_toolfilter.search.method"] == "bm25"
 
 
-def test_the_request_is_recorded_only_when_the_app_opts_in_to_sensitive_data(tmp_path):
-    sensitive = run_turn(tmp_path, {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true"})
+SENSITIVE = {
+    "semantic-kernel": {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE": "true"},
+    "agent-framework": {"ENABLE_INSTRUMENTATION": "true", "ENABLE_SENSITIVE_DATA": "true"},
+}
+
+
+@pytest.mark.parametrize("framework", SENSITIVE)
+def test_the_request_is_recorded_only_when_the_app_opts_in_to_sensitive_data(tmp_path, framework):
+    sensitive = run_turn(tmp_path, SENSITIVE[framework], framework)
     first = next(s for s in sensitive["spans"] if s["name"] == "select_tools")
     assert "Zanzibar" in first["attributes"]["sk_toolfilter.query"]
-    off = run_turn(tmp_path, {})
+    off = run_turn(tmp_path, {}, framework)
     assert not [s for s in off["spans"] if s["name"] == "select_tools"]
     assert not [name for name in off["metrics"] if name.startswith("sk_toolfilter.")]
 
