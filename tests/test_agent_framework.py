@@ -22,6 +22,7 @@ from sk_toolfilter.agent_framework import (
 )
 from sk_toolfilter.agents.agent import LoadedAgentFrameworkAgent, load_agent, open_toolset
 from sk_toolfilter.agents.agent_file import parse_agent
+from sk_toolfilter.errors import ConfigError
 from sk_toolfilter.measure.conversations import load_steps, replay_conversations
 from sk_toolfilter.measure.report import build_token_report
 from sk_toolfilter.measure.wire import RecordingTransport, offline_agent_framework_client, text_reply, tool_call_reply
@@ -331,3 +332,21 @@ async def test_an_mcp_server_of_an_agent_file_runs_in_agent_framework(tmp_path):
     result = next(m["content"] for m in transport.requests[1]["messages"] if m.get("role") == "tool")
     assert '"name":"Ada"' in result
     assert "Ada" in (tmp_path / "memory.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    ("tools", "message"),
+    [
+        (["hello"], "tools[0]: str 'hello' is not an Agent Framework tool"),
+        ([track_package, 42], "tools[1]: int '42' is not an Agent Framework tool"),
+        ([track_package, track_package], "more than one tool is named 'track_package'"),
+        (
+            [tool(lambda text: text, name="ToolSearch-search_tools", description="mine")],
+            "discovery.plugin_name: 'ToolSearch' is already used by the agent's tools",
+        ),
+    ],
+    ids=["string", "number", "repeated name", "discovery name taken"],
+)
+async def test_what_is_no_usable_tool_list_is_named(tools, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        await create_agent_framework_filter(tools, ToolFilterConfig())

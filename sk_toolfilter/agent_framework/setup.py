@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent_framework import normalize_tools
+from agent_framework import FunctionTool, normalize_tools
 
 from sk_toolfilter.agent_framework.middleware import ToolFilterMiddleware, ToolGuardMiddleware
 from sk_toolfilter.agent_framework.tools import AgentFrameworkTools, function_tools, kernel_function_tool
@@ -73,6 +73,18 @@ async def create_agent_framework_filter(
     and its ``middleware``. The manager follows the returned tool list."""
     config = config or ToolFilterConfig()
     given = list(normalize_tools(tools))
+    for position, item in enumerate(given):
+        if not isinstance(item, FunctionTool | Mapping):  # a hosted tool is a mapping; the rest is no tool
+            raise ConfigError(
+                f"tools[{position}]: {type(item).__name__} {str(item)[:60]!r} is not an Agent Framework tool "
+                "(a FunctionTool, a @tool function, a callable or a hosted tool)"
+            )
+    names = [f.name for f, _ in function_tools(given)]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(
+            f"tools: more than one tool is named {', '.join(map(repr, repeated))} (the model calls tools by name)"
+        )
     plugin = None
     if config.enabled and config.discovery.enabled:
         plugin, found = discovery_tools(config, [f.name for f, _ in function_tools(given)])
