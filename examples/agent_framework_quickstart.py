@@ -1,6 +1,6 @@
 """Runnable offline: the same filter in Microsoft Agent Framework (the `agent-framework` extra).
 
-    python examples/agent_framework_quickstart.py
+python examples/agent_framework_quickstart.py
 """
 
 import asyncio
