@@ -274,7 +274,8 @@ async def test_the_token_report_is_the_same_in_both_frameworks():
 
 
 @pytest.mark.skipif(not (BENCHMARKS / "bfcl_multiturn" / "dev.jsonl").is_file(), reason="needs ../shared/benchmarks")
-async def test_multi_turn_replay_gives_the_same_steps_through_both_frameworks():
+@pytest.mark.parametrize("selection_mode", ["fresh", "sticky"])
+async def test_multi_turn_replay_gives_the_same_steps_through_both_frameworks(selection_mode):
     steps = load_steps(BENCHMARKS / "bfcl_multiturn" / "dev.jsonl")
     keep = list(dict.fromkeys(s.conversation for s in steps))[:3]
     steps = [s for s in steps if s.conversation in keep]
@@ -282,6 +283,7 @@ async def test_multi_turn_replay_gives_the_same_steps_through_both_frameworks():
         {
             "name": "bfcl",
             "tools": [{"type": "catalog", "name": "bfcl", "path": str(BENCHMARKS / "bfcl_multiturn" / "tools.jsonl")}],
+            "tool_filtering": {"selection_mode": selection_mode},
         },
         source="test",
     )
