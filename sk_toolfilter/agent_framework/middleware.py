@@ -68,12 +68,13 @@ class ToolFilterMiddleware(ChatMiddleware):
         by_name = {f.name: f for f, _ in functions}
         # Entries the filter cannot rank (hosted tools) and tools the index does not know (given to
         # one run only) are the caller's explicit choice: they stay on offer.
-        passthrough = [t for t in tools if not any(t is f for f, _ in functions)]
-        unknown = [n for n in names if n not in manager.index and not manager.is_hidden(n)]
+        ranked = {id(f) for f, _ in functions}
+        passthrough = [t for t in tools if id(t) not in ranked]
         if not manager.config.enabled:  # no ranking; exclusions still hold
             order = [n for n in names if not manager.is_hidden(n)]
         else:
             started = time.perf_counter()
+            await manager.refresh()  # tools appended to the agent's list are indexed before they are ranked
             history = to_chat_history(context.messages)
             selection = await manager.select_for_history(
                 history, allowed={n for n in names if n in manager.index}, strategy=self.query_strategy
@@ -84,6 +85,7 @@ class ToolFilterMiddleware(ChatMiddleware):
             else:
                 chosen = set(selection.names)
                 order = [n for n in names if n in chosen]
+            unknown = [n for n in names if n not in manager.index and not manager.is_hidden(n)]
             order = [*order, *(n for n in unknown if n not in order)]
         self.last_selection = [n for n in order if n in by_name]
         return [*(by_name[n] for n in self.last_selection), *passthrough]
