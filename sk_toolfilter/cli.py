@@ -169,19 +169,16 @@ def _read_queries(path: Path) -> list[Any]:
 
 
 async def cmd_chat(args: argparse.Namespace) -> int:
-    from semantic_kernel.contents import ChatHistory
+    from sk_toolfilter.agents.agent import LoadedAgent, load_agent
 
-    from sk_toolfilter.agents.agent import load_agent
-
-    async with await load_agent(
-        args.agent, progress=Progress("embedding tools"), framework="semantic-kernel"
-    ) as loaded:
+    async with await load_agent(args.agent, progress=Progress("embedding tools")) as loaded:
         print(
             f"{loaded.spec.name} ({len(loaded.manager.index)} tools, filtering "
-            f"{'on' if loaded.manager.config.enabled else 'off'}). Empty line or Ctrl-D to quit."
+            f"{'on' if loaded.manager.config.enabled else 'off'}, {loaded.spec.framework}). "
+            "Empty line or Ctrl-D to quit."
         )
-        history = ChatHistory()
-        thread = None
+        # The conversation lives in the framework's own thread (SK) or session (Agent Framework).
+        memory = None if isinstance(loaded, LoadedAgent) else loaded.agent.create_session()
         while True:
             try:
                 line = input("you> ").strip()
@@ -189,11 +186,14 @@ async def cmd_chat(args: argparse.Namespace) -> int:
                 break
             if not line:
                 break
-            history.add_user_message(line)
-            response = await loaded.agent.get_response(messages=line, thread=thread)
-            thread = response.thread
-            print(f"{loaded.spec.name}> {response.message.content}")
-            print(f"  [tools sent: {', '.join(loaded.service.last_selection) or 'none'}]")
+            if isinstance(loaded, LoadedAgent):
+                response = await loaded.agent.get_response(messages=line, thread=memory)
+                memory, text, sent = response.thread, response.message.content, loaded.service.last_selection
+            else:
+                reply = await loaded.agent.run(line, session=memory)
+                text, sent = reply.text, loaded.tool_filter.chat_middleware.last_selection
+            print(f"{loaded.spec.name}> {text}")
+            print(f"  [tools sent: {', '.join(sent) or 'none'}]")
     return 0
 
 

@@ -138,9 +138,11 @@ def test_eval_on_an_agent_file(bm25_agent, tmp_path, capsys):
     assert "bm25" in capsys.readouterr().out
 
 
-def test_chat_without_a_key_says_so_in_one_line(bm25_agent, monkeypatch, capsys):
+@pytest.mark.parametrize("framework", ["semantic-kernel", "agent-framework"])
+def test_chat_without_a_key_says_so_in_one_line(bm25_agent, monkeypatch, capsys, framework):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    bm25_agent.write_text(f"framework: {framework}\n" + bm25_agent.read_text())
     assert main(["chat", str(bm25_agent)]) == 2
     err = capsys.readouterr().err.strip()
     assert "no API key" in err and "\n" not in err
@@ -251,3 +253,64 @@ def test_eval_on_an_agent_file_ranks_with_its_tools_overrides(bm25_agent, tmp_pa
 
     assert recall({}) == 0.0
     assert recall({"Math-statistics_summary": {"keywords": ["zorblax"]}}) == 1.0
+
+
+@pytest.fixture
+def openai_compatible_server():
+    """A loopback OpenAI-compatible server answering every chat completion with plain text."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            self.server.bodies.append(body)  # type: ignore[attr-defined]
+            reply = {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "m"),
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": "hi there"}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.bodies = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+
+
+@pytest.mark.parametrize("framework", ["semantic-kernel", "agent-framework"])
+def test_chat_answers_and_shows_the_tools_it_sent(bm25_agent, monkeypatch, capsys, framework, openai_compatible_server):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{openai_compatible_server.server_port}/v1")
+    bm25_agent.write_text(f"framework: {framework}\n" + bm25_agent.read_text())
+    lines = iter(["convert 5 km to miles", "and 10 km?"])
+
+    def typed(prompt: str) -> str:
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+
+    monkeypatch.setattr("builtins.input", typed)
+    assert main(["chat", str(bm25_agent)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("atlas> hi there") == 2 and framework in out
+    assert "[tools sent: " in out and "Math-convert_units" in out
+    second = openai_compatible_server.bodies[-1]
+    assert [m["content"] for m in second["messages"] if m["role"] == "user"] == ["convert 5 km to miles", "and 10 km?"]
+    assert 0 < len(second["tools"]) < 46
