@@ -81,7 +81,12 @@ class LoadedAgentFrameworkAgent(Toolset):
 
 def create_agent_framework_client(model: ModelSpec, http_client: Any = None) -> Any:
     """Agent Framework's OpenAI chat client for a ``model:`` block (chat completions, like the SK path)."""
-    from agent_framework.openai import OpenAIChatCompletionClient
+    try:
+        from agent_framework.openai import OpenAIChatCompletionClient
+    except ImportError:
+        raise ToolFilterError(
+            "Agent Framework's OpenAI client is not installed: pip install 'sk-toolfilter[agent-framework]'"
+        ) from None
 
     return OpenAIChatCompletionClient(model=model.name, async_client=_openai_client(model, http_client))
 
@@ -284,9 +289,9 @@ def _semantic_kernel_agent(tools: Toolset, chat_service: ChatCompletionClientBas
 
 
 def _agent_framework_agent(tools: Toolset, chat_client: Any) -> LoadedAgentFrameworkAgent:
-    from agent_framework import Agent
+    from sk_toolfilter.agent_framework.setup import kernel_filter  # first: names the extra when missing
 
-    from sk_toolfilter.agent_framework.setup import kernel_filter
+    from agent_framework import Agent  # isort: skip
 
     spec = tools.spec
     client = chat_client or create_agent_framework_client(spec.model)
