@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from sk_toolfilter.agents.agent import open_toolset
-from sk_toolfilter.agents.agent_file import parse_agent
-from sk_toolfilter.measure.conversations import Framework, load_steps, replay_conversations
+from sk_toolfilter.agents.agent_file import FRAMEWORKS, Framework, parse_agent
+from sk_toolfilter.measure.conversations import load_steps, replay_conversations
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument(
         "--framework",
         default="semantic-kernel",
-        choices=["semantic-kernel", "agent-framework"],
+        choices=FRAMEWORKS,
         help="replay through the SK wrapper or Agent Framework's chat middleware",
     )
     args = parser.parse_args()

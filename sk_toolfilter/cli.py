@@ -215,6 +215,8 @@ def positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from sk_toolfilter.agents.agent_file import FRAMEWORKS
+
     parser = argparse.ArgumentParser(
         prog="sk-toolfilter",
         description="Dynamic tool loading for Semantic Kernel: index, search, measure.",
@@ -244,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--selection-mode", choices=["fresh", "sticky"], help="override tool_filtering.selection_mode")
     p.add_argument(
         "--framework",
-        choices=["semantic-kernel", "agent-framework"],
+        choices=FRAMEWORKS,
         help="whose OpenAI client sends the requests (default: the agent file's `framework`, else semantic-kernel)",
     )
     p.set_defaults(run=cmd_report)

@@ -8,7 +8,6 @@ turn (and of a streamed turn) passes :class:`ToolFilterMiddleware`. It replaces 
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -18,15 +17,12 @@ from agent_framework import ChatContext, ChatMiddleware, FunctionInvocationConte
 
 from sk_toolfilter.agent_framework.messages import to_chat_history
 from sk_toolfilter.agent_framework.tools import function_tools
-from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.selection.query import QueryStrategy
-from sk_toolfilter.selection.refusals import not_available, not_offered
+from sk_toolfilter.selection.refusals import refusal, report_refusal
 from sk_toolfilter.selection.sticky import StickyLists
 
 if TYPE_CHECKING:
     from sk_toolfilter.selection.manager import ToolFilterManager
-
-logger = library_logger(__name__)
 
 # The tools the latest model call of this task offered (None: nothing was narrowed, nothing is checked).
 # Agent Framework runs a turn's model calls and tool calls in one task (parallel tool calls in
@@ -74,11 +70,9 @@ class ToolFilterMiddleware(ChatMiddleware):
             order = [n for n in names if not manager.is_hidden(n)]
         else:
             started = time.perf_counter()
-            await manager.refresh()  # tools appended to the agent's list are indexed before they are ranked
             history = to_chat_history(context.messages)
-            selection = await manager.select_for_history(
-                history, allowed={n for n in names if n in manager.index}, strategy=self.query_strategy
-            )
+            # Names the index does not know are ignored by the selection (as by the SK wrapper).
+            selection = await manager.select_for_history(history, allowed=set(names), strategy=self.query_strategy)
             self.last_selection_seconds = time.perf_counter() - started
             if manager.config.selection_mode == "sticky":
                 order = self._sticky.update(history, selection.names)
@@ -100,19 +94,13 @@ class ToolGuardMiddleware(FunctionMiddleware):
         self.manager = manager
 
     async def process(self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]) -> None:
-        name = context.function.name
-        manager = self.manager
-        answer, level = None, logging.INFO
-        if manager.is_hidden(name):
-            answer, level = not_available(name), logging.WARNING
-        else:
-            offered = _OFFERED.get()
-            if offered is not None and offered[0] == id(manager) and name not in offered[1]:
-                answer = not_offered(name)
-        if answer is None:
+        name, manager = context.function.name, self.manager
+        offered = _OFFERED.get()
+        outcome = refusal(manager, name, offered[1] if offered is not None and offered[0] == id(manager) else None)
+        if outcome is None:
             manager.usage.record(name)
             await call_next()
             return
-        logger.log(level, "sk-toolfilter: did not run %s: %s", name, answer)
-        manager.telemetry.unoffered_call("loaded" if level == logging.INFO else "refused")
+        answer, level = outcome
+        report_refusal(manager, name, answer, level)
         context.result = answer

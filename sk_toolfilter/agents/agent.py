@@ -13,7 +13,7 @@ from semantic_kernel import Kernel
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from typing_extensions import Self
 
-from sk_toolfilter.agents.agent_file import AgentSpec, ModelSpec, VectorstoreSource, load_agent_file
+from sk_toolfilter.agents.agent_file import AgentSpec, Framework, ModelSpec, VectorstoreSource, load_agent_file
 from sk_toolfilter.agents.sources import add_sources
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, ToolFilterError, closest_names, naming
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 
     from sk_toolfilter.agent_framework.setup import AgentFrameworkFilter
-
-Framework = Literal["semantic-kernel", "agent-framework"]
 
 
 @dataclass

@@ -6,7 +6,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -197,13 +197,18 @@ class SampleQuery(StrictConfig):
     expect: list[str] = Field(default_factory=list)
 
 
+Framework = Literal["semantic-kernel", "agent-framework"]
+"""Which framework an agent runs in (an agent file's ``framework``, ``load_agent(framework=...)``)."""
+FRAMEWORKS: tuple[str, ...] = get_args(Framework)
+
+
 class AgentSpec(StrictConfig):
     """An agent file: identity, model, instructions, tool sources and the ``tool_filtering`` block."""
 
     name: str = Field(pattern=r"^[0-9A-Za-z_-]+$")
     description: str = ""
     model: ModelSpec = Field(default_factory=ModelSpec)
-    framework: Literal["semantic-kernel", "agent-framework"] = Field(
+    framework: Framework = Field(
         default="semantic-kernel",
         description="What `load_agent` builds: an SK ChatCompletionAgent, or a Microsoft Agent Framework Agent "
         "(the `agent-framework` extra).",

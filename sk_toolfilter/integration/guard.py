@@ -10,21 +10,18 @@ An auto-function-invocation filter that sees every call the model makes, before 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.selection.active import active_manager
-from sk_toolfilter.selection.refusals import not_available, not_offered
+from sk_toolfilter.selection.refusals import refusal as refused
+from sk_toolfilter.selection.refusals import report_refusal
 from sk_toolfilter.selection.settings import tool_names
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
 
     from sk_toolfilter.selection.manager import ToolFilterManager
-
-logger = library_logger(__name__)
 
 
 def offered_in(settings: Any) -> set[str] | None:
@@ -39,13 +36,8 @@ def offered_in(settings: Any) -> set[str] | None:
 
 
 def refusal(manager: ToolFilterManager, full_name: str, settings: Any) -> tuple[str, int] | None:
-    """(answer to the model, log level) when a call must not run; None when it may."""
-    if manager.is_hidden(full_name):
-        return not_available(full_name), logging.WARNING
-    offered = offered_in(settings)
-    if offered is not None and full_name not in offered:
-        return not_offered(full_name), logging.INFO
-    return None
+    """(answer to the model, log level) when a call made with `settings` must not run; None when it may."""
+    return refused(manager, full_name, offered_in(settings))
 
 
 def attach_execution_guard(kernel: Kernel, manager: ToolFilterManager) -> None:
@@ -63,8 +55,7 @@ def attach_execution_guard(kernel: Kernel, manager: ToolFilterManager) -> None:
             await next(context)
             return
         answer, level = outcome
-        logger.log(level, "sk-toolfilter: did not run %s: %s", name, answer)
-        manager.telemetry.unoffered_call("loaded" if level == logging.INFO else "refused")
+        report_refusal(manager, name, answer, level)
         context.function_result = FunctionResult(function=context.function.metadata, value=answer)
 
     guard_tool_call.__sk_toolfilter_guard__ = id(manager)  # type: ignore[attr-defined]

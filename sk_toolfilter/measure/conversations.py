@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
@@ -26,6 +26,7 @@ from semantic_kernel.contents import (
     FunctionResultContent,
 )
 
+from sk_toolfilter.agents.agent_file import Framework
 from sk_toolfilter.errors import ConfigError
 from sk_toolfilter.input_files import json_lines, json_object
 from sk_toolfilter.integration.service import wrap_chat_service
@@ -162,9 +163,6 @@ def summarize(results: Sequence[StepResult]) -> dict[str, float]:
         "p50_ms": 1000 * times[len(times) // 2],
         "p95_ms": 1000 * times[min(len(times) - 1, int(len(times) * 0.95))],
     }
-
-
-Framework = Literal["semantic-kernel", "agent-framework"]
 
 
 async def replay_conversations(

@@ -13,9 +13,9 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from sk_toolfilter.agents.agent_file import AgentSpec, SampleQuery
+from sk_toolfilter.agents.agent_file import AgentSpec, Framework, SampleQuery
 from sk_toolfilter.errors import UnknownToolError
 from sk_toolfilter.integration.service import wrap_chat_service
 from sk_toolfilter.measure.report_html import render_chart_svg, render_html, share_percent, shorten
@@ -133,8 +133,6 @@ def resolve_expected(queries: Sequence[SampleQuery], full_names: Sequence[str]) 
         resolved.append(item.model_copy(update={"expect": names}))
     return resolved
 
-
-Framework = Literal["semantic-kernel", "agent-framework"]
 
 Send = Callable[[str, list[str]], Awaitable[str]]
 """``send(how, turns)``: one request for a conversation of user turns (canned replies between them),
