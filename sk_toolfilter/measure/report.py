@@ -134,10 +134,10 @@ def resolve_expected(queries: Sequence[SampleQuery], full_names: Sequence[str]) 
     return resolved
 
 
-Send = Callable[[str, list[str]], Awaitable[str]]
-"""``send(how, turns)``: one request for a conversation of user turns (canned replies between them),
-``how`` being "off", "on" (filtered on the last message) or "conversation" (filtered on the whole
-conversation); returns the reply's text."""
+Send = Callable[[str, list[tuple[str, str]]], Awaitable[str]]
+"""``send(how, messages)``: one request for a conversation of ``(role, text)`` messages ("user",
+"assistant"; the agent's instructions come first), ``how`` being "off", "on" (filtered on the last
+message) or "conversation" (filtered on the whole conversation); returns the reply's text."""
 
 
 async def build_token_report(
@@ -166,7 +166,7 @@ async def build_token_report(
     for item in queries:
         bodies = []
         for how in ("off", "on"):
-            await send(how, [item.query])
+            await send(how, [("user", item.query)])
             bodies.append((transport.requests[-1], transport.raw_bodies[-1].decode("utf-8")))
         (off, off_raw), (on, on_raw) = bodies
         selected = [t["function"]["name"] for t in on.get("tools") or []]
@@ -187,8 +187,10 @@ async def build_token_report(
     played = None
     if conversation:
         lists, counts = [], []
-        for number in range(1, len(conversation) + 1):
-            await send("conversation", list(conversation[:number]))
+        messages: list[tuple[str, str]] = []
+        for turn in conversation:
+            messages.append(("user", turn))
+            messages.append(("assistant", await send("conversation", messages)))
             tools = transport.requests[-1].get("tools") or []
             lists.append([t["function"]["name"] for t in tools])
             counts.append(count_json_tokens(tools, encoding) if tools else 0)
@@ -210,7 +212,7 @@ def _semantic_kernel_send(
     spec: AgentSpec, kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport
 ) -> Send:
     from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
-    from semantic_kernel.contents import ChatHistory
+    from semantic_kernel.contents import AuthorRole, ChatHistory, ChatMessageContent
 
     from sk_toolfilter.agents.agent import execution_settings
 
@@ -231,18 +233,14 @@ def _semantic_kernel_send(
     }
     instructions = spec.instructions_text()
 
-    async def send(how: str, turns: list[str]) -> str:
+    async def send(how: str, messages: list[tuple[str, str]]) -> str:
         service, request_settings = services[how]
         history = ChatHistory(system_message=instructions) if instructions else ChatHistory()
-        for number, turn in enumerate(turns, 1):
-            history.add_user_message(turn)
-            if number < len(turns):
-                history.add_assistant_message(replies[number - 1])
+        for role, text in messages:
+            history.add_message(ChatMessageContent(role=AuthorRole(role), content=text))
         reply = await service.get_chat_message_contents(history, request_settings, kernel=kernel)
-        replies[len(turns) - 1 :] = [str(reply[0].content or "")]
-        return replies[-1]
+        return str(reply[0].content or "")
 
-    replies: list[str] = []
     return send
 
 
@@ -272,18 +270,13 @@ def _agent_framework_send(
     }
     instructions = spec.instructions_text()
 
-    async def send(how: str, turns: list[str]) -> str:
+    async def send(how: str, messages: list[tuple[str, str]]) -> str:
         client, tools = clients[how]
-        messages = [Message(role="system", contents=[instructions])] if instructions else []
-        for number, turn in enumerate(turns, 1):
-            messages.append(Message(role="user", contents=[turn]))
-            if number < len(turns):
-                messages.append(Message(role="assistant", contents=[replies[number - 1]]))
-        response = await client.get_response(messages, options={**spec.model.options, "tools": tools})
-        replies[len(turns) - 1 :] = [response.text or ""]
-        return replies[-1]
+        prompt = [("system", instructions)] if instructions else []
+        sent = [Message(role=role, contents=[text]) for role, text in [*prompt, *messages]]
+        response = await client.get_response(sent, options={**spec.model.options, "tools": tools})
+        return response.text or ""
 
-    replies: list[str] = []
     return send
 
 
