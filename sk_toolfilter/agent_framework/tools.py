@@ -55,18 +55,23 @@ def tool_from_agent_framework(tool: FunctionTool, plugin: str = "") -> ToolMetad
 class AgentFrameworkTools:
     """A list of Agent Framework tools as a :class:`~sk_toolfilter.selection.tool_source.ToolSource`.
 
-    The list is followed, not copied: tools appended or removed later are re-indexed before the next
-    selection.
+    The list is followed, not copied: tools appended or removed later are re-indexed, and removed
+    ones never offered, from the next selection on.
     """
 
     def __init__(self, tools: Sequence[Any]) -> None:
         self.tools = tools
+        self._present: frozenset[str] | None = None
 
     def _functions(self) -> list[tuple[FunctionTool, str]]:
         return function_tools(self.tools)
 
     def fingerprint(self, previous: tuple[Any, ...] | None) -> tuple[Any, ...]:
-        return tuple((id(f), f.name, group) for f, group in self._functions())
+        functions = self._functions()
+        # The names as of this check (made before every selection): `exists` answers from them, so a
+        # selection does not walk the list once per ranked tool.
+        self._present = frozenset(f.name for f, _ in functions)
+        return tuple((id(f), f.name, group) for f, group in functions)
 
     def crawl(self) -> list[ToolMetadata]:
         return [tool_from_agent_framework(f, group) for f, group in self._functions()]
@@ -75,7 +80,8 @@ class AgentFrameworkTools:
         return [f.name for f, _ in self._functions()]
 
     def exists(self, full_name: str) -> bool:
-        return any(f.name == full_name for f, _ in self._functions())
+        present = self._present if self._present is not None else frozenset(self.names())
+        return full_name in present
 
 
 def kernel_function_tool(function: Any, kernel: Any) -> FunctionTool:
