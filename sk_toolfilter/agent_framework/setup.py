@@ -100,7 +100,8 @@ async def create_agent_framework_filter(
 
 def kernel_filter(manager: ToolFilterManager, kernel: Any) -> AgentFrameworkFilter:
     """The filter for an Agent Framework agent over a kernel an SK manager already indexes (an agent
-    file's tools): every kernel function as an AF tool named ``Plugin-function``, the same manager."""
+    file's tools): every kernel function as an AF tool named ``Plugin-function``, the same manager.
+    Discovery comes with the manager (``create_tool_filter`` put its plugin on the kernel and
+    registered the tools found with it)."""
     tools = [kernel_function_tool(f, kernel) for plugin in kernel.plugins.values() for f in plugin]
-    manager.set_conversation_pins("discovery", discovery_pins(manager))
     return AgentFrameworkFilter(manager, tools)
