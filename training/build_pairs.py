@@ -30,6 +30,8 @@ from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+from sk_toolfilter.retrieval.faults import EmbeddingCircuit
+from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
 from sk_toolfilter.retrieval.metadata import ToolMetadata
@@ -101,18 +103,24 @@ async def build_pairs(
     limit: int | None = None,
     seed: int = 13,
     cache_dir: Path | None = None,
+    mining_model: str = GENERAL_MODEL_ID,
     log=print,
 ) -> list[Pair]:
-    """Every pair of the named sources (see :data:`training.sources.SOURCES`)."""
+    """Every pair of the named sources (see :data:`training.sources.SOURCES`).
+
+    Hard negatives are the best non-gold tools under the hybrid ranking with `mining_model` (by
+    default the previous default model; a trained model's folder for a second round)."""
     rng = random.Random(seed)
-    service = LocalEmbeddingGenerator(model=GENERAL_MODEL_ID)  # mining uses the previous default ranking
+    service = LocalEmbeddingGenerator(model=mining_model)
+    # A generous bound: on a busy machine a 5 s timeout would quietly mine some queries with BM25 alone.
+    circuit = EmbeddingCircuit(timeout_seconds=120.0)
     cache = EmbeddingCache(cache_dir) if cache_dir else None
     config = ToolFilterConfig(search_method="hybrid")
     pairs: list[Pair] = []
     for source in sources:
         folder = root / source
         tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
-        index = await ToolIndex.build(tools, service, cache=cache)
+        index = await ToolIndex.build(tools, service, cache=cache, circuit=circuit)
         texts = {t.full_name: t.embedding_text() for t in tools}
         by_name = {t.full_name: t for t in tools}
         items: list[tuple[str, str, list[str]]] = [("query", q, g) for q, g in real_queries(source, folder)]
@@ -134,7 +142,7 @@ async def build_pairs(
                     Pair(
                         source,
                         kind,
-                        query,
+                        with_english_gloss(query),  # what the product embeds for this request
                         texts[g],
                         g,
                         gold,
@@ -165,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pseudo-per-source", type=int, default=800)
     parser.add_argument("--limit", type=int, default=None, help="at most N items per source (tiny runs)")
     parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--mining-model", default=GENERAL_MODEL_ID, help="model id or folder ranking the negatives")
     args = parser.parse_args(argv)
     excluded = {s for s in args.exclude.split(",") if s}
     chosen = [s for s in args.sources.split(",") if s and s not in excluded]
@@ -176,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             pseudo_per_source=args.pseudo_per_source,
             limit=args.limit,
             cache_dir=args.cache_dir,
+            mining_model=args.mining_model,
         )
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a few pairs and steps: checks the pipeline, not the model")
     parser.add_argument("--pseudo-per-source", type=int, default=800, help="pseudo-query items mined per source")
     parser.add_argument("--epochs", type=float, default=2.0)
+    parser.add_argument(
+        "--mining-model", default=build_pairs.GENERAL_MODEL_ID, help="model id or folder that mines hard negatives"
+    )
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     excluded = [s for s in args.exclude.split(",") if s]
@@ -56,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             root=args.root,
             pseudo_per_source=args.pseudo_per_source,
             limit=12 if args.tiny else None,
+            mining_model=args.mining_model,
             log=lambda m: stage("  " + m),
         )
     )

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from sk_toolfilter.config import BM25Config
+from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.text import tokenize
 
@@ -36,8 +37,9 @@ def tool_tokens(tool: ToolMetadata, config: BM25Config) -> list[str]:
 
 
 def query_tokens(query: str, config: BM25Config) -> list[str]:
-    """Distinct query tokens in first-seen order: a term repeated in a long query counts once."""
-    return list(dict.fromkeys(tokenize(query, stem=config.stemming)))
+    """Distinct query tokens in first-seen order: a term repeated in a long query counts once.
+    Chinese words count in both languages (:func:`~sk_toolfilter.retrieval.gloss.with_english_gloss`)."""
+    return list(dict.fromkeys(tokenize(with_english_gloss(query), stem=config.stemming)))
 
 
 def tool_key(tool: ToolMetadata) -> str:

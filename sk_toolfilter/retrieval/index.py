@@ -25,6 +25,7 @@ from sk_toolfilter.retrieval.encoders import (
     query_encoder,
 )
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
+from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.names import NameMatcher
 from sk_toolfilter.retrieval.scoring import CatalogVectors, Precision
@@ -240,7 +241,9 @@ class ToolIndex:
         vectors = {t: known[t] for t in texts if t in known}
         missing = [t for t in dict.fromkeys(texts) if t not in vectors]
         if missing:
-            vectors.update(zip(missing, await self._batcher.embed(missing), strict=True))
+            # Chinese requests carry their English gloss, as Chinese tool texts do (retrieval.gloss).
+            glossed = [with_english_gloss(t)[:MAX_EMBED_CHARS] for t in missing]
+            vectors.update(zip(missing, await self._batcher.embed(glossed), strict=True))
         for text, vector in vectors.items():
             known[text] = vector
             known.move_to_end(text)

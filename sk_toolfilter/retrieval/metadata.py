@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.text import clean_text, humanize_identifier
 
 
@@ -62,14 +63,14 @@ class ToolMetadata:
             object.__setattr__(self, "keywords", tuple(clean_text(k) for k in self.keywords))
 
     def lexical_fields(self) -> dict[str, str]:
-        """Text per indexed field: name, plugin, description, parameters, keywords."""
+        """Text per indexed field: name, plugin, description, parameters, keywords (Chinese glossed)."""
         params = " ".join(f"{p.name} {p.description}" for p in self.parameters)
         return {
             "name": self.name,
             "plugin": self.plugin,
-            "description": self.description,
-            "parameters": params,
-            "keywords": " ".join(self.keywords),
+            "description": with_english_gloss(self.description),
+            "parameters": with_english_gloss(params),
+            "keywords": with_english_gloss(" ".join(self.keywords)),
         }
 
     @cached_property
@@ -77,19 +78,23 @@ class ToolMetadata:
         return self._compose_embedding_text()
 
     def embedding_text(self) -> str:
-        """The text embedded for semantic search: readable name, description, parameters (computed once)."""
+        """The text embedded for semantic search: readable name, description, parameters (computed once).
+
+        Chinese text is followed by its English gloss (:mod:`sk_toolfilter.retrieval.gloss`)."""
         return self._embedding_text
 
     def _compose_embedding_text(self) -> str:
-        text = f"{humanize_identifier(self.name)}: {self.description.strip()}"
+        text = f"{humanize_identifier(self.name)}: {with_english_gloss(self.description.strip())}"
         params = [
-            f"{humanize_identifier(p.name)} ({p.description.strip()})" if p.description else humanize_identifier(p.name)
+            f"{humanize_identifier(p.name)} ({with_english_gloss(p.description.strip())})"
+            if p.description
+            else humanize_identifier(p.name)
             for p in self.parameters
         ]
         if params:
             text += " Parameters: " + "; ".join(params)
         if self.keywords:
-            text += " Keywords: " + ", ".join(self.keywords)
+            text += " Keywords: " + with_english_gloss(", ".join(self.keywords))
         return text
 
 
