@@ -95,6 +95,7 @@ def main() -> int:
     if not install or not os.path.isdir(install):
         print("usage: .ci/install-postgres DIR && python -m tests.pg_server DIR", file=sys.stderr)
         return 2
+
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 

@@ -25,7 +25,8 @@ def test_the_pipeline_rebuilds_a_loadable_int8_model_with_a_card(tmp_path):
 
     out, model_dir = tmp_path / "run", tmp_path / "model"
     argv = ["--tiny", "--root", str(TOY), "--sources", "toy", "--out", str(out), "--model-dir", str(model_dir)]
-    assert rebuild.main([*argv, "--id", "toy-model", "--threads", "1"]) == 0
+    # A second round's negatives: mined with a trained model (the shipped one) instead of the general one.
+    assert rebuild.main([*argv, "--id", "toy-model", "--threads", "1", "--mining-model", "minilm-l6-tools-v1"]) == 0
 
     pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
     assert pairs and {p["kind"] for p in pairs} == {"query", "pseudo"}

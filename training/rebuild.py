@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         "--mining-model", default=build_pairs.GENERAL_MODEL_ID, help="model id or folder that mines hard negatives"
     )
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--pairs", type=Path, default=None, help="train on this pair file (from build_pairs)")
     args = parser.parse_args(argv)
     excluded = [s for s in args.exclude.split(",") if s]
     model_dir = args.model_dir or (SHIPPED_DIR if not (excluded or args.tiny) else args.out / "onnx")
@@ -52,18 +53,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{(time.perf_counter() - started) / 60:5.1f} min] {text}", file=sys.stderr, flush=True)
 
     sources = [s for s in args.sources.split(",") if s and s not in excluded]
-    stage(f"pairs from {', '.join(sources)}")
-    pairs = asyncio.run(
-        build_pairs.build_pairs(
-            sources,
-            root=args.root,
-            pseudo_per_source=args.pseudo_per_source,
-            limit=12 if args.tiny else None,
-            mining_model=args.mining_model,
-            log=lambda m: stage("  " + m),
-        )
-    )
     pairs_file = args.out / "pairs.jsonl"
+    if args.pairs is not None:
+        stage(f"pairs from {args.pairs}")
+        lines = [json.loads(line) for line in args.pairs.read_text(encoding="utf-8").splitlines() if line.strip()]
+        pairs = [build_pairs.Pair(**p) for p in lines if p["source"] in sources]
+    else:
+        stage(f"pairs from {', '.join(sources)}")
+        pairs = asyncio.run(
+            build_pairs.build_pairs(
+                sources,
+                root=args.root,
+                pseudo_per_source=args.pseudo_per_source,
+                limit=12 if args.tiny else None,
+                mining_model=args.mining_model,
+                log=lambda m: stage("  " + m),
+            )
+        )
     pairs_file.write_text("".join(json.dumps(asdict(p), ensure_ascii=False) + "\n" for p in pairs), encoding="utf-8")
     counts = build_pairs.count_pairs(pairs)
     stage(f"{len(pairs)} pairs")

@@ -135,9 +135,7 @@ class SharedIndex:
         else:
             position = {name: row for row, name in enumerate(stored.names if stored is not None else [])}
             rows = [position.get(name) for name in names]
-        unchanged = (
-            stored.unchanged(hashes, None if in_order else rows) if stored is not None else [False] * len(tools)
-        )
+        unchanged = stored.unchanged(hashes, None if in_order else rows) if stored is not None else [False] * len(tools)
         self.stats.changed = sum(1 for same in unchanged if not same)
         self.stats.removed = (len(stored.names) if stored is not None else 0) - sum(r is not None for r in rows)
         writing = publish and embed_new and not (in_order and all(unchanged))
