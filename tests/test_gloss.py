@@ -51,10 +51,10 @@ def kernel() -> Kernel:
 def fresh_dictionary():
     """The dictionary as if this process had not read it yet (and again so afterwards)."""
     gloss._dictionary = None
-    gloss._gloss_run.cache_clear()
+    gloss._meaning.cache_clear()
     yield
     gloss._dictionary = None
-    gloss._gloss_run.cache_clear()
+    gloss._meaning.cache_clear()
 
 
 def test_chinese_text_keeps_its_words_and_gains_an_english_gloss():
