@@ -31,7 +31,6 @@ from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
-from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
 from sk_toolfilter.retrieval.metadata import ToolMetadata
@@ -142,7 +141,7 @@ async def build_pairs(
                     Pair(
                         source,
                         kind,
-                        with_english_gloss(query),  # what the product embeds for this request
+                        query,
                         texts[g],
                         g,
                         gold,

@@ -17,7 +17,6 @@ import json
 from pathlib import Path
 
 from sk_toolfilter.measure.evaluation import load_queries
-from sk_toolfilter.retrieval.gloss import with_english_gloss
 from training.evaluate import evaluate_model
 from training.leave_one_out import train_and_export
 from training.sources import BENCHMARKS, RETRIEVAL_SETS
@@ -30,8 +29,7 @@ def left_out(source: str, query_id: str) -> bool:
 
 def held_out_texts(root: Path) -> dict[str, set[str]]:
     return {
-        # as the pairs carry them (a Chinese request with its gloss)
-        name: {with_english_gloss(q.query) for q in load_queries(root / name / "dev.jsonl") if left_out(name, q.id)}
+        name: {q.query for q in load_queries(root / name / "dev.jsonl") if left_out(name, q.id)}
         for name in RETRIEVAL_SETS
     }
 

@@ -56,8 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs_file = args.out / "pairs.jsonl"
     if args.pairs is not None:
         stage(f"pairs from {args.pairs}")
-        lines = [json.loads(line) for line in args.pairs.read_text(encoding="utf-8").splitlines() if line.strip()]
-        pairs = [build_pairs.Pair(**p) for p in lines if p["source"] in sources]
+        pairs = [build_pairs.Pair(**p) for p in train.load_pairs(args.pairs) if p["source"] in sources]
     else:
         stage(f"pairs from {', '.join(sources)}")
         pairs = asyncio.run(

@@ -34,6 +34,7 @@ from transformers import AutoModel, AutoTokenizer
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.index import embed_catalog, embedding_texts
 from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
 from training.sources import BENCHMARKS
@@ -77,7 +78,8 @@ def encode(model, tokenizer, texts: list[str], max_length: int) -> torch.Tensor:
 
 def batch_loss(model, tokenizer, rows: list[dict], catalogs: Catalogs, args) -> torch.Tensor:
     """Mean InfoNCE of the rows; each row against every tool of its own catalog."""
-    q = encode(model, tokenizer, [r["query"] for r in rows], args.max_query_tokens)
+    # Requests as the index embeds them: Chinese text with its English gloss (ToolIndex.embed_queries).
+    q = encode(model, tokenizer, [with_english_gloss(r["query"]) for r in rows], args.max_query_tokens)
     losses = []
     for i, r in enumerate(rows):
         positions = catalogs.position[r["source"]]
