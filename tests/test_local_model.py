@@ -32,16 +32,28 @@ async def test_local_model_returns_unit_vectors_of_384_dimensions(model):
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
 
 
-def test_the_default_is_the_tool_model_and_it_reproduces_its_reference_vectors(model):
-    """Stored when the model was built (training/); int8 inference on another CPU may differ slightly."""
+# int8 inference is not bit-for-bit portable: onnxruntime picks a different integer kernel per CPU
+# (VNNI or not, u8 saturation on AVX2), which moved one stored request vector to cosine 0.9928 on
+# another machine of the same kind. The bound leaves room for that and still fails a wrong model
+# (the general model gives 0.6–0.9 for the same requests; another model id gives unrelated vectors).
+INT8_COSINE_BOUND = 0.97
+
+
+def test_the_default_is_the_tool_model_and_ranks_the_reference_tools_as_when_it_was_built(model):
+    """What a user relies on: the same requests reach the same tools, on any CPU."""
     reference = json.loads(REFERENCE.read_text())
     assert model.ai_model_id == reference["model"] == TOOL_MODEL_ID
-    queries = list(reference["queries"])
-    for text, vector in zip(queries, model.embed_queries_sync(queries), strict=True):
-        assert float(np.dot(vector, reference["queries"][text])) > 0.995, text
-    documents = list(reference["documents"])
-    for text, vector in zip(documents, model.embed_sync(documents), strict=True):
-        assert float(np.dot(vector, reference["documents"][text])) > 0.995, text
+    queries, documents = list(reference["queries"]), list(reference["documents"])
+    query_vectors, document_vectors = model.embed_queries_sync(queries), model.embed_sync(documents)
+    stored_queries = np.array([reference["queries"][q] for q in queries])
+    stored_documents = np.array([reference["documents"][d] for d in documents])
+    ranking = np.argsort(-(query_vectors @ document_vectors.T), axis=1, kind="stable")
+    stored_ranking = np.argsort(-(stored_queries @ stored_documents.T), axis=1, kind="stable")
+    assert ranking[:2].tolist() == stored_ranking[:2].tolist()  # the English requests, each with its tool first
+    assert ranking[:2, 0].tolist() == [0, 1]
+    for text, vector, stored in zip([*queries, *documents], [*query_vectors, *document_vectors],
+                                    [*stored_queries, *stored_documents], strict=True):
+        assert float(np.dot(vector, stored)) > INT8_COSINE_BOUND, text
 
 
 def test_requests_and_tools_have_their_own_encoders_and_the_general_model_is_one_setting_away(model):
