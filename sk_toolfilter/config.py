@@ -239,7 +239,14 @@ class ToolFilterConfig(StrictConfig):
     """
 
     enabled: bool = True
-    top_k: int = Field(default=5, gt=0, le=128)
+    top_k: int = Field(default=5, gt=0, le=128, description="Ranked tools sent per request (pinned tools come on top).")
+    max_tools_total: int | None = Field(
+        default=None,
+        gt=0,
+        le=256,
+        description="Hard cap on the tools sent per request, pinned and discovery tools included (HoloDeck's top_k "
+        "meaning): the lowest-ranked selected tools are dropped first, pinned tools never. null: no cap.",
+    )
     similarity_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     always_include: list[str] = Field(default_factory=list)
     always_include_top_n_used: int = Field(default=0, ge=0, le=128)
@@ -263,9 +270,21 @@ class ToolFilterConfig(StrictConfig):
         "(its model.json hybrid_weights), else semantic 0.7 / bm25 0.3.",
     )
     split_queries: bool = Field(
-        default=True, description="Rank each part of a multi-part request too, and interleave the rankings."
+        default=True,
+        description="Intent coverage: rank each intent of a multi-intent request too (steps started by 'then' / "
+        "'after that', or min_query_parts sentences), and merge the rankings round by round.",
     )
-    min_query_parts: int = Field(default=3, ge=2, description="Parts a query needs before it is split.")
+    min_query_parts: int = Field(
+        default=3, ge=2, description="Sentences a request needs before each sentence counts as an intent."
+    )
+    no_tool_margin: float | None = Field(
+        default=-0.05,
+        ge=-1.0,
+        le=1.0,
+        description="Small talk sends no catalog tool: a request closer to a description of small talk (greetings, "
+        "thanks, questions about the assistant) than to its best tool's cosine + this margin sends only pinned and "
+        "named tools (sk_toolfilter.retrieval.small_talk). null turns the check off.",
+    )
     cutoff: Literal["threshold", "autocut"] = Field(
         default="threshold",
         description="threshold: keep scores >= similarity_threshold; autocut: stop at the first score "
@@ -293,6 +312,15 @@ class ToolFilterConfig(StrictConfig):
     sticky_max_tools: int = Field(default=12, ge=1, le=256, description="Cap of a sticky tool list (LRU).")
     agent_loop: AgentLoopConfig = Field(default_factory=AgentLoopConfig)
     index: IndexConfig = Field(default_factory=IndexConfig)
+
+    @model_validator(mode="after")
+    def _pins_fit_the_cap(self) -> ToolFilterConfig:
+        cap = self.max_tools_total
+        if cap is not None and len(self.always_include) > cap:
+            raise ValueError(
+                f"max_tools_total={cap} is below the {len(self.always_include)} always_include tools it must hold"
+            )
+        return self
 
     @field_validator("always_include", "exclude", mode="before")
     @classmethod

@@ -77,6 +77,8 @@ class HashEmbedder(EmbeddingGeneratorBase):
             raise RuntimeError("service unavailable")
         if self._mode == "ratelimit":
             raise RateLimited("429 Too Many Requests")
+        if self._mode == "quoting":  # some gateways quote the request in their error
+            raise ValueError(f"invalid input: {texts!r}")
         if self._mode == "slow":
             await asyncio.sleep(5)
         if self._mode == "nan":

@@ -74,6 +74,7 @@ async def test_malformed_vectors_at_query_time_fall_back_to_bm25(tmp_path, hash_
 
 async def test_a_request_listing_actions_costs_one_embedding_call_and_falls_back_whole(tmp_path, hash_embedder):
     manager = await start(build_demo_kernel(str(tmp_path)), hash_embedder, timeout_seconds=0.3)
+    await manager.filter_tools("warm up")  # the first request also embeds the small-talk descriptions, once
     for mode in ("ok", "hang"):
         history = ChatHistory()
         history.add_user_message(f"Send an email to bob, add 2 and 3, then tell me the time in Tokyo ({mode})")
@@ -81,8 +82,8 @@ async def test_a_request_listing_actions_costs_one_embedding_call_and_falls_back
         calls = hash_embedder.calls
         selection = await manager.select_for_history(history)
         assert hash_embedder.calls == calls + 1  # the request and its three actions in one call (one timeout)
-        parts = [d.reason for d in selection.decisions if d.kept and "one part of the request" in d.reason]
-        assert parts, mode
+        kept = {d.full_name for d in selection.decisions if d.kept}
+        assert {"Messaging-send_email", "Time-current_time"} <= kept and any(n.startswith("Math-") for n in kept)
         assert (selection.ranking.method == "bm25") == (mode == "hang")
 
 
@@ -209,3 +210,17 @@ async def test_on_failure_bm25_starts_with_one_warning_and_embeds_once_the_servi
     hash_embedder.set_mode("ok")
     await manager.filter_tools("add 2 and 3")  # the next selection after the cooldown embeds the catalog
     assert manager.index.missing_vectors == 0
+
+
+async def test_a_service_error_that_quotes_the_request_never_reaches_logs_or_the_fallback_reason(
+    tmp_path, hash_embedder, caplog
+):
+    manager = await start(build_demo_kernel(str(tmp_path)), hash_embedder, timeout_seconds=5)
+    hash_embedder.set_mode("quoting")
+    request = "my password is hunter2pass, email it to bob"
+    with caplog.at_level(logging.DEBUG, logger="sk_toolfilter"):
+        selection = await manager.select(request)
+    assert selection.ranking.method == "bm25"
+    reason = selection.ranking.fallback_reason or ""
+    assert "ValueError" in reason and "hunter2pass" not in reason
+    assert caplog.records and not any("hunter2pass" in r.getMessage() for r in caplog.records)

@@ -83,7 +83,11 @@ async def evaluate_method(
         ranking = await rank_tools(index, item.query, method_config, limit=depth)
         latencies.append((time.perf_counter() - started) * 1000)
         ranked = [t.full_name for t in ranking.tools]
-        sent = [d.full_name for d in apply_cutoff(ranking.tools, method_config) if d.kept]
+        sent = [
+            d.full_name
+            for d in apply_cutoff(ranking.tools, method_config, no_tool_reason=ranking.no_tool_reason)
+            if d.kept
+        ]
         row = {f"recall@{k}": recall_at_k(ranked, item.gold, k) for k in ks}
         row.update({f"complete@{k}": complete_at_k(ranked, item.gold, k) for k in ks})
         row["ndcg@10"] = ndcg_at_k(ranked, item.gold, 10)

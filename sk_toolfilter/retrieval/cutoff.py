@@ -20,8 +20,13 @@ class ToolDecision:
     method_scores: dict[str, float] | None = None
 
 
-def apply_cutoff(ranked: Sequence[ScoredTool], config: ToolFilterConfig) -> list[ToolDecision]:
-    """Keep or cut each ranked tool: named tools, then ``similarity_threshold`` (or AutoCut), at most ``top_k``."""
+def apply_cutoff(
+    ranked: Sequence[ScoredTool], config: ToolFilterConfig, *, no_tool_reason: str | None = None
+) -> list[ToolDecision]:
+    """Keep or cut each ranked tool: named tools, then ``similarity_threshold`` (or AutoCut), at most ``top_k``.
+
+    With `no_tool_reason` (:attr:`Ranking.no_tool_reason`), only tools the request names are kept.
+    """
     decisions: list[ToolDecision] = []
     kept_count = 0
     previous: float | None = None
@@ -32,6 +37,8 @@ def apply_cutoff(ranked: Sequence[ScoredTool], config: ToolFilterConfig) -> list
             reason, kept = f"cut: beyond top_k={config.top_k}", False
         elif scored.name_match:
             reason, kept = "kept: the query names this tool", True
+        elif no_tool_reason is not None:
+            reason, kept = f"cut: {no_tool_reason}", False
         elif config.cutoff == "autocut":
             cut_by_gap = cut_by_gap or gap
             kept = not cut_by_gap

@@ -29,6 +29,7 @@ from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.names import NameMatcher
 from sk_toolfilter.retrieval.scoring import CatalogVectors, Precision
+from sk_toolfilter.retrieval.small_talk import SMALL_TALK
 
 logger = library_logger(__name__)
 
@@ -83,6 +84,7 @@ class ToolIndex:
         self._batcher = QueryBatcher(self._embed_batch)
         # Every request of an agent loop ranks the same turn request again: its vector is reused.
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._small_talk: np.ndarray | None = None
         self.fusion_weights = fitted_weights(embedding_service)
         """The hybrid blend fitted for the embedding model (used when the config sets no ``method_weights``)."""
 
@@ -134,7 +136,7 @@ class ToolIndex:
             else:
                 embeddings, missing = known_vectors(texts, known, cache, embedding_service)
         reuse = previous is not None and previous.bm25_config == (bm25_config or BM25Config())
-        return cls(
+        index = cls(
             tools,
             embeddings=embeddings,
             embedding_service=embedding_service,
@@ -144,6 +146,9 @@ class ToolIndex:
             missing=missing,
             precision=precision or (previous.precision if previous is not None else "float32"),
         )
+        if previous is not None and previous.embedding_service is embedding_service:
+            index._small_talk = previous._small_talk  # same service, same vectors: never embedded twice
+        return index
 
     @classmethod
     async def build_from_kernel(
@@ -271,6 +276,25 @@ class ToolIndex:
             return vectors
 
         return await self.circuit.call(call)
+
+    async def small_talk_vectors(self) -> np.ndarray | None:
+        """The :data:`~sk_toolfilter.retrieval.small_talk.SMALL_TALK` descriptions embedded like tools
+        (once per index), or None without embeddings or when the service fails (then no request is
+        judged small talk)."""
+        if self._small_talk is None and self.embedding_service is not None and self._vectors is not None:
+            service, dims = self.embedding_service, self._vectors.shape[1]
+
+            async def call(timeout: float) -> np.ndarray:
+                return await embed_texts(service, list(SMALL_TALK), timeout=timeout)
+
+            try:
+                vectors = await self.circuit.call(call)
+            except EmbeddingServiceError as exc:
+                logger.debug("sk-toolfilter: small-talk descriptions not embedded (%s)", exc)
+                return None
+            if vectors.shape[1] == dims:
+                self._small_talk = vectors
+        return self._small_talk
 
     def cosine_scores(self, query_vector: np.ndarray) -> np.ndarray:
         """Cosine similarity of every tool to a unit query vector (rows are unit vectors).

@@ -19,7 +19,8 @@ from sk_toolfilter.retrieval.fusion import (
 )
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
-from sk_toolfilter.retrieval.text import split_query_parts
+from sk_toolfilter.retrieval.small_talk import judge_small_talk
+from sk_toolfilter.retrieval.text import split_request_intents
 
 logger = library_logger(__name__)
 
@@ -52,6 +53,8 @@ class Ranking:
     method: str
     tools: list[ScoredTool] = field(default_factory=list)
     fallback_reason: str | None = None
+    no_tool_reason: str | None = None
+    """Set when the request has no real evidence for any tool (small talk): only tools it names are sent."""
 
 
 async def rank_tools(
@@ -66,9 +69,13 @@ async def rank_tools(
     """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools.
 
     With `allowed` (names, or a boolean mask over the catalog), every other tool is removed before
-    scores are normalized, so the best allowed tool scores 1.0. A multi-part request
-    (``config.min_query_parts`` sentences or more) is also ranked part by part, and the rankings
-    are interleaved, so each part's best tool is near the top.
+    scores are normalized, so the best allowed tool scores 1.0.
+
+    Intent coverage: a request with several intents (steps a sequencing word starts, "…, then …";
+    or ``config.min_query_parts`` sentences or more) is also ranked intent by intent, and the
+    rankings are merged round by round — the whole request's best tool, each intent's best, then
+    each one's second best — so a near-duplicate of one intent's tool never takes the place of
+    another intent's best.
 
     `prefetch`: texts to embed in the same service call, for rankings that follow (the index
     reuses their vectors). Without embeddings, or when embedding the query fails, semantic and
@@ -85,9 +92,7 @@ async def rank_tools(
         mask = None  # nothing to remove: skip the masking passes
     texts = [query]
     if config.split_queries:
-        parts = split_query_parts(query)
-        if len(parts) >= config.min_query_parts:
-            texts += parts[:MAX_QUERY_PARTS]
+        texts += split_request_intents(query, config.min_query_parts)[:MAX_QUERY_PARTS]
 
     vectors, fallback_reason = None, None
     if requested != "bm25":
@@ -104,10 +109,17 @@ async def rank_tools(
     scored = [
         _score_text(index, text, None if vectors is None else vectors[i], config, mask) for i, text in enumerate(texts)
     ]
-    method, final, method_scores = scored[0]
+    method, final, method_scores, cosines = scored[0]
+    no_tool_reason = None
+    if vectors is not None and cosines is not None and config.no_tool_margin is not None:
+        small_talk = await index.small_talk_vectors()
+        if small_talk is not None:
+            allowed_cosines = cosines if mask is None else cosines[mask]
+            verdict = judge_small_talk(vectors[0], small_talk, allowed_cosines, config.no_tool_margin)
+            no_tool_reason = verdict.reason() if verdict is not None else None
     order = rank_order(final, limit).tolist()
     if len(scored) > 1:
-        order = _interleave([order] + [rank_order(s[1], limit).tolist() for s in scored[1:]])
+        order = _interleave([order, *(rank_order(s[1], limit).tolist() for s in scored[1:])])
         final = np.maximum.reduce([s[1] for s in scored])
 
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
@@ -122,7 +134,7 @@ async def rank_tools(
         )
         for i in order
     ]
-    return Ranking(query, requested, method, ranked, fallback_reason)
+    return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason)
 
 
 def _score_text(
@@ -131,8 +143,8 @@ def _score_text(
     vector: np.ndarray | None,
     config: ToolFilterConfig,
     mask: np.ndarray | None,
-) -> tuple[str, np.ndarray, dict[str, np.ndarray]]:
-    """(method used, final [0, 1] scores, per-method [0, 1] scores) of one query text."""
+) -> tuple[str, np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
+    """(method used, final [0, 1] scores, per-method [0, 1] scores, raw cosines or None) of one query text."""
 
     def masked(raw: np.ndarray) -> np.ndarray:
         return raw if mask is None else np.where(mask, raw, 0.0)
@@ -148,9 +160,10 @@ def _score_text(
         assert vector is not None
         raw["semantic"] = masked(index.cosine_scores(vector))
         normalized["semantic"] = normalize_cosine(raw["semantic"], config.semantic_floor)
+    cosines = raw.get("semantic")
     if len(raw) == 1:
         method = next(iter(raw))
-        return method, normalized[method], normalized
+        return method, normalized[method], normalized, cosines
     weights = {str(method): weight for method, weight in config.method_weights.items()}
     if "method_weights" not in config.model_fields_set and index.fusion_weights is not None:
         weights = index.fusion_weights  # the blend fitted for the index's embedding model
@@ -159,7 +172,7 @@ def _score_text(
     else:
         evidence = (normalized["bm25"] > 0) | (normalized["semantic"] > 0)
         final = zscore_blend(raw, weights, evidence, mask)
-    return "hybrid", final, normalized
+    return "hybrid", final, normalized, cosines
 
 
 def _interleave(rankings: list[list[int]]) -> list[int]:

@@ -152,6 +152,38 @@ def split_request_clauses(request: str) -> list[str]:
     return needs
 
 
+# Inside a sentence, words that start the next step of a request: "create the file, then change
+# a word in it", "book the flight and after that a hotel". Plain "and" and commas are not among
+# them: they join the objects of one action as often as two actions ("median and variance").
+_STEP_BOUNDARY = re.compile(r"(?:,\s*|\s+)(?:and\s+)?(?:then|after\s+that|afterwards)\s+", re.IGNORECASE)
+
+
+def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
+    """The intents of a request, or [] when it reads as one: every step a sequencing word starts
+    ("…, then …", "… and after that …") is one, and so is every sentence of a request with at least
+    `min_sentences` sentences (:func:`split_query_parts`). A piece with fewer than
+    ``MIN_CLAUSE_WORDS`` content words stays with the piece before it.
+
+    >>> split_request_intents("Create Work Plan.txt with the agenda, then replace 'quality' with 'care'")
+    ['Create Work Plan.txt with the agenda', "replace 'quality' with 'care'"]
+    >>> split_request_intents("Determine the median and variance of 3, 4, 5.")
+    []
+    """
+    sentences = split_query_parts(request)
+    intents: list[str] = []
+    for sentence in sentences:
+        merged: list[str] = []
+        for piece in _STEP_BOUNDARY.split(sentence):
+            piece = piece.strip()
+            if merged and len(tokenize(piece, stem=False)) < MIN_CLAUSE_WORDS:
+                merged[-1] += " " + piece
+            elif piece:
+                merged.append(piece)
+        intents += merged
+    stepped = len(intents) > len(sentences)
+    return intents if stepped or len(sentences) >= min_sentences else []
+
+
 def clean_text(text: str) -> str:
     """`text` as valid UTF-8: lone surrogates (``\\ud800``) become U+FFFD, so no service rejects it."""
     try:

@@ -476,11 +476,14 @@ class ToolFilterManager:
             catalog.index, query, config, limit=max(config.top_k * 4, 20), allowed=candidates, prefetch=needs
         )
         # Functions removed while this (older) index was in use are dropped before the cut, not after it.
-        decisions = apply_cutoff([t for t in ranking.tools if self._exists(t.full_name)], config)
+        decisions = apply_cutoff(
+            [t for t in ranking.tools if self._exists(t.full_name)], config, no_tool_reason=ranking.no_tool_reason
+        )
         names = [d.full_name for d in decisions if d.kept]
         budget = self._budget(loop_turn)
         # Counted on the mask: on a large catalog no per-tool list is built on this path.
-        if int(np.count_nonzero(candidates)) <= budget:
+        everything_fits = int(np.count_nonzero(candidates)) <= budget
+        if everything_fits:
             # Filtering would save nothing and could only hide a tool: every candidate is sent (the
             # caller's own filters, exclusions and visibility still narrowed the candidates).
             tools = zip(catalog.index.tools, candidates, strict=True)
@@ -512,15 +515,21 @@ class ToolFilterManager:
         visible = catalog.visible
         for name in self.usage.most_used(config.always_include_top_n_used, visible):
             pins.append((name, f"pinned: among the {config.always_include_top_n_used} most used tools"))
-        if config.enabled:
+        if config.enabled and not everything_fits:
+            # When every candidate is sent there is nothing left to discover: a small agent sends
+            # exactly what plain Semantic Kernel sends, never more.
             pins += [(n, "pinned: discovery tool") for n in catalog.discovery_names]
+        pinned: list[str] = []
         for name, reason in pins:
             usable = name in visible and (allowed is None or name in allowed) and self._exists(name)
             if name in names or not usable:
                 continue
             names.append(name)
+            pinned.append(name)
             decisions = [d for d in decisions if d.full_name != name]
             decisions.append(ToolDecision(name, True, reason))
+        if config.max_tools_total is not None and len(names) > config.max_tools_total:
+            names, decisions = _cap_total(names, decisions, set(pinned), config.max_tools_total)
         return Selection(names, ranking, decisions)
 
     def _needs(self, request: str) -> list[str]:
@@ -662,6 +671,20 @@ class ToolFilterManager:
         else:
             selection = await self.select_for_history(query, allowed=allowed)
         return clone_with_functions(base_settings, selection.names)
+
+
+def _cap_total(
+    names: list[str], decisions: list[ToolDecision], pinned: set[str], cap: int
+) -> tuple[list[str], list[ToolDecision]]:
+    """At most `cap` names, pins included: the lowest-ranked selected tools go first, pins never."""
+    room = max(cap - len(pinned), 0)
+    ranked = [n for n in names if n not in pinned]
+    dropped = set(ranked[room:])
+    reason = f"cut: beyond max_tools_total={cap} (pinned tools included)"
+    return [n for n in names if n not in dropped], [
+        ToolDecision(d.full_name, False, reason, d.score, d.method_scores) if d.full_name in dropped else d
+        for d in decisions
+    ]
 
 
 def _quoted(text: str, limit: int = 60) -> str:

@@ -1,0 +1,127 @@
+"""Intent coverage and small talk on the dev halves: recall@5 and complete@5 by how many tools a
+request needs, and how often a request that needs no tool sends a catalog tool.
+
+    python benchmarks/intent_benchmark.py [--data ../shared/benchmarks] [--model minilm-l6-tools-v1]
+        [--datasets metatool,bfcl,seal_tools,livemcpbench]
+
+Three configurations run the real pipeline (``rank_tools`` and the cut): the previous behaviour
+(requests split only from 3 sentences, no small-talk check), the default, and the default without
+intent coverage. Small talk is measured on two lists of 20 requests each: ``TUNING`` (used to
+choose ``no_tool_margin`` and the small-talk descriptions) and ``HELD_OUT`` (never used to choose
+anything). Tool and query embeddings are cached on disk, so re-runs only pay for ranking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sk_toolfilter import LocalEmbeddingGenerator, ToolFilterConfig, ToolIndex
+from sk_toolfilter.agents.catalog import load_catalog
+from sk_toolfilter.measure.evaluation import load_queries
+from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
+from sk_toolfilter.retrieval.cutoff import apply_cutoff
+from sk_toolfilter.retrieval.search import rank_tools
+
+TUNING = ["hi", "hello!", "thanks!", "thank you so much", "what can you do?", "ok", "good morning", "who are you?",
+          "bye", "cool, thanks", "how are you today?", "never mind", "yes please", "no", "hmm", "lol", "great job",
+          "can you help me?", "sorry", "that's all for now"]  # fmt: skip
+HELD_OUT = ["hey there", "thx", "what are you able to help with?", "good night", "okay cool", "nice!", "are you a bot?",
+            "see you later", "perfect, that's it", "no thanks", "hello, how's it going?", "awesome", "cheers", "I see",
+            "what's up", "sure", "goodbye!", "much appreciated", "who made you?", "wow"]  # fmt: skip
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "before (sentences from 3, no small-talk check)": {"no_tool_margin": None, "_steps": False},
+    "default": {},
+    "default without intent coverage": {"split_queries": False},
+}
+
+
+async def sends_a_tool(index: ToolIndex, request: str, config: ToolFilterConfig) -> bool:
+    ranking = await rank_tools(index, request, config, limit=20)
+    return any(d.kept for d in apply_cutoff(ranking.tools, config, no_tool_reason=ranking.no_tool_reason))
+
+
+async def measure(index: ToolIndex, queries: list[Any], config: ToolFilterConfig) -> dict[str, Any]:
+    rows = []
+    for query in queries:
+        ranking = await rank_tools(index, query.query, config, limit=10)
+        top5 = {t.full_name for t in ranking.tools[:5]}
+        gold = set(query.gold)
+        rows.append((len(gold), len(gold & top5) / len(gold), float(gold <= top5)))
+    table = np.array(rows)
+    by_need = {}
+    for need, label in ((1, "1"), (2, "2"), (3, "3"), (4, "4+")):
+        chosen = table[:, 0] == need if need < 4 else table[:, 0] >= 4
+        if chosen.any():
+            by_need[label] = (float(table[chosen, 1].mean()), float(table[chosen, 2].mean()), int(chosen.sum()))
+    tuning = sum([await sends_a_tool(index, r, config) for r in TUNING])
+    held_out = sum([await sends_a_tool(index, r, config) for r in HELD_OUT])
+    return {
+        "recall@5": float(table[:, 1].mean()),
+        "complete@5": float(table[:, 2].mean()),
+        "by_need": by_need,
+        "small_talk": (tuning, held_out),
+    }
+
+
+def config_for(settings: dict[str, Any]) -> ToolFilterConfig:
+    return ToolFilterConfig.model_validate({k: v for k, v in settings.items() if not k.startswith("_")})
+
+
+async def main(data: Path, model: str, datasets: list[str]) -> None:
+    cache = EmbeddingCache(Path.home() / ".cache" / "sk-toolfilter" / "benchmarks")
+    service = cached(LocalEmbeddingGenerator(model=model), cache)
+    print(f"model {model}; recall@5 / complete@5 (queries) by tools needed; small talk: requests sending a tool\n")
+    print("| dataset | configuration | recall@5 | complete@5 | 1 | 2 | 3 | 4+ | small talk tuning / held-out |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in datasets:
+        tools = [t for t, _ in load_catalog(data / name / "tools.jsonl")]
+        queries = load_queries(data / name / "dev.jsonl")
+        index = await ToolIndex.build(tools, service, cache=cache)
+        for label, settings in CONFIGS.items():
+            with steps_enabled(settings.get("_steps", True)):
+                result = await measure(index, queries, config_for(settings))
+            by_need = result["by_need"]
+            cells = ["{:.3f} / {:.3f} ({})".format(*by_need[k]) if k in by_need else "–" for k in ("1", "2", "3", "4+")]
+            tuning, held_out = result["small_talk"]
+            print(
+                f"| {name} | {label} | {result['recall@5']:.4f} | {result['complete@5']:.4f} | "
+                + " | ".join(cells)
+                + f" | {tuning}/{len(TUNING)} / {held_out}/{len(HELD_OUT)} |",
+                flush=True,
+            )
+
+
+class steps_enabled:
+    """Turn step boundaries off for the 'before' row (the previous splitter: sentences only)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __enter__(self) -> None:
+        from sk_toolfilter.retrieval import search, text
+
+        self._original = search.split_request_intents
+        if not self.enabled:
+            search.split_request_intents = lambda request, minimum: (  # type: ignore[assignment]
+                parts if len(parts := text.split_query_parts(request)) >= minimum else []
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        from sk_toolfilter.retrieval import search
+
+        search.split_request_intents = self._original  # type: ignore[assignment]
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
+    parser.add_argument("--model", default="minilm-l6-tools-v1")
+    parser.add_argument("--datasets", default="metatool,bfcl,seal_tools,livemcpbench")
+    args = parser.parse_args()
+    asyncio.run(main(args.data, args.model, [d for d in args.datasets.split(",") if d]))

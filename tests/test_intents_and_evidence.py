@@ -1,0 +1,147 @@
+"""Intent coverage (a request with several steps gets each step's tool) and small talk (no evidence,
+no catalog tool), on a real kernel with the shipped model."""
+
+from typing import Annotated
+
+import pytest
+from semantic_kernel import Kernel
+from semantic_kernel.functions import kernel_function
+
+from sk_toolfilter import ToolFilterConfig, create_tool_filter
+from sk_toolfilter.retrieval.text import split_request_intents
+
+DISCOVERY = {"ToolSearch-search_tools", "ToolSearch-describe_tool"}
+
+
+class Files:
+    """Many ways to create a file, one way to change one: the shape that buried the second step."""
+
+    @kernel_function(description="Create a new text file with the given content.")
+    def create_file(self, path: Annotated[str, "file path"], content: Annotated[str, "text"]) -> str:
+        return path
+
+    @kernel_function(description="Write content to a file, creating it if it does not exist.")
+    def write_file(self, path: Annotated[str, "file path"], content: Annotated[str, "text"]) -> str:
+        return path
+
+    @kernel_function(description="Create a new document from a template and save it.")
+    def new_document(self, name: Annotated[str, "document name"], template: Annotated[str, "template"]) -> str:
+        return name
+
+    @kernel_function(description="Create an empty file at a path.")
+    def touch_file(self, path: Annotated[str, "file path"]) -> str:
+        return path
+
+    @kernel_function(description="Save text as a new note file.")
+    def save_note_file(self, title: Annotated[str, "title"], text: Annotated[str, "text"]) -> str:
+        return title
+
+    @kernel_function(description="Create a new folder.")
+    def create_folder(self, path: Annotated[str, "folder path"]) -> str:
+        return path
+
+    @kernel_function(description="Replace every occurrence of a phrase in an existing file with another phrase.")
+    def replace_in_file(
+        self, path: Annotated[str, "file path"], old: Annotated[str, "phrase"], new: Annotated[str, "phrase"]
+    ) -> str:
+        return path
+
+
+class Weather:
+    @kernel_function(description="Current weather for a city.")
+    def current_weather(self, city: Annotated[str, "city"]) -> str:
+        return city
+
+    @kernel_function(description="Weather forecast for the next days in a city.")
+    def forecast(self, city: Annotated[str, "city"], days: Annotated[int, "days"]) -> str:
+        return city
+
+
+class Messaging:
+    @kernel_function(description="Send a direct message to a user.")
+    def send_direct_message(self, user: Annotated[str, "user"], text: Annotated[str, "message"]) -> str:
+        return user
+
+    @kernel_function(description="Post a greeting in the team channel.")
+    def post_greeting(self, channel: Annotated[str, "channel"]) -> str:
+        return channel
+
+
+@pytest.fixture
+def files_kernel() -> Kernel:
+    kernel = Kernel()
+    kernel.add_plugin(Files(), "Files")
+    kernel.add_plugin(Weather(), "Weather")
+    kernel.add_plugin(Messaging(), "Messaging")
+    return kernel
+
+
+TWO_STEPS = (
+    "create a file 'Work Plan.txt' with the content 'improve product quality this quarter', "
+    "then change 'product quality' to 'customer satisfaction'"
+)
+
+
+def test_a_request_is_split_at_its_steps_not_at_every_and():
+    assert split_request_intents(TWO_STEPS) == [
+        "create a file 'Work Plan.txt' with the content 'improve product quality this quarter'",
+        "change 'product quality' to 'customer satisfaction'",
+    ]
+    assert split_request_intents("book a flight to Oslo and after that a hotel near the station") == [
+        "book a flight to Oslo",
+        "a hotel near the station",
+    ]
+    # One action over several objects, or two sentences, is one intent (single requests keep their ranking).
+    assert split_request_intents("Determine the median and variance of 3, 4, 5.") == []
+    assert split_request_intents("Buy bread and butter. Quickly please!") == []
+    assert split_request_intents("Get the film. Restore it. Email Bob.") == [
+        "Get the film.",
+        "Restore it.",
+        "Email Bob.",
+    ]
+
+
+async def test_a_two_step_request_gets_each_steps_tool_before_near_duplicates_of_the_first(files_kernel):
+    config = ToolFilterConfig(top_k=3, similarity_threshold=0.0)
+    manager = await create_tool_filter(files_kernel, config)
+    names = [n for n in await manager.filter_tools(TWO_STEPS) if n not in DISCOVERY]
+    assert "Files-replace_in_file" in names, names
+    assert any(n in names for n in ("Files-create_file", "Files-write_file")), names
+    # Ranked as one text, the creation tools fill the budget and the second step's tool is cut.
+    whole = await create_tool_filter(files_kernel, config.model_copy(update={"split_queries": False}))
+    assert "Files-replace_in_file" not in await whole.filter_tools(TWO_STEPS)
+
+
+async def test_a_single_intent_request_ranks_as_without_intent_coverage(files_kernel):
+    config = ToolFilterConfig(top_k=5, similarity_threshold=0.0)
+    covered = await create_tool_filter(files_kernel, config)
+    plain = await create_tool_filter(files_kernel, config.model_copy(update={"split_queries": False}))
+    for query in ["create a new file called notes.txt with my shopping list", "weather in Paris and Rome"]:
+        assert [d.full_name for d in await covered.explain(query)] == [d.full_name for d in await plain.explain(query)]
+
+
+SMALL_TALK = ["hi", "thanks!", "what can you do?", "good morning", "bye", "hello, how are you?"]
+
+
+async def test_small_talk_sends_only_the_pinned_tools_and_explain_says_why(files_kernel):
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig(always_include=["Weather-current_weather"]))
+    for request in SMALL_TALK:
+        assert set(await manager.filter_tools(request)) == {"Weather-current_weather", *DISCOVERY}, request
+        cut = [d for d in await manager.explain(request) if not d.kept]
+        assert all("small talk" in d.reason for d in cut), cut
+    # "hi" is close to the greeting tool: it is ranked, and cut for a reason the user can read.
+    assert [d.full_name for d in await manager.explain("hi") if not d.kept] == ["Messaging-post_greeting"]
+
+
+async def test_without_the_small_talk_check_relative_scores_make_a_tool_look_certain(files_kernel):
+    off = await create_tool_filter(files_kernel, ToolFilterConfig(no_tool_margin=None))
+    decisions = await off.explain("hi")
+    assert [(d.full_name, d.score) for d in decisions if d.kept and d.full_name not in DISCOVERY] == [
+        ("Messaging-post_greeting", 1.0)
+    ]
+
+
+async def test_a_request_that_names_a_tool_or_asks_for_one_is_not_small_talk(files_kernel):
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig())
+    assert "Weather-forecast" in await manager.filter_tools("hi! Weather-forecast please")
+    assert "Weather-current_weather" in await manager.filter_tools("hi, what's the weather in Oslo right now?")
