@@ -16,19 +16,23 @@ the request text only with sensitive data on; a fallback reason passes the libra
 from __future__ import annotations
 
 import os
+import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import metrics, trace
 
-from sk_toolfilter.redaction import redact_text
+from sk_toolfilter.redaction import library_logger, redact_text
+
+logger = library_logger(__name__)
 
 INSTRUMENTATION = "sk_toolfilter"
 SPAN_NAME = "select_tools"
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"off", "0", "false", "no"}
 
 
 def _version() -> str | None:
@@ -51,10 +55,16 @@ class TelemetrySwitch:
     def from_environment(cls, environ: dict[str, str] | None = None) -> TelemetrySwitch:
         env = os.environ if environ is None else environ
         own = env.get("SK_TOOLFILTER_TELEMETRY", "").strip().lower()
-        if own in ("off", "0", "false", "no"):
+        if own in _FALSE:
             return cls()
         if own in ("on", "sensitive", *_TRUE):
             return cls(True, own == "sensitive")
+        if own:
+            logger.warning(
+                "sk-toolfilter: SK_TOOLFILTER_TELEMETRY=%r is not one of on, sensitive, off: ignored (the frameworks' "
+                "own switches decide)",
+                env.get("SK_TOOLFILTER_TELEMETRY", "")[:40],
+            )
 
         def flag(name: str) -> bool:
             return env.get(name, "").strip().lower() in _TRUE
@@ -84,10 +94,20 @@ class SelectionRecord:
 
 
 class Telemetry:
-    """The instruments of one filter manager (created from the global providers at construction)."""
+    """The instruments of one filter manager (created from the global providers at construction).
+
+    Observability never takes a selection down: every call into the OpenTelemetry API (the app's
+    tracer, span, meter and instruments) is contained. The first failure logs one warning naming
+    the call; telemetry of this manager is then off, selections go on.
+    """
 
     def __init__(self, switch: TelemetrySwitch | None = None) -> None:
         self.switch = switch or TelemetrySwitch.from_environment()
+        self._broken = False
+        if self.switch.enabled:
+            self._contain("create its tracer and meter", self._create_instruments)
+
+    def _create_instruments(self) -> None:
         version = _version()
         self._tracer = trace.get_tracer(INSTRUMENTATION, version)
         meter = metrics.get_meter(INSTRUMENTATION, version or "")
@@ -117,24 +137,52 @@ class Telemetry:
             description="Embedding services failing now (BM25 ranks meanwhile; the circuit breaker's incident).",
         )
 
+    def _contain(self, what: str, call: Callable[[], Any]) -> Any:
+        """Run one call into the OpenTelemetry API; on any exception: one warning, telemetry off, None."""
+        if self._broken:
+            return None
+        try:
+            return call()
+        except Exception as exc:
+            self._broken = True
+            # The type only: a provider's message is third-party text.
+            logger.warning(
+                "sk-toolfilter: the OpenTelemetry provider raised %s when asked to %s; telemetry of this tool "
+                "filter is off, selections go on",
+                type(exc).__name__,
+                what,
+            )
+            return None
+
     @property
     def enabled(self) -> bool:
-        return self.switch.enabled
+        return self.switch.enabled and not self._broken
 
     @contextmanager
     def selection(self, agent: str = "") -> Iterator[SelectionRecord]:
         """A span around one selection (child of the current span: the framework's own); the
         record the caller fills becomes its attributes and the metrics when the block ends."""
         record = SelectionRecord()
-        if not self.switch.enabled:
+        if not self.enabled:
             yield record
             return
         started = time.perf_counter()
         name = f"{SPAN_NAME} {agent}" if agent else SPAN_NAME
-        with self._tracer.start_as_current_span(name, kind=trace.SpanKind.INTERNAL) as span:
+        opened = self._contain(
+            "start a span", lambda: self._tracer.start_as_current_span(name, kind=trace.SpanKind.INTERNAL)
+        )
+        span = opened and self._contain("start a span", opened.__enter__)
+        try:
             yield record
+        finally:
             elapsed = time.perf_counter() - started
-            span.set_attributes(self._attributes(record, elapsed))
+            if span is not None:
+                self._contain("set span attributes", lambda: span.set_attributes(self._attributes(record, elapsed)))
+            if opened is not None and span is not None:
+                self._contain("end a span", lambda: opened.__exit__(*sys.exc_info()))
+            self._contain("record metrics", lambda: self._record_metrics(record, elapsed))
+
+    def _record_metrics(self, record: SelectionRecord, elapsed: float) -> None:
         labels = {"sk_toolfilter.search.method": record.method_used or record.method}
         self._duration.record(elapsed, labels)
         self._offered.record(len(record.offered), labels)
@@ -168,15 +216,17 @@ class Telemetry:
         return attributes
 
     def discovery_call(self, function: str) -> None:
-        if self.switch.enabled:
-            self._discovery.add(1, {"sk_toolfilter.discovery.function": function})
+        if self.enabled:
+            self._contain(
+                "count a call", lambda: self._discovery.add(1, {"sk_toolfilter.discovery.function": function})
+            )
 
     def unoffered_call(self, outcome: str) -> None:
         """A call of a tool that was not offered: ``outcome`` is ``loaded`` or ``refused``."""
-        if self.switch.enabled:
-            self._unoffered.add(1, {"sk_toolfilter.outcome": outcome})
+        if self.enabled:
+            self._contain("count a call", lambda: self._unoffered.add(1, {"sk_toolfilter.outcome": outcome}))
 
     def embedding_incident(self, started: bool) -> None:
         """The embedding circuit breaker's incident started (True) or ended (False)."""
-        if self.switch.enabled:
-            self._failing.add(1 if started else -1)
+        if self.enabled:
+            self._contain("count an incident", lambda: self._failing.add(1 if started else -1))

@@ -170,3 +170,87 @@ def test_the_switches_follow_each_framework_and_our_own_wins():
     assert TelemetrySwitch.from_environment({"ENABLE_SENSITIVE_DATA": "true"}) == TelemetrySwitch(False, False)
     assert TelemetrySwitch.from_environment({sk: "true", "SK_TOOLFILTER_TELEMETRY": "off"}) == TelemetrySwitch()
     assert TelemetrySwitch.from_environment({"SK_TOOLFILTER_TELEMETRY": "sensitive"}) == TelemetrySwitch(True, True)
+
+
+RAISING_PROVIDER = textwrap.dedent(
+    """
+    import asyncio, logging, sys
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+
+    variant = sys.argv[1]
+
+    class Broken(RuntimeError):
+        pass
+
+    class RaisingTracerProvider(TracerProvider):
+        def get_tracer(self, *args, **kwargs):
+            if variant == "tracer" and args[0] == "sk_toolfilter":  # Semantic Kernel's own calls still work
+                raise Broken("tracer provider down: user text hunter2pass")
+            tracer = super().get_tracer(*args, **kwargs)
+            if variant == "span" and args[0] == "sk_toolfilter":
+                def start(*a, **k):
+                    raise Broken("span failed")
+                tracer.start_as_current_span = start
+            return tracer
+
+    class RaisingMeterProvider(MeterProvider):
+        def get_meter(self, *args, **kwargs):
+            if variant == "meter" and args[0] == "sk_toolfilter":
+                raise Broken("meter provider down")
+            meter = super().get_meter(*args, **kwargs)
+            if variant == "instrument" and args[0] == "sk_toolfilter":
+                create = meter.create_histogram
+                def histogram(*a, **k):
+                    instrument = create(*a, **k)
+                    def record(*a, **k):
+                        raise Broken("instrument failed")
+                    instrument.record = record
+                    return instrument
+                meter.create_histogram = histogram
+            return meter
+
+    trace.set_tracer_provider(RaisingTracerProvider())
+    metrics.set_meter_provider(RaisingMeterProvider())
+    logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="LOG %(message)s")
+
+    from semantic_kernel import Kernel
+    from sk_toolfilter import ToolFilterConfig, ToolFilterManager
+    from sk_toolfilter.demo import MessagingPlugin, NotesPlugin
+
+    async def main():
+        kernel = Kernel()
+        kernel.add_plugin(MessagingPlugin(), "Messaging")
+        kernel.add_plugin(NotesPlugin(sys.argv[2]), "Notes")
+        manager = await ToolFilterManager.from_kernel(kernel, ToolFilterConfig(search_method="bm25"))
+        for _ in range(3):
+            print("SELECTED", (await manager.filter_tools("send an email to Bob"))[0])
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize("variant", ["tracer", "span", "meter", "instrument"])
+def test_a_raising_telemetry_provider_never_takes_a_selection_down(variant, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", RAISING_PROVIDER, variant, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SK_TOOLFILTER_TELEMETRY": "on"},
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("SELECTED Messaging-send_email") == 3
+    warnings = [line for line in result.stdout.splitlines() if line.startswith("LOG") and "OpenTelemetry" in line]
+    assert len(warnings) == 1 and "Broken" in warnings[0], result.stdout
+    assert "hunter2pass" not in result.stdout + result.stderr
+
+
+def test_a_telemetry_switch_with_an_unknown_value_is_named_in_a_warning(caplog):
+    with caplog.at_level("WARNING", logger="sk_toolfilter"):
+        switch = TelemetrySwitch.from_environment({"SK_TOOLFILTER_TELEMETRY": "garbage"})
+    assert not switch.enabled
+    assert "SK_TOOLFILTER_TELEMETRY='garbage' is not one of on, sensitive, off" in caplog.text

@@ -193,4 +193,9 @@ async def _call_service(service: EmbeddingService, batch: list[str], timeout: fl
     except (KeyboardInterrupt, SystemExit):
         raise  # the process is being stopped: never contained
     except BaseException as exc:  # any failure of a third-party service, GeneratorExit and the like included
-        raise EmbeddingServiceError(f"embedding service {name!r} failed: {type(exc).__name__}: {exc}") from exc
+        # The service's own message is untrusted text (some gateways quote the request in it): it never
+        # enters our message, hence no log line or span; it stays reachable as the error's __cause__.
+        raise EmbeddingServiceError(
+            f"embedding service {name!r} failed: {type(exc).__name__} (its message is withheld: it may quote "
+            "the request; see the exception's __cause__)"
+        ) from exc
