@@ -21,6 +21,18 @@ __version__ = "0.2.0"
 
 _compat.install()
 
+_LAZY = {"load_agent": "sk_toolfilter.agents.agent"}
+"""Public names imported on first use: loading agent files pulls in MCP, YAML and HTTP clients."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'sk_toolfilter' has no attribute {name!r}")
+
+
 __all__ = [
     "BM25Config",
     "ConfigError",
@@ -47,6 +59,7 @@ __all__ = [
     "create_embedding_service",
     "create_tool_filter",
     "enable_tool_filtering",
+    "load_agent",
     "rank_tools",
     "wrap_chat_service",
 ]

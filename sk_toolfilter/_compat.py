@@ -99,7 +99,15 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
         if package != "sk_toolfilter" or old not in MOVED:
             return None
         new_name = f"sk_toolfilter.{MOVED[old]}"
-        warnings.warn(f"{fullname} moved to {new_name}; the old path goes away in 0.3", DeprecationWarning, 3)
+        elsewhere = sorted({home.partition(":")[0] for home in MOVED_NAMES.get(old, {}).values()} - {"_compat"})
+        names = ", ".join(n for n, home in MOVED_NAMES.get(old, {}).items() if home.partition(":")[0] in elsewhere)
+        where = "".join(f"; {names} now in sk_toolfilter.{home}" for home in elsewhere)
+        warnings.warn(
+            f"{fullname} moved to {new_name}{where} (public names: from sk_toolfilter import ...); "
+            "the old path goes away in 0.3",
+            DeprecationWarning,
+            3,
+        )
         return importlib.util.spec_from_loader(fullname, _MovedModuleLoader(new_name, old))
 
 

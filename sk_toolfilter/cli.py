@@ -23,11 +23,14 @@ log = library_logger("sk_toolfilter.cli")
 
 
 def _print_counts(tools: Any) -> None:
+    from sk_toolfilter.measure.report import plural
+
     for name, count in tools.tool_counts.items():
-        print(f"  {name}: {count} tools")
+        print(f"  {name}: {count} {plural(count, 'tool')}")
     for name, reason in tools.skipped_sources.items():
         print(f"  {name}: skipped (optional): {' '.join(reason.split())}")
-    print(f"  total: {len(tools.manager.index)} tools indexed", end="")
+    total = len(tools.manager.index)
+    print(f"  total: {total} {plural(total, 'tool')} indexed", end="")
     print(" (with embeddings)" if tools.manager.index.has_embeddings else " (BM25 only)")
 
 
@@ -170,10 +173,12 @@ def _read_queries(path: Path) -> list[Any]:
 
 async def cmd_chat(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent import LoadedAgent, load_agent
+    from sk_toolfilter.measure.report import plural
 
     async with await load_agent(args.agent, progress=Progress("embedding tools")) as loaded:
+        count = len(loaded.manager.index)
         print(
-            f"{loaded.spec.name} ({len(loaded.manager.index)} tools, filtering "
+            f"{loaded.spec.name} ({count} {plural(count, 'tool')}, filtering "
             f"{'on' if loaded.manager.config.enabled else 'off'}, {loaded.spec.framework}). "
             "Empty line or Ctrl-D to quit."
         )

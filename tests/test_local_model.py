@@ -51,8 +51,9 @@ def test_the_default_is_the_tool_model_and_ranks_the_reference_tools_as_when_it_
     stored_ranking = np.argsort(-(stored_queries @ stored_documents.T), axis=1, kind="stable")
     assert ranking[:2].tolist() == stored_ranking[:2].tolist()  # the English requests, each with its tool first
     assert ranking[:2, 0].tolist() == [0, 1]
-    for text, vector, stored in zip([*queries, *documents], [*query_vectors, *document_vectors],
-                                    [*stored_queries, *stored_documents], strict=True):
+    for text, vector, stored in zip(
+        [*queries, *documents], [*query_vectors, *document_vectors], [*stored_queries, *stored_documents], strict=True
+    ):
         assert float(np.dot(vector, stored)) > INT8_COSINE_BOUND, text
 
 

@@ -142,3 +142,11 @@ async def test_a_function_added_to_an_existing_plugin_is_indexed_at_the_next_dee
     demo_kernel.add_function("Text", translate_to_klingon)  # the plugin object stays the same
     monkeypatch.setattr(manager_module.time, "monotonic", lambda: 10.0**9)  # ... and a second passes
     assert "Text-translate_to_klingon" in await manager.filter_tools("translate this into Klingon")
+
+
+async def test_enable_tool_filtering_on_a_kernel_without_a_chat_service_is_an_error(demo_kernel):
+    from sk_toolfilter import ConfigError, create_tool_filter, enable_tool_filtering
+
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig(search_method="bm25"))
+    with pytest.raises(ConfigError, match=r"no chat completion service yet.*kernel.add_service"):
+        enable_tool_filtering(demo_kernel, manager)

@@ -114,3 +114,32 @@ def test_the_names_reported_in_the_issue():
     from sk_toolfilter import enable_tool_filtering as new_enable
 
     assert enable_tool_filtering is new_enable and create_tool_filter is new_create and callable(wrap_chat_service)
+
+
+def test_the_warning_of_an_old_path_names_where_each_moved_name_can_be_imported():
+    import importlib
+    import sys
+    import warnings
+
+    from sk_toolfilter._compat import MOVED_NAMES
+
+    for old, names in MOVED_NAMES.items():
+        sys.modules.pop(f"sk_toolfilter.{old}", None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            importlib.import_module(f"sk_toolfilter.{old}")
+        message = str(caught[0].message)
+        for name, home in names.items():
+            module = home.partition(":")[0]
+            if module == "_compat":
+                continue
+            assert f"sk_toolfilter.{module}" in message, (old, message)
+            assert hasattr(importlib.import_module(f"sk_toolfilter.{module}"), name), (module, name)
+
+
+def test_load_agent_is_a_public_name():
+    import sk_toolfilter
+    from sk_toolfilter import load_agent
+    from sk_toolfilter.agents.agent import load_agent as where_it_lives
+
+    assert load_agent is where_it_lives and "load_agent" in sk_toolfilter.__all__

@@ -71,11 +71,24 @@ def adapt_holodeck(data: dict[str, Any], source: str) -> dict[str, Any]:
             ignored += [f"tools[{position}].{key}" for key in dropped]
             tools.append(adapted)
         data["tools"] = tools
+    filtering = data.get("tool_filtering")
+    if _is_holodeck(data, cases) and isinstance(filtering, dict) and "top_k" in filtering:
+        # HoloDeck's top_k counts the always-included tools; ours ranks top_k tools and pins on top.
+        filtering = dict(filtering)
+        filtering.setdefault("max_tools_total", filtering["top_k"])
+        data["tool_filtering"] = filtering
     if ignored:
         logger.warning(
             "sk-toolfilter: %s: %s have no meaning here (HoloDeck settings) and are ignored", source, ", ".join(ignored)
         )
     return data
+
+
+def _is_holodeck(data: dict[str, Any], cases: Any) -> bool:
+    """A file written for HoloDeck: it carries keys only HoloDeck writes."""
+    instructions = data.get("instructions")
+    holodeck_instructions = isinstance(instructions, dict) and bool({"inline", "file"} & set(instructions))
+    return cases is not None or holodeck_instructions or any(key in data for key in IGNORED_TOP_LEVEL)
 
 
 def _model(model: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -66,11 +66,20 @@ def enable_tool_filtering(kernel: Kernel, manager: ToolFilterManager) -> list[st
 
     Existing invoke code (``kernel.invoke_prompt``, agents, direct service calls through the kernel)
     is unchanged; discovery, the execution guard and usage counting are registered on `kernel` too
-    (see :func:`attach_to_kernel`). Returns the wrapped service ids.
+    (see :func:`attach_to_kernel`). Returns the wrapped service ids. A kernel with no chat service
+    is a :class:`ConfigError` (the filter would otherwise never run).
     """
+    chat_services = [(i, s) for i, s in kernel.services.items() if isinstance(s, ChatCompletionClientBase)]
+    if not chat_services:
+        # Nothing to wrap would mean every tool goes on the wire with no word: say so instead.
+        raise ConfigError(
+            "enable_tool_filtering: the kernel has no chat completion service yet, so no request would be "
+            "filtered; call kernel.add_service(...) first, or wrap a service yourself with "
+            "wrap_chat_service(service, manager)"
+        )
     wrapped = []
-    for service_id, service in list(kernel.services.items()):
-        if isinstance(service, ChatCompletionClientBase) and not isinstance(service, FilteredChatCompletion):
+    for service_id, service in chat_services:
+        if not isinstance(service, FilteredChatCompletion):
             kernel.services[service_id] = wrap_chat_service(service, manager)
             wrapped.append(service_id)
     attach_to_kernel(kernel, manager)

@@ -43,6 +43,11 @@ class QueryReport:
     expected_sent: bool | None = None
 
 
+def plural(count: int, noun: str) -> str:
+    """`noun` for `count` of it: "1 tool", "2 tools"."""
+    return noun if count == 1 else f"{noun}s"
+
+
 def prefix_stable_share(tool_lists: list[list[str]]) -> float | None:
     """Share of requests (after the first) whose tool list starts with the previous request's list.
 
@@ -301,6 +306,11 @@ def render_terminal(report: TokenReport) -> str:
         f"({t['body_saved_percent']:.1f}% saved); mean tools sent {t['mean_tools_on']} of {report.catalog_size} "
         f"(discovery tools included; {_CLIENTS.get(report.framework, report.framework)})"
     )
+    if report.queries and all(q.tools_on == q.tools_off for q in report.queries):
+        lines.append(
+            f"Nothing to save: all {report.catalog_size} {plural(report.catalog_size, 'tool')} fit the budget of every "
+            "request, so filtering sends exactly what plain Semantic Kernel sends (no discovery tools either)"
+        )
     if t["expected_tool_sent"]:
         lines.append(f"Expected tool sent: {t['expected_tool_sent']} queries")
     if report.conversation:
@@ -317,7 +327,8 @@ def render_markdown(report: TokenReport) -> str:
     out = [
         f"# Token-savings report: {report.agent}",
         "",
-        f"Model `{report.model}`, tokenizer `{report.encoding}`, {report.catalog_size} tools, "
+        f"Model `{report.model}`, tokenizer `{report.encoding}`, "
+        f"{report.catalog_size} {plural(report.catalog_size, 'tool')}, "
         f"search method `{report.search_method}`. Tool tokens are counted on the `tools` array of the "
         f"request body {_CLIENTS.get(report.framework, report.framework)} sent (compact JSON, as on the wire).",
         "",
