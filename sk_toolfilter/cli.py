@@ -40,7 +40,14 @@ async def cmd_validate(args: argparse.Namespace) -> int:
 
     spec = load_agent_file(args.agent)
     spec.instructions_text()  # a missing instructions file fails validation, not the first chat
+    from sk_toolfilter.errors import ToolFilterError, naming
+    from sk_toolfilter.measure.report import resolve_expected
+
     async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
+        try:  # an `expect` naming no tool of the agent fails here, not only in `report`
+            resolve_expected(spec.sample_queries, tools.manager.index.names)
+        except ToolFilterError as exc:
+            raise naming(exc, str(args.agent)) from None
         print(f"{tools.spec.name}: OK")
         _print_counts(tools)
     return 0
@@ -124,6 +131,7 @@ async def cmd_index(args: argparse.Namespace) -> int:
 async def cmd_report(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent import open_toolset
     from sk_toolfilter.agents.agent_file import SampleQuery, load_agent_file
+    from sk_toolfilter.errors import ToolFilterError, naming
     from sk_toolfilter.measure.report import build_token_report, render_terminal, write_report
 
     spec = load_agent_file(args.agent)
@@ -139,15 +147,18 @@ async def cmd_report(args: argparse.Namespace) -> int:
             update={"tool_filtering": spec.tool_filtering.model_copy(update={"selection_mode": args.selection_mode})}
         )
     async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
-        report = await build_token_report(
-            spec,
-            tools.kernel,
-            tools.manager,
-            queries,
-            args.model_encoding,
-            spec.sample_conversation,
-            framework=args.framework or spec.framework,
-        )
+        try:
+            report = await build_token_report(
+                spec,
+                tools.kernel,
+                tools.manager,
+                queries,
+                args.model_encoding,
+                spec.sample_conversation,
+                framework=args.framework or spec.framework,
+            )
+        except ToolFilterError as exc:
+            raise naming(exc, str(args.queries or args.agent)) from None
     print(render_terminal(report))
     paths = write_report(report, args.out)
     print(f"\nWrote {paths['markdown']}, {paths['json']}, {paths['chart']} and {paths['html']}")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from semantic_kernel.functions import kernel_function
 
 from sk_toolfilter.cli import main
 
@@ -314,3 +315,46 @@ def test_chat_answers_and_shows_the_tools_it_sent(bm25_agent, monkeypatch, capsy
     second = openai_compatible_server.bodies[-1]
     assert [m["content"] for m in second["messages"] if m["role"] == "user"] == ["convert 5 km to miles", "and 10 km?"]
     assert 0 < len(second["tools"]) < 46
+
+
+def test_validate_refuses_an_expect_that_names_no_tool_and_names_the_file(bm25_agent, capsys):
+    data = yaml.safe_load(bm25_agent.read_text())
+    data["sample_queries"] = [{"query": "what time is it", "expect": ["Time-no_such_tool"]}]
+    bm25_agent.write_text(yaml.safe_dump(data))
+    assert main(["validate", str(bm25_agent)]) == 2
+    err = capsys.readouterr().err
+    assert str(bm25_agent) in err and "sample_queries[0].expect" in err and "'Time-no_such_tool'" in err
+
+
+def test_a_report_query_that_is_not_valid_utf8_is_repaired_once_and_reported(bm25_agent, tmp_path, capsys):
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"query": "send an email to bob"}\n{"query": "bad \\ud800 text"}\n')
+    assert main(["report", str(bm25_agent), "--queries", str(queries), "--out", str(tmp_path / "r")]) == 0
+    data = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))
+    assert [q["query"] for q in data["queries"]] == ["send an email to bob", "bad \ufffd text"]
+    assert "bad \ufffd text" in (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+
+
+class Echo:
+    """A one-tool plugin (the shape of HoloDeck's ticket-routing sample)."""
+
+    @kernel_function(description="Route a ticket to a team.")
+    def route(self, ticket: str) -> str:
+        return ticket
+
+
+def test_a_one_tool_agent_reports_one_tool_and_no_saving_and_says_why(tmp_path, capsys):
+    agent = tmp_path / "one.yaml"
+    agent.write_text(
+        "name: one\nmodel: {provider: openai, name: gpt-4o-mini}\ninstructions: Help.\n"
+        "tools:\n  - {type: plugin, name: Router, import: 'tests.test_cli:Echo'}\n"
+        "tool_filtering: {search_method: bm25}\n"
+        "sample_queries: [{query: 'route this ticket to billing'}, {query: 'hello'}]\n"
+    )
+    assert main(["validate", str(agent)]) == 0
+    assert "Router: 1 tool\n" in capsys.readouterr().out
+    assert main(["report", str(agent), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "(0.0% saved)" in out and "Nothing to save: all 1 tool fit" in out
+    data = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert all(q["tools_on"] == q["tools_off"] == 1 for q in data["queries"])

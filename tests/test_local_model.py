@@ -158,3 +158,10 @@ async def test_the_hybrid_blend_fitted_for_a_model_applies_unless_the_config_set
     (model_copy / "model.json").write_text(json.dumps({**manifest, "hybrid_weights": {"semantic": -1}}))
     with pytest.raises(ValueError, match="hybrid_weights must be >= 0"):
         LocalEmbeddingGenerator(model=str(model_copy))
+
+
+def test_a_manifest_with_other_dimensions_is_a_config_error_naming_the_manifest(model_copy):
+    manifest = json.loads((model_copy / "model.json").read_text())
+    (model_copy / "model.json").write_text(json.dumps({**manifest, "dimensions": 999}))
+    with pytest.raises(ConfigError, match=r"model\.json: dimensions: 999, but local models have 384"):
+        LocalEmbeddingGenerator(model=str(model_copy))

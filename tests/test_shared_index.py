@@ -457,3 +457,26 @@ async def test_co_usage_learned_while_the_store_is_away_is_shared_once_it_answer
     other = await ToolFilterManager.from_kernel(kernel, config, embedding_service=hash_embedder)
     assert len(other.co_usage) == 1  # the turn learned during the outage reached the store
     await other.aclose()
+
+
+@pytest.mark.postgres
+async def test_replicas_creating_the_co_usage_table_at_once_take_turns(postgres, caplog):
+    """CREATE TABLE IF NOT EXISTS alone races in PostgreSQL's catalog; the advisory lock serialises it."""
+    from psycopg_pool import AsyncConnectionPool
+
+    from sk_toolfilter.selection.co_usage import CoUsage
+    from sk_toolfilter.store.co_usage_table import CoUsageTable
+
+    table = f"race_{uuid.uuid4().hex[:8]}_co_usage"
+    pools = [AsyncConnectionPool(postgres.dsn, min_size=1, max_size=1, open=False) for _ in range(6)]
+    for pool in pools:
+        await pool.open()
+    try:
+        replicas = [CoUsageTable(p, "public", table, "race", timeout=30, retry_seconds=0, where="test") for p in pools]
+        with caplog.at_level(logging.WARNING, logger="sk_toolfilter"):
+            await asyncio.gather(*(replica.sync(CoUsage()) for replica in replicas))
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+        assert all(replica._created for replica in replicas)
+    finally:
+        for pool in pools:
+            await pool.close()

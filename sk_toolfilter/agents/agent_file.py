@@ -26,6 +26,7 @@ from sk_toolfilter.agents.yaml_reader import read_yaml
 from sk_toolfilter.config import StrictConfig, ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, describe_validation_error
 from sk_toolfilter.redaction import remember_secret
+from sk_toolfilter.retrieval.text import clean_text
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
@@ -195,6 +196,13 @@ class SampleQuery(StrictConfig):
 
     query: str
     expect: list[str] = Field(default_factory=list)
+
+    @field_validator("query")
+    @classmethod
+    def _valid_text(cls, value: str) -> str:
+        # The one boundary every report query passes (agent files, --queries files): text that is not
+        # valid UTF-8 (a lone surrogate) is repaired here, so no service, writer or log line meets it.
+        return clean_text(value)
 
 
 Framework = Literal["semantic-kernel", "agent-framework"]

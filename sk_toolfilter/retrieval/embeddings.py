@@ -12,11 +12,11 @@ import asyncio
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import PrivateAttr
+from pydantic import PrivateAttr, ValidationError
 from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 
 from sk_toolfilter.config import EmbeddingConfig
-from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.errors import ConfigError, ToolFilterError
 from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.encoders import (  # noqa: F401  (embed_texts, catalog_call_timeout: their 0.2 home)
@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 logger = library_logger(__name__)
 
 LOCAL_MODEL_ID = DEFAULT_MODEL_ID
+
+
+def _ours(error: Any) -> bool:
+    return isinstance(error.get("ctx", {}).get("error"), ToolFilterError)
 
 
 class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
@@ -58,6 +62,13 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
     _query_service: LocalQueryEncoder | None = PrivateAttr(default=None)
     _hybrid_weights: dict[str, float] | None = PrivateAttr(default=None)
 
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            # pydantic wraps the library's own errors (a ConfigError is a ValueError): give them back.
+            raise next((e["ctx"]["error"] for e in exc.errors() if _ours(e)), exc) from None
+
     def model_post_init(self, __context: Any) -> None:
         super().model_post_init(__context)
         files = resolve_local_model(self.model)  # ConfigError for a name that is no model
@@ -65,8 +76,8 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
         for f in (files, document_files):
             if f.dimensions != self.dimensions:
                 raise ConfigError(
-                    f"tool_filtering.embedding.model: {f.id} has {f.dimensions} dimensions; "
-                    f"local models must have {self.dimensions}"
+                    f"{f.manifest or f.id}: dimensions: {f.dimensions}, but local models have {self.dimensions} "
+                    "(tool_filtering.embedding.model)"
                 )
         self.ai_model_id = files.id  # caches are keyed by it: switching models never mixes vectors
         self._hybrid_weights = files.hybrid_weights

@@ -47,6 +47,8 @@ class LocalModel:
     """Another local model that embeds the documents (tools): this one's files embed only requests."""
     hybrid_weights: dict[str, float] | None = None
     """The hybrid blend fitted for this model (``training/fit_fusion.py``); used when the config sets none."""
+    manifest: Path | None = None
+    """The ``model.json`` this model was read from (None for the general model's built-in files)."""
 
     def checked_files(self) -> list[tuple[Path, str]]:
         return [(self.model_file, self.model_sha256), (self.tokenizer_file, self.tokenizer_sha256)]
@@ -101,6 +103,7 @@ def read_manifest(folder: Path, *, model_id: str | None = None) -> LocalModel:
             max_length=int(raw.get("max_length", 256)),
             documents=str(raw["documents"]) if raw.get("documents") else None,
             hybrid_weights=_weights(raw.get("hybrid_weights")),
+            manifest=path,
         )
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise ConfigError(f"{path}: not a model manifest ({type(exc).__name__}: {exc})") from None

@@ -189,5 +189,8 @@ def clean_text(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return _SURROGATE.sub("\ufffd", text)  # one replacement character per surrogate
     return text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -59,7 +59,7 @@ class CoUsageTable:
         timeout: float,
         every_seconds: float = 30.0,
         retry_seconds: float = 30.0,
-        where: str = "the index store",
+        where: str = "an unnamed server",
         outage: StoreOutage | None = None,
     ) -> None:
         self._pool, self._schema, self._table, self.catalog = pool, schema, table, catalog
@@ -146,30 +146,38 @@ class CoUsageTable:
         co_usage.restore(theirs)
 
     async def _create(self, connection: AsyncConnection[Any], table: Any) -> None:
+        """Create the table once; replicas starting together take turns (``IF NOT EXISTS`` alone races
+        in PostgreSQL's catalog: "duplicate key value violates unique constraint pg_class_relname_nsp_index")."""
         from psycopg import sql
 
-        await connection.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (catalog text NOT NULL, fingerprint text NOT NULL, "
-                "calls text NOT NULL, seq bigserial, PRIMARY KEY (catalog, fingerprint))"
-            ).format(table)
-        )
-        await connection.execute(
-            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (catalog, seq)").format(
-                sql.Identifier(f"{self._table}_seq"), table
+        async with connection.transaction():
+            # A transaction-scoped lock keyed by the table's name: released at commit, never left behind.
+            await connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{self._schema}.{self._table}",))
+            await connection.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (catalog text NOT NULL, fingerprint text NOT NULL, "
+                    "calls text NOT NULL, seq bigserial, PRIMARY KEY (catalog, fingerprint))"
+                ).format(table)
             )
-        )
+            await connection.execute(
+                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (catalog, seq)").format(
+                    sql.Identifier(f"{self._table}_seq"), table
+                )
+            )
         self._created = True
 
     def _report(self, exc: BaseException) -> None:
         self._next_sync = time.monotonic() + self.retry_seconds
         if self._outage.begin():
+            retry = f"retrying every {self.retry_seconds:g}s" if self.retry_seconds else "retrying at the next sync"
             logger.warning(
-                "sk-toolfilter: cannot share co-usage through the index store %s (%s); learning goes on in memory, "
-                "retrying every %gs",
+                "sk-toolfilter: cannot share co-usage through table %s.%s (index store at %s): %s; learning goes on "
+                "in memory, %s",
+                self._schema,
+                self._table,
                 self.where,
                 first_line(exc),
-                self.retry_seconds,
+                retry,
             )
 
     async def aclose(self, co_usage: CoUsage) -> None:

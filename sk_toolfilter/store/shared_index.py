@@ -332,12 +332,13 @@ class SharedIndex:
         self._next_check = time.monotonic() + self.config.retry_seconds
         if self.outage.begin():
             version = self.stats.version or "(none)"
+            seconds = self.config.retry_seconds
             logger.warning(
-                "sk-toolfilter: %s; serving catalog %r version %s from memory, retrying every %gs",
+                "sk-toolfilter: %s; serving catalog %r version %s from memory, %s",
                 exc,
                 self.catalog.name,
                 version,
-                self.config.retry_seconds,
+                f"retrying every {seconds:g}s" if seconds else "retrying at the next selection",
             )
 
     def picked_up(self) -> None:
