@@ -41,7 +41,7 @@ window.addEventListener('load', () => {
 </script>"""
 
 
-def open_in_chromium(page, tmp_path) -> dict:
+def open_in_chromium(page, tmp_path, probe: str = PROBE) -> dict:
     """What the probe script measured once Chromium laid the page out in a 1,280 × 900 window."""
     chromium = require_server(
         os.environ.get("SK_TOOLFILTER_CHROMIUM"),
@@ -49,7 +49,7 @@ def open_in_chromium(page, tmp_path) -> dict:
         "run .ci/install-chromium DIR and set SK_TOOLFILTER_CHROMIUM=$(command -v chromium)",
     )
     probed = tmp_path / "probed.html"
-    probed.write_text(page.read_text(encoding="utf-8").replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
+    probed.write_text(page.read_text(encoding="utf-8").replace("<head>", "<head>" + probe, 1), encoding="utf-8")
     command = [
         chromium,
         "--headless",
@@ -85,3 +85,49 @@ async def test_the_report_page_has_summary_cards_a_labelled_chart_and_fits_1280_
     assert probe["scrollWidth"] <= probe["clientWidth"] <= 1280, probe  # no horizontal scrolling
     assert probe["wider"] == [] and probe["chartWidth"] <= probe["clientWidth"]
     assert probe["resources"] == [] and probe["errors"] == []  # self-contained, no script error
+
+
+CHART_PROBE = """<script>
+window.addEventListener('load', () => {
+  const svg = document.querySelector('svg');
+  const right = svg.viewBox.baseVal.width;
+  const out = [...svg.querySelectorAll('rect, text')].filter(e => {
+    const b = e.getBBox();
+    return e.getAttribute('transform') === null && (b.x < -0.5 || b.x + b.width > right + 0.5);
+  }).map(e => e.tagName + ':' + (e.textContent || e.getAttribute('width')));
+  const pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = JSON.stringify({outside: out, scrollWidth: document.documentElement.scrollWidth,
+    clientWidth: document.documentElement.clientWidth});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def random_report(seed: int):
+    import random
+
+    from sk_toolfilter.measure.report import QueryReport, TokenReport
+
+    rng = random.Random(seed)
+    queries = []
+    for i in range(rng.randint(1, 12)):
+        off = rng.choice([0, 1, 40, 255, 900, 7000, 120_000])
+        on = rng.choice([0, off, off * 3 + 500, rng.randint(0, 200_000)])  # "on" may exceed "off"
+        text = rng.choice(["q", "x" * 300, "send an email " * 20, "天气" * 80]) + str(i)
+        queries.append(QueryReport(text, 3, 2, off, on, off + 10, on + 10, ["T-" + "a" * rng.randint(1, 300)]))
+    long = "N" * rng.choice([10, 200, 5000])
+    return TokenReport(long, "model-" + long, "o200k_base", rng.randint(0, 5000), "hybrid-" + long, queries)
+
+
+def test_the_chart_keeps_every_bar_and_label_inside_its_frame_on_random_data(tmp_path):
+    for seed in range(6):
+        report = random_report(seed)
+        page = write_report(report, tmp_path / f"r{seed}")["html"]
+        probe_page = tmp_path / f"chart{seed}.html"
+        svg = page.parent / "chart.svg"
+        probe_page.write_text(f"<!doctype html><html><head>{CHART_PROBE}</head><body>{svg.read_text()}</body></html>")
+        chart = open_in_chromium(probe_page, tmp_path, probe="")
+        assert chart["outside"] == [], (seed, chart)
+        whole = open_in_chromium(page, tmp_path)
+        assert whole["scrollWidth"] <= whole["clientWidth"] <= 1280, (seed, whole)  # the page's width promise

@@ -43,7 +43,8 @@ def render_chart_svg(report: TokenReport, *, title: bool = True) -> str:
     rows = max(len(report.queries), 1)
     axis_y = top + rows * (2 * bar + gap)
     height, width = axis_y + 52, left + plot + 70
-    ticks = nice_ticks(max([q.tools_tokens_off for q in report.queries] + [1]))
+    # Both series set the axis: with few tools, "on" (discovery tools included) can exceed "off".
+    ticks = nice_ticks(max([max(q.tools_tokens_off, q.tools_tokens_on) for q in report.queries] + [1]))
     scale = plot / ticks[-1]
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
@@ -53,7 +54,7 @@ def render_chart_svg(report: TokenReport, *, title: bool = True) -> str:
     if title:
         parts.append(
             f'<text x="10" y="20" font-size="14" font-weight="bold">Tool-schema tokens per request: '
-            f"{escape(report.agent)} ({report.totals['saved_percent']:.1f}% saved)</text>"
+            f"{escape(shorten(report.agent, 30))} ({report.totals['saved_percent']:.1f}% saved)</text>"
         )
     legend_y = top - 22
     parts.append(
@@ -89,7 +90,8 @@ def render_chart_svg(report: TokenReport, *, title: bool = True) -> str:
 
 _STYLE = """
 *{box-sizing:border-box}
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1c2833;background:#f4f6f7}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1c2833;background:#f4f6f7;
+overflow-wrap:anywhere}
 main{max-width:1200px;margin:0 auto;padding:24px}
 h1{font-size:22px;margin:0 0 4px}
 h2{font-size:17px;margin:28px 0 10px}
@@ -109,7 +111,8 @@ th{background:#eaeded}
 td.num,th.num{text-align:right;width:78px}
 th.num.wide{width:96px}
 th.query{width:30%}
-code{background:#f2f3f4;border-radius:3px;padding:1px 4px;margin:1px 2px;display:inline-block;font-size:12px}
+code{background:#f2f3f4;border-radius:3px;padding:1px 4px;margin:1px 2px;display:inline-block;font-size:12px;
+max-width:100%}
 .miss{color:#c0392b;font-weight:600}
 """
 
