@@ -29,7 +29,7 @@ def _print_counts(tools: Any) -> None:
         print(f"  {name}: {count} {plural(count, 'tool')}")
     for name, reason in tools.skipped_sources.items():
         print(f"  {name}: skipped (optional): {' '.join(reason.split())}")
-    total = len(tools.manager.index)
+    total = tools.manager.catalog_size
     print(f"  total: {total} {plural(total, 'tool')} indexed", end="")
     print(" (with embeddings)" if tools.manager.index.has_embeddings else " (BM25 only)")
 
@@ -43,7 +43,7 @@ async def cmd_validate(args: argparse.Namespace) -> int:
     from sk_toolfilter.errors import ToolFilterError, naming
     from sk_toolfilter.measure.report import resolve_expected
 
-    async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
+    async with await open_toolset(spec, progress=Progress("embedding tools", unit="tools")) as tools:
         try:  # an `expect` naming no tool of the agent fails here, not only in `report`
             resolve_expected(spec.sample_queries, tools.manager.index.names)
         except ToolFilterError as exc:
@@ -67,7 +67,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
     if overrides:
         config = ToolFilterConfig.from_mapping({**spec.tool_filtering.model_dump(), **overrides})
         spec = spec.model_copy(update={"tool_filtering": config})
-    async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
+    async with await open_toolset(spec, progress=Progress("embedding tools", unit="tools")) as tools:
         selection = await tools.manager.select(args.query)
         ranking = selection.ranking
         note = f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else ""
@@ -102,7 +102,7 @@ async def cmd_index(args: argparse.Namespace) -> int:
         updates["catalog"] = args.catalog
     config = spec.tool_filtering.model_copy(update={"index": index.model_copy(update=updates)})
     spec = spec.model_copy(update={"tool_filtering": config})
-    async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
+    async with await open_toolset(spec, progress=Progress("embedding tools", unit="tools")) as tools:
         store = tools.manager.index_store
         if store is None:
             raise ConfigError("index: the shared store needs an embedding service (search_method: bm25 has none)")
@@ -146,7 +146,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
         spec = spec.model_copy(
             update={"tool_filtering": spec.tool_filtering.model_copy(update={"selection_mode": args.selection_mode})}
         )
-    async with await open_toolset(spec, progress=Progress("embedding tools")) as tools:
+    async with await open_toolset(spec, progress=Progress("embedding tools", unit="tools")) as tools:
         try:
             report = await build_token_report(
                 spec,
@@ -156,6 +156,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
                 args.model_encoding,
                 spec.sample_conversation,
                 framework=args.framework or spec.framework,
+                progress=Progress("report queries", unit="queries"),
             )
         except ToolFilterError as exc:
             raise naming(exc, str(args.queries or args.agent)) from None
@@ -186,8 +187,8 @@ async def cmd_chat(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent import LoadedAgent, load_agent
     from sk_toolfilter.measure.report import plural
 
-    async with await load_agent(args.agent, progress=Progress("embedding tools")) as loaded:
-        count = len(loaded.manager.index)
+    async with await load_agent(args.agent, progress=Progress("embedding tools", unit="tools")) as loaded:
+        count = loaded.manager.catalog_size  # the agent's tools, as the report counts them
         print(
             f"{loaded.spec.name} ({count} {plural(count, 'tool')}, filtering "
             f"{'on' if loaded.manager.config.enabled else 'off'}, {loaded.spec.framework}). "
@@ -235,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="sk-toolfilter",
-        description="Dynamic tool loading for Semantic Kernel: index, search, measure.",
+        description="Dynamic tool loading for Semantic Kernel and Agent Framework agents: index, search, measure.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log details (INFO)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

