@@ -21,6 +21,42 @@ from sk_toolfilter.redaction import library_logger
 
 log = library_logger("sk_toolfilter.cli")
 
+KERNEL_HELP = (
+    "a Semantic Kernel whose plugins the agent file's tools name (SK declarative specs' `type: function`): "
+    "a module and a Kernel or a function returning one, e.g. myapp.kernels:build_kernel"
+)
+
+
+async def _kernel_from(args: argparse.Namespace) -> Any:
+    """The kernel ``--kernel module:factory`` names (a Kernel, or a function returning one, async or not)."""
+    target = getattr(args, "kernel", None)
+    if not target:
+        return None
+    import importlib
+    import inspect
+    import os
+
+    from semantic_kernel import Kernel
+
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(f"--kernel {target!r}: expected module:factory, e.g. --kernel myapp.kernels:build_kernel")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a module beside the agent file, as `python -m` would find it
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"--kernel {target!r}: cannot import {module_name!r} ({exc})") from None
+    factory = getattr(module, attribute, None)
+    if factory is None:
+        raise ConfigError(f"--kernel {target!r}: {module_name!r} has no {attribute!r}")
+    kernel = factory() if callable(factory) and not isinstance(factory, Kernel) else factory
+    if inspect.isawaitable(kernel):
+        kernel = await kernel
+    if not isinstance(kernel, Kernel):
+        raise ConfigError(f"--kernel {target!r}: gave a {type(kernel).__name__}, not a semantic_kernel Kernel")
+    return kernel
+
 
 def _print_counts(tools: Any) -> None:
     from sk_toolfilter.measure.report import plural
@@ -43,7 +79,9 @@ async def cmd_validate(args: argparse.Namespace) -> int:
     from sk_toolfilter.errors import ToolFilterError, naming
     from sk_toolfilter.measure.report import resolve_expected
 
-    async with await open_toolset(spec, progress=Progress("embedding tools", unit="tools")) as tools:
+    async with await open_toolset(
+        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools")
+    ) as tools:
         try:  # an `expect` naming no tool of the agent fails here, not only in `report`
             resolve_expected(spec.sample_queries, tools.manager.index.names)
         except ToolFilterError as exc:
@@ -67,7 +105,9 @@ async def cmd_search(args: argparse.Namespace) -> int:
     if overrides:
         config = ToolFilterConfig.from_mapping({**spec.tool_filtering.model_dump(), **overrides})
         spec = spec.model_copy(update={"tool_filtering": config})
-    async with await open_toolset(spec, progress=Progress("embedding tools", unit="tools")) as tools:
+    async with await open_toolset(
+        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools")
+    ) as tools:
         selection = await tools.manager.select(args.query)
         ranking = selection.ranking
         note = f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else ""
@@ -102,7 +142,9 @@ async def cmd_index(args: argparse.Namespace) -> int:
         updates["catalog"] = args.catalog
     config = spec.tool_filtering.model_copy(update={"index": index.model_copy(update=updates)})
     spec = spec.model_copy(update={"tool_filtering": config})
-    async with await open_toolset(spec, progress=Progress("embedding tools", unit="tools")) as tools:
+    async with await open_toolset(
+        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools")
+    ) as tools:
         store = tools.manager.index_store
         if store is None:
             raise ConfigError("index: the shared store needs an embedding service (search_method: bm25 has none)")
@@ -146,7 +188,9 @@ async def cmd_report(args: argparse.Namespace) -> int:
         spec = spec.model_copy(
             update={"tool_filtering": spec.tool_filtering.model_copy(update={"selection_mode": args.selection_mode})}
         )
-    async with await open_toolset(spec, progress=Progress("embedding tools", unit="tools")) as tools:
+    async with await open_toolset(
+        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools")
+    ) as tools:
         try:
             report = await build_token_report(
                 spec,
@@ -187,7 +231,9 @@ async def cmd_chat(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent import LoadedAgent, load_agent
     from sk_toolfilter.measure.report import plural
 
-    async with await load_agent(args.agent, progress=Progress("embedding tools", unit="tools")) as loaded:
+    async with await load_agent(
+        args.agent, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools")
+    ) as loaded:
         count = loaded.manager.catalog_size  # the agent's tools, as the report counts them
         print(
             f"{loaded.spec.name} ({count} {plural(count, 'tool')}, filtering "
@@ -243,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="load an agent file, connect its tool sources, index them")
     p.add_argument("agent", help="agent YAML file")
+    p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_validate)
 
     p = sub.add_parser("search", help="rank the tools of an agent file for a query")
@@ -252,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=positive_int, help="tools to keep (overrides the file)")
     p.add_argument("--explain", action="store_true", help="per tool: scores per method, why kept or cut")
     p.add_argument("--limit", type=positive_int, default=20, help="rows of --explain (default 20)")
+    p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_search)
 
     p = sub.add_parser("report", help="token-savings report: tools payload with filtering off vs on")
@@ -266,16 +314,19 @@ def build_parser() -> argparse.ArgumentParser:
         choices=FRAMEWORKS,
         help="whose OpenAI client sends the requests (default: the agent file's `framework`, else semantic-kernel)",
     )
+    p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_report)
 
     p = sub.add_parser("index", help="the shared tool index (index.store): push the agent's catalog, or its status")
     p.add_argument("action", choices=["push", "status"], help="push: embed new or changed tools, switch the version")
     p.add_argument("agent", help="agent YAML file")
     p.add_argument("--catalog", help="catalog name in the store (default: index.catalog, else the agent's name)")
+    p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_index)
 
     p = sub.add_parser("chat", help="chat with the agent (needs an API key or a local OpenAI-compatible server)")
     p.add_argument("agent", help="agent YAML file")
+    p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_chat)
 
     p = sub.add_parser("eval", help="retrieval quality on a labelled query set (recall@k, nDCG, MRR, tokens)")

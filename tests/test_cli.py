@@ -358,3 +358,33 @@ def test_a_one_tool_agent_reports_one_tool_and_no_saving_and_says_why(tmp_path, 
     assert "(0.0% saved)" in out and "Nothing to save: all 1 tool fit" in out
     data = json.loads((tmp_path / "r" / "report.json").read_text())
     assert all(q["tools_on"] == q["tools_off"] == 1 for q in data["queries"])
+
+
+def test_an_sk_declarative_spec_runs_from_the_cli_with_the_kernel_named_by_kernel(monkeypatch, capsys):
+    spec = str(FIXTURES / "sk_declarative" / "host_agent.yaml")
+    monkeypatch.setenv("OPENAI_CHAT_MODEL_ID", "gpt-4o-mini")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
+    assert main(["validate", spec]) == 2  # its tools name functions only a kernel has
+    assert "kernel" in capsys.readouterr().err
+    assert main(["validate", spec, "--kernel", "tests.test_sk_declarative:kernel_with_plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "Host: OK" in out
+    assert (
+        main(["search", spec, "book a table for four", "--kernel", "tests.test_sk_declarative:kernel_with_plugins"])
+        == 0
+    )
+    assert "BookingPlugin-book_table" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("tests.test_sk_declarative", "expected module:factory"),
+        ("tests.no_such_module:k", "cannot import 'tests.no_such_module'"),
+        ("tests.test_sk_declarative:missing", "has no 'missing'"),
+        ("tests.test_sk_declarative:SPEC", "gave a PosixPath, not a semantic_kernel Kernel"),
+    ],
+)
+def test_a_wrong_kernel_flag_is_one_clear_error(target, message, capsys):
+    assert main(["validate", str(FIXTURES / "sk_declarative" / "host_agent.yaml"), "--kernel", target]) == 2
+    assert message in capsys.readouterr().err
