@@ -303,6 +303,12 @@ class ToolFilterConfig(StrictConfig):
         default_factory=list,
         description="Plugins or functions this agent may never see or run: names or globs ('Files-delete_*', 'Admin').",
     )
+    allow: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Per plugin (tool source), the only tools of it the agent may see and run: function names or "
+        "globs ({'filesystem': ['read_file', 'list_directory']}); the plugin's other tools, including tools an MCP "
+        "server adds later, are hidden as if excluded. A tool source's own allowed_tools key fills this.",
+    )
     tools_overrides: dict[str, ToolOverride] = Field(default_factory=dict)
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
     selection_mode: Literal["fresh", "sticky"] = Field(

@@ -14,8 +14,9 @@ from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoic
 from typing_extensions import Self
 
 from sk_toolfilter.agents.agent_file import AgentSpec, Framework, ModelSpec, VectorstoreSource, load_agent_file
+from sk_toolfilter.agents.mcp.plugin import PIN
 from sk_toolfilter.agents.sources import add_sources
-from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.config import ToolFilterConfig, ToolOverride
 from sk_toolfilter.errors import ConfigError, ToolFilterError, closest_names, naming
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.integration.setup import create_tool_filter
@@ -143,6 +144,29 @@ def _only_named(spec: AgentSpec, given: list[str]) -> ToolFilterConfig:
     return spec.tool_filtering.model_copy(update={"exclude": [*spec.tool_filtering.exclude, *hidden]})
 
 
+def _with_source_rules(spec: AgentSpec, kernel: Kernel, config: ToolFilterConfig) -> ToolFilterConfig:
+    """The filter config with each tool source's ``allowed_tools`` (as ``allow``), and the tools of
+    ``always_include`` sources and those MCP annotations pin (as ``tools_overrides`` with
+    ``always_include``; the file's own overrides win)."""
+    allow = dict(config.allow)
+    for source in spec.tools:
+        allowed = getattr(source, "allowed_tools", None)
+        if allowed is not None:
+            allow[source.name] = list(allowed)
+    whole = {source.name for source in spec.tools if getattr(source, "always_include", False)}
+    pinned = [
+        f.fully_qualified_name
+        for name, plugin in kernel.plugins.items()
+        for f in plugin
+        if name in whole or (f.metadata.additional_properties or {}).get(PIN)
+    ]
+    overrides = {name: ToolOverride(always_include=True) for name in pinned}
+    overrides.update(config.tools_overrides)
+    if allow == config.allow and overrides == config.tools_overrides:
+        return config
+    return config.model_copy(update={"allow": allow, "tools_overrides": overrides})
+
+
 def _with_catalog_name(spec: AgentSpec, config: ToolFilterConfig) -> ToolFilterConfig:
     """The agent's name names its catalog in a shared store unless ``index.catalog`` does."""
     if "catalog" in config.index.model_fields_set:
@@ -180,7 +204,7 @@ async def open_toolset(
         counts = await add_sources(kernel, spec, stack, skipped, service)
         manager = await create_tool_filter(
             kernel,
-            _with_catalog_name(spec, _only_named(spec, given)),
+            _with_source_rules(spec, kernel, _with_catalog_name(spec, _only_named(spec, given))),
             embedding_service=service if config.search_method != "bm25" else None,
             progress=progress,
         )

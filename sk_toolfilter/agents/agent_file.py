@@ -74,6 +74,18 @@ class PluginSource(_Source):
     import_path: str = Field(alias="import", pattern=r"^[\w.]+(:[\w.]+)?$")
     init: dict[str, Any] = Field(default_factory=dict)
     optional: bool = False
+    allowed_tools: list[str] | None = Field(
+        default=None,
+        description="Only these tools of the source (names or globs); its others are hidden (tool_filtering.allow).",
+    )
+    always_include: bool = Field(
+        default=False,
+        description="Send every tool of this source with every request (HoloDeck's defer_loading: false).",
+    )
+
+
+McpHint = Literal["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"]
+"""The MCP tool annotation hints (MCP specification, ``ToolAnnotations``)."""
 
 
 class MCPSource(_Source):
@@ -106,6 +118,19 @@ class MCPSource(_Source):
         default=60.0, gt=0, le=86400, alias="request_timeout", description="Bound on one tool call."
     )
     optional: bool = Field(default=False, description="Skip this source, with one warning, when it fails to load.")
+    allowed_tools: list[str] | None = Field(
+        default=None,
+        description="Only these tools of the source (names or globs); its others are hidden (tool_filtering.allow).",
+    )
+    always_include: bool = Field(
+        default=False,
+        description="Send every tool of this source with every request (HoloDeck's defer_loading: false).",
+    )
+    annotations: dict[McpHint, Literal["exclude", "pin"]] = Field(
+        default_factory=dict,
+        description="What a tool the server marks with an MCP annotation hint gets: 'exclude' (never registered, "
+        "sent or run) or 'pin' (sent with every request), e.g. {destructiveHint: exclude, readOnlyHint: pin}.",
+    )
 
     @field_validator("startup_timeout_seconds", "request_timeout_seconds", mode="before")
     @classmethod
@@ -144,6 +169,14 @@ class CatalogSource(_Source):
     description: str = ""
     path: str
     optional: bool = False
+    allowed_tools: list[str] | None = Field(
+        default=None,
+        description="Only these tools of the source (names or globs); its others are hidden (tool_filtering.allow).",
+    )
+    always_include: bool = Field(
+        default=False,
+        description="Send every tool of this source with every request (HoloDeck's defer_loading: false).",
+    )
 
 
 class VectorDatabase(_Source):

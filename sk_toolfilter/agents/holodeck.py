@@ -10,6 +10,7 @@ still reports typos.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sk_toolfilter.redaction import library_logger
@@ -18,7 +19,6 @@ logger = library_logger(__name__)
 
 IGNORED_TOP_LEVEL = (
     "author",
-    "response_format",
     "evaluations",
     "execution",
     "observability",
@@ -38,15 +38,15 @@ IGNORED_MCP = (
     "load_tools",
     "is_retrieval",
     "registry_name",
-    "defer_loading",
 )
-IGNORED_TOOL = ("defer_loading",)
+IGNORED_TOOL: tuple[str, ...] = ()
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
 
 
 def adapt_holodeck(data: dict[str, Any], source: str) -> dict[str, Any]:
     """A copy of `data` with HoloDeck's keys mapped or dropped (one warning per dropped key)."""
     data = dict(data)
+    holodeck = _is_holodeck(data, data.get("test_cases"))
     cases = data.pop("test_cases", None)
     if isinstance(cases, list) and "sample_queries" not in data:
         # HoloDeck's test cases are the report's queries: the input, and the tools it expects.
@@ -55,7 +55,16 @@ def adapt_holodeck(data: dict[str, Any], source: str) -> dict[str, Any]:
             for c in cases
             if isinstance(c, dict) and isinstance(c.get("input"), str)
         ]
-    ignored = [key for key in IGNORED_TOP_LEVEL if key in data]
+    schema = data.get("response_format")
+    if isinstance(schema, dict) and isinstance(data.get("model"), dict):
+        # HoloDeck's structured output: a JSON schema the answer must follow (OpenAI's json_schema format).
+        data.pop("response_format")
+        model = dict(data["model"])
+        options = dict(model.get("options") or {}) if isinstance(model.get("options"), dict) else {}
+        options.setdefault("response_format", _json_schema_format(str(data.get("name") or "answer"), schema))
+        model["options"] = options
+        data["model"] = model
+    ignored = [key for key in (*IGNORED_TOP_LEVEL, "response_format") if key in data]
     for key in ignored:
         del data[key]
     if isinstance(data.get("model"), dict):
@@ -72,7 +81,7 @@ def adapt_holodeck(data: dict[str, Any], source: str) -> dict[str, Any]:
             tools.append(adapted)
         data["tools"] = tools
     filtering = data.get("tool_filtering")
-    if _is_holodeck(data, cases) and isinstance(filtering, dict) and "top_k" in filtering:
+    if holodeck and isinstance(filtering, dict) and "top_k" in filtering:
         # HoloDeck's top_k counts the always-included tools; ours ranks top_k tools and pins on top.
         filtering = dict(filtering)
         filtering.setdefault("max_tools_total", filtering["top_k"])
@@ -84,11 +93,19 @@ def adapt_holodeck(data: dict[str, Any], source: str) -> dict[str, Any]:
     return data
 
 
+def _json_schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's ``response_format`` for a JSON schema (not strict: HoloDeck's schemas need not list
+    every property as required, which strict mode demands)."""
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "answer"
+    return {"type": "json_schema", "json_schema": {"name": safe, "schema": schema, "strict": False}}
+
+
 def _is_holodeck(data: dict[str, Any], cases: Any) -> bool:
     """A file written for HoloDeck: it carries keys only HoloDeck writes."""
     instructions = data.get("instructions")
     holodeck_instructions = isinstance(instructions, dict) and bool({"inline", "file"} & set(instructions))
-    return cases is not None or holodeck_instructions or any(key in data for key in IGNORED_TOP_LEVEL)
+    markers = (*IGNORED_TOP_LEVEL, "response_format")
+    return cases is not None or holodeck_instructions or any(key in data for key in markers)
 
 
 def _model(model: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -113,6 +130,10 @@ def _model(model: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 def _tool(tool: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     tool = dict(tool)
     kind = tool.get("type")
+    # HoloDeck: deferred tools are found by search (ours: every tool is searchable); a tool that is
+    # not deferred is loaded up front (ours: sent with every request).
+    if "defer_loading" in tool and kind in ("mcp", "plugin", "catalog") and tool.pop("defer_loading") is False:
+        tool.setdefault("always_include", True)
     dropped: list[str] = []
     if kind == "mcp":
         if "timeout" in tool:

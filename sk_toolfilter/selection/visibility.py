@@ -21,12 +21,17 @@ class ToolPolicy:
 
     def __init__(self, config: ToolFilterConfig) -> None:
         self.exclude = list(config.exclude)
+        self.allow = {plugin: list(patterns) for plugin, patterns in config.allow.items()}
         self.overrides = dict(config.tools_overrides)
 
     def is_hidden(self, full_name: str) -> bool:
-        """Excluded by a pattern (full name or plugin name) or disabled by an override."""
-        plugin = full_name.split("-", 1)[0]
+        """Excluded by a pattern (full name or plugin name), outside its plugin's ``allow`` list, or
+        disabled by an override."""
+        plugin, _, function = full_name.partition("-")
         if any(fnmatchcase(full_name, p) or fnmatchcase(plugin, p) for p in self.exclude):
+            return True
+        allowed = self.allow.get(plugin)
+        if allowed is not None and not any(fnmatchcase(function, p) or fnmatchcase(full_name, p) for p in allowed):
             return True
         override = self.overrides.get(full_name)
         return override is not None and not override.enabled
@@ -47,6 +52,15 @@ class ToolPolicy:
         for position, pattern in enumerate(self.exclude):
             if not any(fnmatchcase(n, pattern) for n in known) and not any(fnmatchcase(p, pattern) for p in plugins):
                 messages.append(_unmatched(f"tool_filtering.exclude[{position}]", pattern, [*plugins, *known]))
+        for plugin, patterns in self.allow.items():
+            functions = [n.partition("-")[2] for n in known if n.partition("-")[0] == plugin]
+            if not functions:
+                messages.append(_unmatched("tool_filtering.allow", plugin, sorted(plugins)))
+            for position, pattern in enumerate(patterns):
+                if functions and not any(
+                    fnmatchcase(f, pattern) or fnmatchcase(f"{plugin}-{f}", pattern) for f in functions
+                ):
+                    messages.append(_unmatched(f"tool_filtering.allow.{plugin}[{position}]", pattern, functions))
         for name in self.overrides:
             if name not in known_set:
                 messages.append(_unmatched("tool_filtering.tools_overrides", name, known))

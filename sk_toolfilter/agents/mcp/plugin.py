@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from semantic_kernel import Kernel
@@ -17,6 +18,16 @@ from sk_toolfilter.redaction import library_logger
 logger = library_logger(__name__)
 
 
+PIN = "sk_toolfilter_pin"
+"""Set in a function's ``metadata.additional_properties`` when its MCP annotations ask for a pin."""
+
+
+def annotation_actions(tool: Any, wanted: Mapping[Any, str]) -> set[str]:
+    """What the source's ``annotations`` setting does with `tool`: the actions of the hints it sets to true."""
+    hints = getattr(tool, "annotations", None)
+    return {action for hint, action in wanted.items() if getattr(hints, hint, None) is True}
+
+
 def build_plugin(connection: MCPConnection) -> KernelPlugin:
     """The server's current tools (and prompts, when loaded) as kernel functions.
 
@@ -27,18 +38,20 @@ def build_plugin(connection: MCPConnection) -> KernelPlugin:
     functions: list[KernelFunction] = []
     taken: set[str] = set()
     for tool in connection.tools:
+        actions = annotation_actions(tool, source.annotations)
+        if "exclude" in actions:
+            continue  # never registered: not sent, listed or run
         name = function_name(source.name, tool.name, taken)
         params = tool_parameters(tool.inputSchema, where=f"{source.name}-{name}")
         method = kernel_function(name=name, description=tool.description or tool.title or "")(
             _tool_caller(connection, tool.name, params.original_names)
         )
-        functions.append(
-            KernelFunctionFromMethod(
-                method=method,
-                plugin_name=source.name,
-                parameters=[KernelParameterMetadata(**p) for p in params.dicts],
-            )
+        function = KernelFunctionFromMethod(
+            method=method, plugin_name=source.name, parameters=[KernelParameterMetadata(**p) for p in params.dicts]
         )
+        if "pin" in actions:
+            function.metadata.additional_properties = {**(function.metadata.additional_properties or {}), PIN: True}
+        functions.append(function)
     for prompt in connection.prompts:
         name = function_name(source.name, prompt.name, taken)
         arguments = prompt.arguments or []
