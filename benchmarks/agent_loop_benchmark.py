@@ -1,13 +1,16 @@
 """Agent loops on BFCL v4 multi-turn (dev half): is the next tool on offer at every step?
 
-    python benchmarks/agent_loop_benchmark.py [--data ../shared/benchmarks] [--limit N] [--variants all|default]
+    python benchmarks/agent_loop_benchmark.py [--data ../shared/benchmarks] [--limit N] [--variants all|default|caching]
         [--framework semantic-kernel|agent-framework]
 
 Every step is replayed through the real ``FilteredChatCompletion`` around a real
 ``OpenAIChatCompletion`` on a recording transport (the same path as ``sk-toolfilter eval
 --conversations``); each conversation grows one ``ChatHistory``. Prints, per configuration: step
 recall (all, first step of a turn, later steps), turn completeness, mean tools and tool-schema
-tokens per request (discovery tools included), and selection time per request; the base category
+tokens per request (discovery tools included), the share of requests whose tools list is the previous
+request's and tool tokens as billed with OpenAI's prompt caching (cached prefix at 50 %:
+``sk_toolfilter.measure.caching``; ``--variants caching`` compares fresh and sticky lists), and
+selection time per request; the base category
 separately, because long_context conversations repeat the user turns of their base twin and the
 co-usage learner has seen those turns by then.
 """
@@ -68,7 +71,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "benchmarks"))
     parser.add_argument("--limit", type=int, help="first N conversations only")
-    parser.add_argument("--variants", default="all", choices=["all", "default"])
+    parser.add_argument("--variants", default="all", choices=["all", "default", "caching"])
     parser.add_argument(
         "--framework",
         default="semantic-kernel",
@@ -76,19 +79,20 @@ def main() -> None:
         help="replay through the SK wrapper or Agent Framework's chat middleware",
     )
     args = parser.parse_args()
-    names = list(VARIANTS) if args.variants == "all" else ["default"]
+    names = {"all": list(VARIANTS), "default": ["default"], "caching": ["default", "sticky lists"]}[args.variants]
     print(
         "| configuration | step recall | first step | later steps | turn complete | base: step / turn "
-        "| tools / request | tool tokens / request | select p50 / p95 ms |"
+        "| tools / request | tool tokens / request | tools list kept | billed with caching | select p50 / p95 ms |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
         figures = asyncio.run(run(Path(args.data), VARIANTS[name], args.limit, framework=args.framework))
         a, b = figures["all"], figures.get("base", figures["all"])
         print(
             f"| {name} | {a['step_recall']:.3f} | {a['first_step_recall']:.3f} | {a['later_step_recall']:.3f} "
             f"| {a['turn_complete']:.3f} | {b['step_recall']:.3f} / {b['turn_complete']:.3f} | {a['mean_tools']:.2f} "
-            f"| {a['mean_tool_tokens']:.0f} | {a['p50_ms']:.1f} / {a['p95_ms']:.1f} |",
+            f"| {a['mean_tool_tokens']:.0f} | {a['prefix_kept']:.0%} | {a['mean_billed_tool_tokens']:.0f} "
+            f"| {a['p50_ms']:.1f} / {a['p95_ms']:.1f} |",
             flush=True,
         )
 

@@ -82,3 +82,25 @@ async def test_report_files_are_written(report_and_tools, tmp_path):
     assert paths["chart"].read_text().startswith("<svg")
     assert "Send an email" in paths["html"].read_text()
     assert "| tools tokens |" in render_markdown(report)
+
+
+def test_tool_tokens_with_prompt_caching_bill_a_repeated_or_extended_tools_list_as_cached():
+    from sk_toolfilter.measure.caching import billed_tool_tokens
+
+    # off: the same 1,000-token list every time; fresh: a new list each time; sticky: the list grows.
+    assert billed_tool_tokens([["a", "b"]] * 3, [1000] * 3) == 1000 + 500 + 500
+    assert billed_tool_tokens([["a"], ["b"], ["a"]], [300, 300, 300]) == 900
+    assert billed_tool_tokens([["a"], ["a", "b"], ["a", "b"]], [300, 600, 600], 0.1) == 300 + (30 + 300) + 60
+
+
+async def test_the_report_shows_the_conversation_cost_with_prompt_caching(report_and_tools):
+    from sk_toolfilter.measure.report import render_terminal
+
+    report, _ = report_and_tools
+    conversation = report.conversation
+    assert conversation is not None
+    catalog = report.queries[0].tools_tokens_off
+    off, on = conversation.billed_tokens(catalog)
+    assert off == catalog * (1 + 0.5 * (len(conversation.turns) - 1))  # the full list, cached after the first
+    assert on <= sum(conversation.tools_tokens_per_request)
+    assert f"cost {off:,.0f} off → {on:,.0f} on" in render_terminal(report)

@@ -30,6 +30,7 @@ from sk_toolfilter.agents.agent_file import Framework
 from sk_toolfilter.errors import ConfigError
 from sk_toolfilter.input_files import json_lines, json_object
 from sk_toolfilter.integration.service import wrap_chat_service
+from sk_toolfilter.measure.caching import billed_tool_tokens
 from sk_toolfilter.measure.tokens import count_json_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
 
@@ -142,7 +143,9 @@ class ConversationReplay:
 
 
 def summarize(results: Sequence[StepResult]) -> dict[str, float]:
-    """Step recall (all, first step of a turn, later steps), turn completeness, tools and tokens per request."""
+    """Step recall (all, first step of a turn, later steps), turn completeness, tools and tokens per
+    request, the share of requests whose tools list is the previous request's (a cached prompt
+    prefix), and tool tokens per request as billed with OpenAI's prompt caching (:mod:`.caching`)."""
     if not results:
         return {}
     first = [r.passed for r in results if r.step.step == 0]
@@ -152,6 +155,15 @@ def summarize(results: Sequence[StepResult]) -> dict[str, float]:
         key = (r.step.conversation, r.step.turn)
         turns[key] = turns.get(key, True) and r.passed
     times = sorted(r.seconds for r in results)
+    conversations: dict[str, list[StepResult]] = defaultdict(list)
+    for r in results:
+        conversations[r.step.conversation].append(r)
+    billed = sum(
+        billed_tool_tokens([r.sent for r in rows], [r.tool_tokens for r in rows]) for rows in conversations.values()
+    )
+    kept = sum(rows[i].sent == rows[i - 1].sent for rows in conversations.values() for i in range(1, len(rows))) / max(
+        sum(len(rows) - 1 for rows in conversations.values()), 1
+    )
     return {
         "steps": float(len(results)),
         "step_recall": sum(r.passed for r in results) / len(results),
@@ -160,6 +172,8 @@ def summarize(results: Sequence[StepResult]) -> dict[str, float]:
         "turn_complete": sum(turns.values()) / len(turns),
         "mean_tools": sum(len(r.sent) for r in results) / len(results),
         "mean_tool_tokens": sum(r.tool_tokens for r in results) / len(results),
+        "prefix_kept": kept,
+        "mean_billed_tool_tokens": billed / len(results),
         "p50_ms": 1000 * times[len(times) // 2],
         "p95_ms": 1000 * times[min(len(times) - 1, int(len(times) * 0.95))],
     }
@@ -262,6 +276,8 @@ def render_summary(replay: ConversationReplay, by_category: bool = False) -> str
         "turn_complete",
         "mean_tools",
         "mean_tool_tokens",
+        "prefix_kept",
+        "mean_billed_tool_tokens",
         "p50_ms",
         "p95_ms",
     )

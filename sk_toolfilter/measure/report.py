@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sk_toolfilter.agents.agent_file import AgentSpec, Framework, SampleQuery
 from sk_toolfilter.errors import UnknownToolError
 from sk_toolfilter.integration.service import wrap_chat_service
+from sk_toolfilter.measure.caching import OPENAI_CACHED_FRACTION, billed_tool_tokens
 from sk_toolfilter.measure.report_html import render_chart_svg, render_html, share_percent, shorten
 from sk_toolfilter.measure.tokens import count_json_tokens, count_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
@@ -67,6 +68,15 @@ class ConversationReport:
     turns: list[str]
     tools_per_request: list[list[str]]
     tools_tokens_per_request: list[int]
+
+    def billed_tokens(
+        self, catalog_tokens: int, cached_fraction: float = OPENAI_CACHED_FRACTION
+    ) -> tuple[float, float]:
+        """Tool tokens of the conversation as billed with prompt caching: filtering off (the whole
+        catalog every time: cached after the first request) and on."""
+        turns = len(self.turns)
+        off = billed_tool_tokens([["all"]] * turns, [catalog_tokens] * turns, cached_fraction)
+        return off, billed_tool_tokens(self.tools_per_request, self.tools_tokens_per_request, cached_fraction)
 
     @property
     def prefix_stable_share(self) -> float | None:
@@ -324,7 +334,20 @@ def render_terminal(report: TokenReport) -> str:
             f"Sample conversation ({len(report.conversation.turns)} turns, selection_mode={report.selection_mode}): "
             f"tools prefix unchanged from the previous request in {share_percent(share)} of requests"
         )
+        lines.append(_caching_line(report))
     return "\n".join(lines)
+
+
+def _caching_line(report: TokenReport) -> str:
+    """The sample conversation's tool tokens as billed with prompt caching, off vs on."""
+    assert report.conversation is not None
+    catalog = report.queries[0].tools_tokens_off if report.queries else 0
+    off, on = report.conversation.billed_tokens(catalog)
+    saved = f"{100 * (off - on) / off:.1f}% saved" if off else "n/a"
+    return (
+        f"With prompt caching (a repeated tools prefix billed at {OPENAI_CACHED_FRACTION:.0%}, OpenAI's published "
+        f"rate for cached input): the conversation's tool tokens cost {off:,.0f} off → {on:,.0f} on ({saved})"
+    )
 
 
 def render_markdown(report: TokenReport) -> str:
@@ -352,6 +375,8 @@ def render_markdown(report: TokenReport) -> str:
             f"Sample conversation, `selection_mode: {report.selection_mode}`: the tools prefix is unchanged from "
             f"the previous request in {share_percent(report.conversation.prefix_stable_share)} of requests "
             "(providers cache the prompt prefix).",
+            "",
+            _caching_line(report),
             "",
             "| turn | tools sent | tools tokens |",
             "|---|---|---|",
