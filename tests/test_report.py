@@ -93,10 +93,12 @@ def test_tool_tokens_with_prompt_caching_bill_a_repeated_or_extended_tools_list_
     assert billed_tool_tokens([["a"], ["a", "b"], ["a", "b"]], [300, 600, 600], 0.1) == 300 + (30 + 300) + 60
 
 
-async def test_the_report_shows_the_conversation_cost_with_prompt_caching(report_and_tools):
+async def test_the_report_shows_the_conversation_cost_with_prompt_caching(report_and_tools, spec):  # noqa: F811
     from sk_toolfilter.measure.report import render_terminal
 
-    report, _ = report_and_tools
+    _, tools = report_and_tools
+    turns = ["save a note about the dentist", "what notes do I have?", "email bob the note"]
+    report = await build_token_report(spec, tools.kernel, tools.manager, QUERIES, conversation=turns)
     conversation = report.conversation
     assert conversation is not None
     catalog = report.queries[0].tools_tokens_off
