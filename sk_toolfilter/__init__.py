@@ -4,33 +4,72 @@ Per request, rank the kernel's functions against the conversation and send only 
 matter. See README.md for the data flow and examples.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from sk_toolfilter import _compat
-from sk_toolfilter.config import BM25Config, EmbeddingConfig, ToolFilterConfig
-from sk_toolfilter.errors import ConfigError, EmbeddingServiceError, ToolFilterError, ToolSourceError, UnknownToolError
-from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
-from sk_toolfilter.integration.setup import attach_to_kernel, create_tool_filter, enable_tool_filtering
-from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, create_embedding_service
-from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
-from sk_toolfilter.retrieval.search import Ranking, ScoredTool, rank_tools
-from sk_toolfilter.selection.manager import Selection, ToolDecision, ToolFilterManager
-from sk_toolfilter.selection.settings import clone_with_functions
-from sk_toolfilter.selection.usage import UsageTracker
 
 __version__ = "0.2.0"
 
 _compat.install()
 
-_LAZY = {"load_agent": "sk_toolfilter.agents.agent"}
-"""Public names imported on first use: loading agent files pulls in MCP, YAML and HTTP clients."""
+# Public names, imported on first use: `import sk_toolfilter` (and `sk-toolfilter --help`) stays quick,
+# and Semantic Kernel loads only when a name that needs it is used.
+_PUBLIC = {
+    "sk_toolfilter.config": ("BM25Config", "EmbeddingConfig", "ToolFilterConfig"),
+    "sk_toolfilter.errors": (
+        "ConfigError",
+        "EmbeddingServiceError",
+        "ToolFilterError",
+        "ToolSourceError",
+        "UnknownToolError",
+    ),
+    "sk_toolfilter.integration.service": ("FilteredChatCompletion", "wrap_chat_service"),
+    "sk_toolfilter.integration.setup": ("attach_to_kernel", "create_tool_filter", "enable_tool_filtering"),
+    "sk_toolfilter.retrieval.embeddings": ("LocalEmbeddingGenerator", "create_embedding_service"),
+    "sk_toolfilter.retrieval.index": ("ToolIndex",),
+    "sk_toolfilter.retrieval.metadata": ("ParameterMetadata", "ToolMetadata"),
+    "sk_toolfilter.retrieval.search": ("Ranking", "ScoredTool", "rank_tools"),
+    "sk_toolfilter.selection.manager": ("Selection", "ToolDecision", "ToolFilterManager"),
+    "sk_toolfilter.selection.settings": ("clone_with_functions",),
+    "sk_toolfilter.selection.usage": ("UsageTracker",),
+    "sk_toolfilter.agents.agent": ("load_agent",),
+}
+_HOME = {name: module for module, names in _PUBLIC.items() for name in names}
+
+if TYPE_CHECKING:
+    from sk_toolfilter.agents.agent import load_agent
+    from sk_toolfilter.config import BM25Config, EmbeddingConfig, ToolFilterConfig
+    from sk_toolfilter.errors import (
+        ConfigError,
+        EmbeddingServiceError,
+        ToolFilterError,
+        ToolSourceError,
+        UnknownToolError,
+    )
+    from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
+    from sk_toolfilter.integration.setup import attach_to_kernel, create_tool_filter, enable_tool_filtering
+    from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, create_embedding_service
+    from sk_toolfilter.retrieval.index import ToolIndex
+    from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
+    from sk_toolfilter.retrieval.search import Ranking, ScoredTool, rank_tools
+    from sk_toolfilter.selection.manager import Selection, ToolDecision, ToolFilterManager
+    from sk_toolfilter.selection.settings import clone_with_functions
+    from sk_toolfilter.selection.usage import UsageTracker
 
 
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _HOME:
+        value = getattr(importlib.import_module(_HOME[name]), name)
+        globals()[name] = value  # the next access is a plain attribute
+        return value
     raise AttributeError(f"module 'sk_toolfilter' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})
 
 
 __all__ = [

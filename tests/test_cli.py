@@ -388,3 +388,13 @@ def test_an_sk_declarative_spec_runs_from_the_cli_with_the_kernel_named_by_kerne
 def test_a_wrong_kernel_flag_is_one_clear_error(target, message, capsys):
     assert main(["validate", str(FIXTURES / "sk_declarative" / "host_agent.yaml"), "--kernel", target]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_cli_starts_without_loading_semantic_kernel_and_public_names_still_import():
+    probe = (
+        "import sys, sk_toolfilter.cli; print('semantic_kernel' in sys.modules); "
+        "from sk_toolfilter import ToolFilterManager, load_agent, ToolFilterConfig; "
+        "print(ToolFilterManager.__module__, load_agent.__module__, 'semantic_kernel' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.split() == ["False", "sk_toolfilter.selection.manager", "sk_toolfilter.agents.agent", "True"]
