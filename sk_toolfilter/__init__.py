@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from sk_toolfilter import _compat
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _compat.install()
 

@@ -104,7 +104,7 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
         where = "".join(f"; {names} now in sk_toolfilter.{home}" for home in elsewhere)
         warnings.warn(
             f"{fullname} moved to {new_name}{where} (public names: from sk_toolfilter import ...); "
-            "the old path goes away in 0.3",
+            "the old path goes away in 0.4",
             DeprecationWarning,
             3,
         )

@@ -62,23 +62,33 @@ class EmbeddingConfig(StrictConfig):
     is configured and ``local`` otherwise.
     """
 
-    provider: Literal["local", "openai", "azure_openai", "none"] | None = None
+    provider: Literal["local", "openai", "azure_openai", "none"] | None = Field(
+        default=None,
+        description="local (a bundled offline ONNX model), openai, azure_openai or none (BM25 only). Unset: openai "
+        "when an api_key is configured, else local.",
+    )
     model: str | None = Field(
         default=None,
         description="Model or deployment name. Local: minilm-l6-tools-v1 (default), all-MiniLM-L6-v2-int8, or a "
         "folder with a model.json (a model built with training/).",
     )
-    api_key: SecretStr | None = None
+    api_key: SecretStr | None = Field(
+        default=None, description="Embedding service key; use ${VAR} in an agent file, never a literal."
+    )
     base_url: str | None = Field(default=None, description="OpenAI-compatible server URL.")
     endpoint: str | None = Field(default=None, description="Azure OpenAI endpoint.")
-    api_version: str | None = None
-    dimensions: int | None = Field(default=None, gt=0)
+    api_version: str | None = Field(default=None, description="Azure OpenAI API version.")
+    dimensions: int | None = Field(
+        default=None,
+        gt=0,
+        description="Vector size asked of OpenAI / Azure OpenAI (and checked on every answer); local models have 384.",
+    )
     precision: Literal["float32", "int8"] = Field(
         default="int8",
         description="How tool vectors are held and scored: int8 (default: 388 bytes per 384-d tool, 3-4x "
         "faster on large catalogs, recall@5 unchanged on the four dev sets) or float32 (exact, 1,536 bytes).",
     )
-    batch_size: int = Field(default=64, gt=0, le=2048)
+    batch_size: int = Field(default=64, gt=0, le=2048, description="Tool texts per embedding call when indexing.")
     cache: bool = Field(default=True, description="Reuse tool embeddings across runs (on disk).")
     timeout_seconds: float = Field(
         default=5.0,
@@ -110,10 +120,10 @@ class EmbeddingConfig(StrictConfig):
 class BM25Config(StrictConfig):
     """BM25 parameters. The defaults were tuned on the dev halves of the public benchmarks."""
 
-    k1: float = Field(default=2.0, ge=0.0, le=10.0)
-    b: float = Field(default=0.5, ge=0.0, le=1.0)
+    k1: float = Field(default=2.0, ge=0.0, le=10.0, description="Term-frequency saturation.")
+    b: float = Field(default=0.5, ge=0.0, le=1.0, description="Length normalisation (0: none, 1: full).")
     name_boost: int = Field(default=3, ge=1, le=10, description="How many times the name counts.")
-    stemming: bool = True
+    stemming: bool = Field(default=True, description="Snowball stemming of tool and query words.")
 
 
 class ToolOverride(StrictConfig):
@@ -123,19 +133,21 @@ class ToolOverride(StrictConfig):
     ``searchable: false`` keeps it callable when pinned but out of search and discovery.
     """
 
-    enabled: bool = True
-    searchable: bool = True
-    always_include: bool = False
-    category: str | None = None
-    tags: list[str] = Field(default_factory=list)
+    enabled: bool = Field(default=True, description="false: the tool is hidden everywhere (never sent or run).")
+    searchable: bool = Field(default=True, description="false: callable when pinned, but out of search and discovery.")
+    always_include: bool = Field(default=False, description="Sent with every request.")
+    category: str | None = Field(default=None, description="A category word added to the tool's indexed text.")
+    tags: list[str] = Field(default_factory=list, description="Tags added to the tool's indexed text.")
     keywords: list[str] = Field(default_factory=list, description="Extra words and aliases to match.")
 
 
 class DiscoveryConfig(StrictConfig):
     """The built-in discovery plugin the model calls to search the whole catalog."""
 
-    enabled: bool = True
-    plugin_name: str = Field(default="ToolSearch", pattern=r"^[0-9A-Za-z_]+$")
+    enabled: bool = Field(default=True, description="Offer the two discovery tools (search_tools, describe_tool).")
+    plugin_name: str = Field(
+        default="ToolSearch", pattern=r"^[0-9A-Za-z_]+$", description="Plugin name of the discovery tools."
+    )
     max_loaded: int = Field(default=5, ge=1, le=50, description="Discovered tools sent on the next request.")
     max_chars: int = Field(default=6000, ge=500, le=50_000, description="Hard cap on one discovery answer.")
 
@@ -152,7 +164,7 @@ class AgentLoopConfig(StrictConfig):
     ``always_include`` and the discovery tools.
     """
 
-    enabled: bool = True
+    enabled: bool = Field(default=True, description="Apply the agent-loop policy below inside a turn.")
     keep_turn_tools: bool = Field(default=True, description="Tools called earlier in the turn stay on offer.")
     previous_turn_tools: bool = Field(
         default=True, description="Tools of the previous turn fill what the budget leaves (follow-ups: 'the same')."
@@ -194,7 +206,9 @@ class IndexConfig(StrictConfig):
     ``PGDATABASE``, ``PGUSER``, ``PGPASSWORD``) or ``POSTGRES_CONNECTION_STRING`` apply.
     """
 
-    store: Literal["memory", "postgres"] = "memory"
+    store: Literal["memory", "postgres"] = Field(
+        default="memory", description="memory: this process only; postgres: shared by every replica (pgvector)."
+    )
     catalog: str = Field(
         default="default",
         min_length=1,
@@ -204,8 +218,17 @@ class IndexConfig(StrictConfig):
     connection_string: SecretStr | None = Field(
         default=None, description="libpq connection string or postgresql:// URL; use ${VAR}, never a literal."
     )
-    db_schema: str = Field(default="public", alias="schema", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-    table_prefix: str = Field(default="sk_toolfilter", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
+    db_schema: str = Field(
+        default="public",
+        alias="schema",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$",
+        description="PostgreSQL schema of the tables.",
+    )
+    table_prefix: str = Field(
+        default="sk_toolfilter",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,39}$",
+        description="Prefix of the table names (tools, versions, co-usage).",
+    )
     publish: bool = Field(
         default=True,
         description="A replica whose tools are not all in the store embeds the new or changed ones and "
@@ -238,7 +261,9 @@ class ToolFilterConfig(StrictConfig):
     match). A tool is kept when its score is at least the threshold, at most ``top_k`` of them.
     """
 
-    enabled: bool = True
+    enabled: bool = Field(
+        default=True, description="false: nothing is ranked; every visible tool is sent (exclusions still apply)."
+    )
     top_k: int = Field(default=5, gt=0, le=128, description="Ranked tools sent per request (pinned tools come on top).")
     max_tools_total: int | None = Field(
         default=None,
@@ -247,15 +272,26 @@ class ToolFilterConfig(StrictConfig):
         description="Hard cap on the tools sent per request, pinned and discovery tools included (HoloDeck's top_k "
         "meaning): the lowest-ranked selected tools are dropped first, pinned tools never. null: no cap.",
     )
-    similarity_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
-    always_include: list[str] = Field(default_factory=list)
-    always_include_top_n_used: int = Field(default=0, ge=0, le=128)
+    similarity_threshold: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Keep a ranked tool whose score is at least this fraction of the best tool's score.",
+    )
+    always_include: list[str] = Field(
+        default_factory=list, description="Tools (Plugin-function) sent with every request, on top of top_k."
+    )
+    always_include_top_n_used: int = Field(
+        default=0, ge=0, le=128, description="Also pin the N tools the model called most (0: none)."
+    )
     strict: bool = Field(
         default=False,
         description="Every exclude pattern and tools_overrides name must match a tool or plugin: an unmatched one "
         "is an error instead of a warning.",
     )
-    search_method: SearchMethod = "hybrid"
+    search_method: SearchMethod = Field(
+        default="hybrid", description="semantic (embeddings), bm25 (words) or hybrid (both, fused)."
+    )
     query_strategy: Literal["last_message", "conversation"] = Field(
         default="conversation", description="What the query is built from in chat (see sk_toolfilter.selection.query)."
     )
@@ -290,15 +326,17 @@ class ToolFilterConfig(StrictConfig):
         description="threshold: keep scores >= similarity_threshold; autocut: stop at the first score "
         "below autocut_ratio x the previous one.",
     )
-    autocut_ratio: float = Field(default=0.5, gt=0.0, lt=1.0)
+    autocut_ratio: float = Field(
+        default=0.5, gt=0.0, lt=1.0, description="cutoff: autocut stops at a score below this x the previous one."
+    )
     semantic_floor: float = Field(
         default=0.2,
         ge=-1.0,
         le=1.0,
         description="Cosine similarity below which a tool counts as unrelated to the query.",
     )
-    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
-    bm25: BM25Config = Field(default_factory=BM25Config)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig, description="The embedding service.")
+    bm25: BM25Config = Field(default_factory=BM25Config, description="BM25 parameters.")
     exclude: list[str] = Field(
         default_factory=list,
         description="Plugins or functions this agent may never see or run: names or globs ('Files-delete_*', 'Admin').",
@@ -309,15 +347,17 @@ class ToolFilterConfig(StrictConfig):
         "globs ({'filesystem': ['read_file', 'list_directory']}); the plugin's other tools, including tools an MCP "
         "server adds later, are hidden as if excluded. A tool source's own allowed_tools key fills this.",
     )
-    tools_overrides: dict[str, ToolOverride] = Field(default_factory=dict)
-    discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
+    tools_overrides: dict[str, ToolOverride] = Field(
+        default_factory=dict, description="Per tool (Plugin-function): visibility, pins and extra indexed words."
+    )
+    discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig, description="The discovery tools.")
     selection_mode: Literal["fresh", "sticky"] = Field(
         default="fresh",
         description="sticky: within a conversation, tools once sent stay sent, in the same order (prompt caches).",
     )
     sticky_max_tools: int = Field(default=12, ge=1, le=256, description="Cap of a sticky tool list (LRU).")
-    agent_loop: AgentLoopConfig = Field(default_factory=AgentLoopConfig)
-    index: IndexConfig = Field(default_factory=IndexConfig)
+    agent_loop: AgentLoopConfig = Field(default_factory=AgentLoopConfig, description="Selection inside agent loops.")
+    index: IndexConfig = Field(default_factory=IndexConfig, description="Where the tool index lives.")
 
     @model_validator(mode="after")
     def _pins_fit_the_cap(self) -> ToolFilterConfig:

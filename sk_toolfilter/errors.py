@@ -96,3 +96,28 @@ def describe_validation_error(error: ValidationError, prefix: str = "", union_ta
             shown = shown[:77] + "..."
         lines.append(f"{where}: {message} (got {shown})")
     return "\n".join(lines)
+
+
+def install_line(extra: str) -> str:
+    """The pip command that adds `extra` to this installation, as it was installed: from an index
+    (``pip install 'sk-toolfilter[postgres]'``), from a wheel or sdist file, or from a clone (editable or
+    not). An error that needs an extra prints this, so the line works where the user got the package."""
+    import json
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
+    origin = None
+    try:  # the installed distribution's record (a build folder's egg-info on sys.path has none)
+        for distribution in metadata.distributions(name="sk-toolfilter"):
+            raw = distribution.read_text("direct_url.json")
+            if raw:
+                origin = json.loads(raw)
+                break
+    except (ValueError, OSError):
+        origin = None
+    if not isinstance(origin, dict) or not isinstance(origin.get("url"), str):
+        return f"pip install 'sk-toolfilter[{extra}]'"
+    url = origin["url"]
+    where = unquote(urlparse(url).path) if url.startswith("file://") else url
+    editable = bool((origin.get("dir_info") or {}).get("editable"))
+    return f"pip install {'-e ' if editable else ''}'{where}[{extra}]'"

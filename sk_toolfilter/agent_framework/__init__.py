@@ -17,9 +17,9 @@ from __future__ import annotations
 try:
     import agent_framework as _agent_framework  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    from sk_toolfilter.errors import ToolFilterError
+    from sk_toolfilter.errors import ToolFilterError, install_line
 
-    raise ToolFilterError("Agent Framework is not installed: pip install 'sk-toolfilter[agent-framework]'") from exc
+    raise ToolFilterError(f"Agent Framework is not installed: {install_line('agent-framework')}") from exc
 
 from sk_toolfilter.agent_framework.middleware import ToolFilterMiddleware, ToolGuardMiddleware
 from sk_toolfilter.agent_framework.setup import AgentFrameworkFilter, create_agent_framework_filter

@@ -17,7 +17,7 @@ from sk_toolfilter.agents.agent_file import AgentSpec, Framework, ModelSpec, Vec
 from sk_toolfilter.agents.mcp.plugin import PIN
 from sk_toolfilter.agents.sources import add_sources
 from sk_toolfilter.config import ToolFilterConfig, ToolOverride
-from sk_toolfilter.errors import ConfigError, ToolFilterError, closest_names, naming
+from sk_toolfilter.errors import ConfigError, ToolFilterError, closest_names, install_line, naming
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.integration.setup import create_tool_filter
 from sk_toolfilter.progress import ProgressCallback
@@ -84,7 +84,7 @@ def create_agent_framework_client(model: ModelSpec, http_client: Any = None) -> 
         from agent_framework.openai import OpenAIChatCompletionClient
     except ImportError:
         raise ToolFilterError(
-            "Agent Framework's OpenAI client is not installed: pip install 'sk-toolfilter[agent-framework]'"
+            f"Agent Framework's OpenAI client is not installed: {install_line('agent-framework')}"
         ) from None
 
     return OpenAIChatCompletionClient(model=model.name, async_client=_openai_client(model, http_client))

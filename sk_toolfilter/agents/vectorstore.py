@@ -27,7 +27,7 @@ from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGene
 from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, kernel_function
 
 from sk_toolfilter.agents.agent_file import AgentSpec, VectorDatabase, VectorstoreSource
-from sk_toolfilter.errors import ConfigError, ToolSourceError
+from sk_toolfilter.errors import ConfigError, ToolSourceError, install_line
 from sk_toolfilter.input_files import json_lines, parse_json, read_text
 from sk_toolfilter.redaction import library_logger, redact_url
 from sk_toolfilter.retrieval.embeddings import (
@@ -319,7 +319,7 @@ def _chroma_collection(definition: Any, name: str, url: str, where: str) -> Any:
         from semantic_kernel.connectors.chroma import ChromaCollection
     except ImportError:
         raise ConfigError(
-            f"{where}: database provider chromadb needs the Chroma client: pip install 'sk-toolfilter[chroma]'"
+            f"{where}: database provider chromadb needs the Chroma client: {install_line('chroma')}"
         ) from None
     parts = urlsplit(url if "://" in url else f"http://{url}")
     client = chromadb.HttpClient(

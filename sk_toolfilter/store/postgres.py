@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter.config import IndexConfig
-from sk_toolfilter.errors import ConfigError, IndexStoreError
+from sk_toolfilter.errors import ConfigError, IndexStoreError, install_line
 from sk_toolfilter.redaction import library_logger, remember_secret
 from sk_toolfilter.store.co_usage_table import CoUsageTable
 from sk_toolfilter.store.outage import StoreOutage, first_line
@@ -37,8 +37,6 @@ class _QuietOwnPool(logging.Filter):
 
 _POOL_FILTER = _QuietOwnPool()
 
-INSTALL_HINT = "store: postgres needs the [postgres] extra: pip install 'sk-toolfilter[postgres]'"
-
 
 class PostgresIndexStore:
     """A connection pool to one database and the collections the shared catalogs live in."""
@@ -59,7 +57,9 @@ class PostgresIndexStore:
             from psycopg_pool import AsyncConnectionPool
             from semantic_kernel.connectors.postgres import PostgresSettings
         except ImportError as exc:
-            raise ConfigError(f"{INSTALL_HINT} ({exc})") from None
+            raise ConfigError(
+                f"store: postgres needs the [postgres] extra: {install_line('postgres')} ({exc})"
+            ) from None
 
         # Parsed inside this boundary: a driver's parse error may quote the password, so its text is
         # never passed on, only what kind of string was expected.

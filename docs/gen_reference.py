@@ -1,0 +1,163 @@
+"""Write the generated pages of the docs site: the configuration reference (from the pydantic models),
+the CLI reference (from the argument parser) and the changelog (CHANGELOG.md).
+
+    python docs/gen_reference.py        # before `mkdocs build --strict` (.ci/run does both)
+
+The pages are generated, never edited by hand; tests/test_docs.py checks that every configuration key
+has a description and that the pages written are the ones this script makes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Literal:
+        return " \\| ".join(f"`{a!r}`" if not isinstance(a, str) else f"`{a}`" for a in args)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return " \\| ".join(_type_name(a) for a in args)
+    if origin in (list, tuple, set):
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return f"mapping of {_type_name(args[0])} to {_type_name(args[1])}" if args else "mapping"
+    if annotation is type(None):
+        return "null"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return f"[{annotation.__name__}](#{annotation.__name__.lower()})"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return " \\| ".join(f"`{m.value}`" for m in annotation)
+    return getattr(annotation, "__name__", str(annotation)).replace("SecretStr", "secret string")
+
+
+def _bounds(info: FieldInfo) -> str:
+    marks = []
+    for meta in info.metadata:
+        for attribute, sign in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<")):
+            value = getattr(meta, attribute, None)
+            if value is not None:
+                marks.append(f"{sign} {value}")
+        for attribute, label in (("min_length", "length ≥"), ("max_length", "length ≤"), ("pattern", "pattern")):
+            value = getattr(meta, attribute, None)
+            if value is not None:
+                marks.append(f"{label} `{value}`")
+    return ", ".join(marks)
+
+
+def _default(info: FieldInfo) -> str:
+    if info.default_factory is not None:
+        value = info.default_factory()  # type: ignore[call-arg]
+        if isinstance(value, BaseModel):
+            return "(its defaults)"
+        return f"`{value!r}`" if value not in ({}, []) else "empty"
+    if info.is_required():
+        return "required"
+    value = info.default
+    return "`null`" if value is None else f"`{value!r}`" if not isinstance(value, str) else f"`{value}`"
+
+
+def field_description(info: FieldInfo) -> str | None:
+    return (info.description or "").strip() or None
+
+
+def models_of(model: type[BaseModel]) -> list[type[BaseModel]]:
+    """`model` and every model its fields hold, in reading order."""
+    seen: list[type[BaseModel]] = []
+
+    def visit(current: type[BaseModel]) -> None:
+        if current in seen:
+            return
+        seen.append(current)
+        for info in current.model_fields.values():
+            for candidate in _nested(info.annotation):
+                visit(candidate)
+
+    visit(model)
+    return seen
+
+
+def _nested(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _nested(arg)]
+
+
+def configuration_reference() -> str:
+    from sk_toolfilter.config import ToolFilterConfig
+
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated from the pydantic models by `docs/gen_reference.py`: every key of the `tool_filtering`",
+        "block of an agent file (and of `ToolFilterConfig`), its type, default, bounds and meaning. Unknown",
+        "keys, NaN and infinity are errors that name the key.",
+    ]
+    for model in models_of(ToolFilterConfig):
+        name = "tool_filtering" if model is ToolFilterConfig else model.__name__
+        out += [
+            "",
+            f"## {model.__name__}",
+            "",
+            f"`{name}`" + (" — " + " ".join((model.__doc__ or "").split()) if model.__doc__ else ""),
+            "",
+        ]
+        out += ["| key | type | default | bounds | description |", "|---|---|---|---|---|"]
+        for key, info in model.model_fields.items():
+            shown = info.alias or key
+            description = (field_description(info) or "").replace("|", "\\|")
+            out.append(
+                f"| `{shown}` | {_type_name(info.annotation)} | {_default(info)} | {_bounds(info)} | {description} |"
+            )
+    return "\n".join(out) + "\n"
+
+
+def cli_reference() -> str:
+    from sk_toolfilter.cli import build_parser
+
+    parser = build_parser()
+    out = [
+        "# CLI reference",
+        "",
+        "Generated from the argument parser by `docs/gen_reference.py`. Every command exits 0 on success,",
+        "1 when the work found a problem it reports (e.g. `index push` with nothing to push), 2 on a usage or",
+        "configuration error, with one line naming the file and the key.",
+        "",
+        "```text",
+        parser.format_help().rstrip(),
+        "```",
+    ]
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, sub in actions[0].choices.items():
+        out += ["", f"## sk-toolfilter {name}", "", "```text", sub.format_help().rstrip(), "```"]
+    return "\n".join(out) + "\n"
+
+
+def write_all() -> dict[Path, str]:
+    pages = {
+        DOCS / "reference" / "configuration.md": configuration_reference(),
+        DOCS / "reference" / "cli.md": cli_reference(),
+        DOCS / "changelog.md": (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"),
+    }
+    for path, text in pages.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return pages
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    for path in write_all():
+        print(f"wrote {path.relative_to(ROOT)}")

@@ -1,0 +1,87 @@
+"""The docs site's generated references are complete: every configuration key (type, default, bounds,
+description) and every command and option of the CLI."""
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def generator():
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_configuration_key_has_a_description_and_a_row(generator):
+    from sk_toolfilter.config import ToolFilterConfig
+
+    page = generator.configuration_reference()
+    missing = []
+    for model in generator.models_of(ToolFilterConfig):
+        assert f"## {model.__name__}" in page
+        for key, info in model.model_fields.items():
+            if not generator.field_description(info):
+                missing.append(f"{model.__name__}.{key}")
+            assert f"| `{info.alias or key}` |" in page, (model.__name__, key)
+    assert missing == [], f"configuration keys without a description: {missing}"
+
+
+def test_the_cli_reference_holds_every_command_and_option(generator):
+    from sk_toolfilter.cli import build_parser
+
+    page = generator.cli_reference()
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, sub in commands.items():
+        assert f"## sk-toolfilter {name}" in page
+        for action in sub._actions:
+            for option in action.option_strings:
+                assert option in page, (name, option)
+
+
+def test_the_readme_is_a_landing_page_whose_links_lead_somewhere():
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    generated = {"docs/reference/configuration.md", "docs/reference/cli.md"}  # written by docs/gen_reference.py
+    links = re.findall(r"\]\(([^)#\s]+)\)", readme)
+    local = [link for link in links if not link.startswith("http")]
+    assert any(link.startswith("docs/") for link in local)
+    assert [link for link in local if link not in generated and not (ROOT / link).exists()] == []
+
+
+async def test_the_readme_token_figures_are_what_the_report_prints(tmp_path):
+    """The headline figures: the catalog's tokens exactly (no ranking involved), the saving within the
+    spread int8 inference may cause on another CPU, every expected tool sent (one miss allowed)."""
+    import re
+
+    import yaml
+
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import parse_agent
+    from sk_toolfilter.measure.report import build_token_report
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"sends ([\d,]+) tool-schema tokens over its (\d+) sample queries\s+without filtering and "
+                      r"about ([\d,]+) with it — about (\d+) % saved", readme)  # fmt: skip
+    assert found, "the README's headline sentence changed: update this test with it"
+    off, queries, on, saved = (int(g.replace(",", "")) for g in found.groups())
+    data = yaml.safe_load((ROOT / "agent.yaml").read_text())
+    for source in data["tools"]:
+        if "init" in source:
+            source["init"]["root"] = str(tmp_path / "sandbox")
+    spec = parse_agent(data, base_dir=ROOT)
+    async with await open_toolset(spec) as tools:
+        report = await build_token_report(spec, tools.kernel, tools.manager, spec.sample_queries)
+    totals = report.totals
+    assert (totals["tools_tokens_off"], totals["queries"]) == (off, queries)
+    assert abs(totals["saved_percent"] - saved) <= 1.5 and abs(totals["tools_tokens_on"] - on) <= 0.15 * on
+    sent, checked = (int(n) for n in totals["expected_tool_sent"].split("/"))
+    assert sent >= checked - 1
