@@ -44,7 +44,7 @@ def holodeck_agent(tmp_path, monkeypatch, chroma_server) -> Path:
 def test_validate_loads_every_tool_and_names_the_holodeck_only_keys_once(holodeck_agent, capsys, caplog):
     assert main(["validate", str(holodeck_agent)]) == 0
     out = capsys.readouterr().out
-    assert "search_papers: 1 tools" in out and "memory: 9 tools" in out and "thinking: 1 tools" in out
+    assert "search_papers: 1 tool\n" in out and "memory: 9 tools" in out and "thinking: 1 tool\n" in out
     ignored = [r.getMessage() for r in caplog.records if "have no meaning here (HoloDeck settings)" in r.getMessage()]
     assert len(ignored) == 1 and "author, evaluations have no meaning" in ignored[0]
 

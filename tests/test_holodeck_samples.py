@@ -39,7 +39,7 @@ def sample(request, tmp_path, monkeypatch, chroma_server) -> tuple[Path, tuple[s
 def test_a_sample_validates(sample, capsys):
     agent_file, (_, tool, _) = sample
     assert main(["validate", str(agent_file)]) == 0
-    assert f"{tool}: 1 tools" in capsys.readouterr().out
+    assert f"{tool}: 1 tool\n" in capsys.readouterr().out
 
 
 async def test_a_domain_question_selects_the_sample_vectorstore_tool_and_a_turn_returns_its_passages(sample):
