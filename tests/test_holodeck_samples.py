@@ -55,3 +55,13 @@ async def test_a_domain_question_selects_the_sample_vectorstore_tool_and_a_turn_
     assert function in transport.tool_names(0)
     passages = transport.requests[1]["messages"][-1]["content"]
     assert snippet.lower() in passages.lower(), passages[:500]
+
+
+def test_a_sample_reports_a_saving_of_at_least_zero(sample, tmp_path, capsys):
+    import json
+
+    agent_file, _ = sample
+    assert main(["report", str(agent_file), "--out", str(tmp_path / "report")]) == 0
+    totals = json.loads((tmp_path / "report" / "report.json").read_text())["totals"]
+    assert totals["saved_percent"] >= 0.0, totals  # filtering never costs a small agent anything
+    print(agent_file.parent.name, totals["tools_tokens_off"], totals["tools_tokens_on"], totals["saved_percent"])
