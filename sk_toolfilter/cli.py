@@ -249,15 +249,41 @@ async def cmd_chat(args: argparse.Namespace) -> int:
                 break
             if not line:
                 break
-            if isinstance(loaded, LoadedAgent):
-                response = await loaded.agent.get_response(messages=line, thread=memory)
-                memory, text, sent = response.thread, response.message.content, loaded.service.last_selection
-            else:
-                reply = await loaded.agent.run(line, session=memory)
-                text, sent = reply.text, loaded.tool_filter.chat_middleware.last_selection
+            try:
+                if isinstance(loaded, LoadedAgent):
+                    response = await loaded.agent.get_response(messages=line, thread=memory)
+                    memory, text, sent = response.thread, response.message.content, loaded.service.last_selection
+                else:
+                    reply = await loaded.agent.run(line, session=memory)
+                    text, sent = reply.text, loaded.tool_filter.chat_middleware.last_selection
+            except Exception as exc:  # the model's server failed this turn: say which and go on
+                print(f"sk-toolfilter: this turn failed: {_model_failure(exc, loaded.spec.model)}", file=sys.stderr)
+                continue
             print(f"{loaded.spec.name}> {text}")
             print(f"  [tools sent: {', '.join(sent) or 'none'}]")
     return 0
+
+
+def _model_failure(exc: BaseException, model: Any) -> str:
+    """One line for a failed model request: the server it went to, what failed, what to check."""
+    import os
+
+    from sk_toolfilter.redaction import redact_text
+
+    chain = [exc]
+    while chain[-1].__cause__ is not None and len(chain) < 8:
+        chain.append(chain[-1].__cause__)
+    root = chain[-1]
+    url = model.base_url or os.environ.get("OPENAI_BASE_URL") or model.endpoint or "https://api.openai.com/v1"
+    kind = type(root).__name__
+    if "Connect" in kind or "Connection" in kind or "Timeout" in kind:
+        advice = "is the server running and the URL right? (model.base_url / OPENAI_BASE_URL)"
+    elif "Auth" in kind or "Permission" in kind:
+        advice = "check the API key (model.api_key / OPENAI_API_KEY)"
+    else:
+        advice = "run with -v for details"
+    message = " ".join(str(root).split())[:200]
+    return redact_text(f"model {model.name!r} at {url}: {kind}: {message}; {advice}")
 
 
 async def cmd_eval(args: argparse.Namespace) -> int:

@@ -398,3 +398,29 @@ def test_the_cli_starts_without_loading_semantic_kernel_and_public_names_still_i
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.split() == ["False", "sk_toolfilter.selection.manager", "sk_toolfilter.agents.agent", "True"]
+
+
+def test_chat_with_an_unreachable_server_names_it_and_goes_on(bm25_agent, monkeypatch, capsys):
+    import io
+
+    data = yaml.safe_load(bm25_agent.read_text())
+    data["model"] = {"provider": "openai", "name": "gpt-4o-mini", "base_url": "http://127.0.0.1:9/v1"}
+    bm25_agent.write_text(yaml.safe_dump(data))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
+    monkeypatch.setattr("sys.stdin", io.StringIO("what time is it?\nand in Tokyo?\n"))
+    assert main(["chat", str(bm25_agent)]) == 0  # the session ends at the end of input, not at the failure
+    err = capsys.readouterr().err
+    failures = [line for line in err.splitlines() if "this turn failed" in line]
+    assert len(failures) == 2
+    assert "at http://127.0.0.1:9/v1" in failures[0] and "is the server running" in failures[0]
+
+
+def test_a_base_url_that_is_no_url_is_a_config_error_at_load(bm25_agent, monkeypatch, capsys):
+    import io
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "not-a-url")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
+    monkeypatch.setattr("sys.stdin", io.StringIO("hi\n"))
+    assert main(["chat", str(bm25_agent)]) == 2  # the bundled agent reads it as model.base_url
+    err = capsys.readouterr().err
+    assert str(bm25_agent) in err and "model.base_url" in err and "is not an http(s) URL" in err

@@ -98,6 +98,8 @@ def _openai_client(model: ModelSpec, http_client: Any) -> Any:
     if model.provider == "azure_openai":
         endpoint = model.endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
         api_key = api_key or os.environ.get("AZURE_OPENAI_API_KEY")
+        if endpoint:
+            check_url(endpoint, "model.endpoint" if model.endpoint else "AZURE_OPENAI_ENDPOINT")
         if not endpoint or not api_key:
             raise ConfigError(
                 model.unset_variable("endpoint" if not endpoint else "api_key")
@@ -110,13 +112,25 @@ def _openai_client(model: ModelSpec, http_client: Any) -> Any:
             http_client=http_client,
         )
     api_key = api_key or os.environ.get("OPENAI_API_KEY")
-    if not api_key and not model.base_url:
+    base_url = model.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    if base_url is not None:
+        check_url(base_url, "model.base_url" if model.base_url else "OPENAI_BASE_URL")
+    if not api_key and not base_url:
         raise ConfigError(
             model.unset_variable("api_key")
             or "model: no API key — set OPENAI_API_KEY, or model.api_key, or model.base_url for a local "
             "OpenAI-compatible server"
         )
-    return AsyncOpenAI(api_key=api_key or "not-needed", base_url=model.base_url, http_client=http_client)
+    return AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url, http_client=http_client)
+
+
+def check_url(url: str, where: str) -> None:
+    """A ConfigError naming `where` unless `url` is an http(s) URL with a host."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(f"{where}: {url!r} is not an http(s) URL (e.g. http://localhost:11434/v1)")
 
 
 def create_chat_service(model: ModelSpec, http_client: Any = None) -> ChatCompletionClientBase:
