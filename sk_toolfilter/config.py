@@ -90,6 +90,13 @@ class EmbeddingConfig(StrictConfig):
     )
     batch_size: int = Field(default=64, gt=0, le=2048, description="Tool texts per embedding call when indexing.")
     cache: bool = Field(default=True, description="Reuse tool embeddings across runs (on disk).")
+    background_above: int | None = Field(
+        default=500,
+        ge=0,
+        description="Instant start: when more tools than this have no vector yet (none cached), the agent answers "
+        "at once with BM25 while they are embedded in the background, and switches to the configured method when "
+        "all are ready (ToolFilterManager.vectors_ready). null: always wait for the vectors.",
+    )
     timeout_seconds: float = Field(
         default=5.0,
         gt=0,

@@ -85,6 +85,8 @@ class ToolIndex:
         # Every request of an agent loop ranks the same turn request again: its vector is reused.
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._small_talk: np.ndarray | None = None
+        self.vectors_pending: str | None = None
+        """Set while the tools' vectors are built in the background: why this index ranks with BM25."""
         self.fusion_weights = fitted_weights(embedding_service)
         """The hybrid blend fitted for the embedding model (used when the config sets no ``method_weights``)."""
 

@@ -96,7 +96,9 @@ async def rank_tools(
 
     vectors, fallback_reason = None, None
     if requested != "bm25":
-        if not index.has_embeddings:
+        if index.vectors_pending:
+            fallback_reason = index.vectors_pending  # one whole BM25 index until every vector is there
+        elif not index.has_embeddings:
             fallback_reason = "the index has no embedding service"
         else:
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from sk_toolfilter.retrieval.cutoff import ToolDecision, apply_cutoff
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.encoders import EmbeddingService
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
-from sk_toolfilter.retrieval.index import ToolIndex
+from sk_toolfilter.retrieval.index import ToolIndex, embedding_texts, known_vectors
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
 from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_tools
 from sk_toolfilter.retrieval.text import split_request_clauses
@@ -118,6 +119,7 @@ class ToolFilterManager:
         self._co_usage_table: CoUsageTable | None = None
         self.telemetry = Telemetry()
         """Spans and metrics of selections (off unless the app turns telemetry on)."""
+        self._background: asyncio.Task[None] | None = None
         self._token_counts: dict[str, int] = {}
         self._catalog_tokens: tuple[_Catalog | None, int] = (None, 0)
         index.circuit.on_incident = self.telemetry.embedding_incident
@@ -242,9 +244,13 @@ class ToolFilterManager:
         elif config.index.store != "memory" and embedding_service is not None:
             store = await SharedIndex.open(config.index, embedding_service)
             build = partial(store.build, publish=config.index.publish, **build.keywords)
+        tools = policy.apply(crawled)
+        waiting = _tools_to_embed(tools, embedding_service, cache) if store is None else 0
+        limit = config.embedding.background_above
+        in_background = embedding_service is not None and limit is not None and waiting > limit
         try:
             try:
-                index = await build(policy.apply(crawled), embedding_service)
+                index = await build(tools, embedding_service, embed_new=not in_background)
             except EmbeddingServiceError as exc:
                 if config.embedding.on_failure != "bm25":
                     raise
@@ -254,7 +260,12 @@ class ToolFilterManager:
                     "it answers (embedding.on_failure: bm25)",
                     exc,
                 )
-                index = await build(policy.apply(crawled), embedding_service, embed_new=False)
+                index = await build(tools, embedding_service, embed_new=False)
+            if in_background:
+                index.vectors_pending = (
+                    f"{waiting} of {len(tools)} tools are being embedded in the background; BM25 ranks until all "
+                    "are ready"
+                )
             manager = cls(index, config)
         except BaseException:
             if store is not None:
@@ -263,6 +274,9 @@ class ToolFilterManager:
         if index.missing_vectors:
             manager._retry_embedding_at = time.monotonic() + config.embedding.cooldown_seconds
         manager._source, manager._fingerprint, manager._embedding_cache = source, fingerprint, cache
+        if index.vectors_pending:
+            manager._retry_embedding_at = float("inf")  # the background build embeds them, not a request
+            manager._background = asyncio.get_running_loop().create_task(manager._embed_in_background(progress))
         manager._store = store
         loop = config.agent_loop
         if store is not None and loop.enabled and loop.co_usage:
@@ -281,9 +295,56 @@ class ToolFilterManager:
         """Where replicas share co-usage (with ``index.store: postgres``), or None."""
         return self._co_usage_table
 
+    async def vectors_ready(self) -> None:
+        """Wait until the tools' vectors are built (at once unless an instant start is embedding them
+        in the background: see ``embedding.background_above``)."""
+        if self._background is not None:
+            await asyncio.shield(self._background)
+
+    async def _embed_in_background(self, progress: ProgressCallback | None) -> None:
+        """Embed the tools an instant start left without vectors, then swap the complete index in whole."""
+        pending = self._catalog.index
+        service = pending.embedding_service
+        assert service is not None
+        options: dict[str, Any] = {
+            "bm25_config": self.config.bm25,
+            "batch_size": self.config.embedding.batch_size,
+            "cache": self._embedding_cache,
+            "circuit": pending.circuit,
+            "precision": pending.precision,
+        }
+        try:
+            with collector_paused():
+                complete = await ToolIndex.build(
+                    list(pending.tools), service, progress=progress, previous=pending, **options
+                )
+        except EmbeddingServiceError as exc:
+            logger.warning(
+                "sk-toolfilter: building the tool vectors in the background failed (%s); BM25 ranks the tools "
+                "until the embedding service answers",
+                exc,
+            )
+            pending.vectors_pending = None  # the usual retry after the cooldown takes over
+            self._retry_embedding_at = time.monotonic() + self.config.embedding.cooldown_seconds
+            return
+        while not self._refreshing.acquire(blocking=False):  # a re-index is swapping an index: after it
+            await asyncio.sleep(0.01)
+        try:
+            current = self._catalog.index
+            if current is not pending:  # the tools changed meanwhile: their list, with the vectors built
+                complete = await ToolIndex.build(list(current.tools), service, previous=complete, **options)
+            self._catalog = self._describe(complete)  # one whole index: BM25 before this line, hybrid after
+            self._retry_embedding_at = 0.0
+            method = self.config.search_method
+            logger.info("sk-toolfilter: the tool vectors are ready (%d tools); ranking with %s", len(complete), method)
+        finally:
+            self._refreshing.release()
+
     async def aclose(self) -> None:
         """Write what co-usage learned (``agent_loop.co_usage_file``, the shared store's co-usage
         table) and release the store's connections (selections keep working from memory)."""
+        if self._background is not None and not self._background.done():
+            self._background.cancel()
         if self._co_usage_file is not None:
             self._co_usage_file.flush(self.co_usage)
         if self._co_usage_table is not None:
@@ -317,13 +378,15 @@ class ToolFilterManager:
             tools = self.policy.apply(source.crawl())
             tools_changed = fingerprint != self._fingerprint
 
+            building = self._background is not None and not self._background.done()
+
             async def build(embed_new: bool = True) -> ToolIndex:
                 common: dict[str, Any] = {
                     "bm25_config": self.config.bm25,
                     "batch_size": self.config.embedding.batch_size,
                     "cache": self._embedding_cache,
                     "previous": old,
-                    "embed_new": embed_new,
+                    "embed_new": embed_new and not building,  # the background build embeds them
                 }
                 if store is not None and old.embedding_service is not None:
                     try:
@@ -361,6 +424,8 @@ class ToolFilterManager:
                     logger.info("sk-toolfilter: the tools indexed without vectors are embedded now")
             if index is old:
                 return False
+            if building:
+                index.vectors_pending = old.vectors_pending
             if new_version and store is not None:
                 store.picked_up()
             self._catalog = self._describe(index)
@@ -676,6 +741,16 @@ class ToolFilterManager:
         else:
             selection = await self.select_for_history(query, allowed=allowed)
         return clone_with_functions(base_settings, selection.names)
+
+
+def _tools_to_embed(
+    tools: Sequence[ToolMetadata], service: EmbeddingService | None, cache: EmbeddingCache | None
+) -> int:
+    """How many of `tools` have no vector in the cache (all of them without one)."""
+    if service is None or not tools:
+        return 0
+    _, missing = known_vectors(embedding_texts(tools), {}, cache, service)
+    return len(tools) if missing is None else int(missing.sum())
 
 
 def _cap_total(
