@@ -33,3 +33,17 @@ def test_agent_framework_example_runs_and_filters_every_model_call(tmp_path):
     assert lines[0] == "It arrives Friday."
     for line in lines[1:3]:
         assert "'track_package'" in line and "'send_email'" not in line and "'get_weather'" not in line
+
+
+def test_the_bfcl_example_runs_from_a_clone_with_the_data_it_ships(tmp_path):
+    """examples/bfcl_catalog.yaml and examples/data/bfcl (source, commit and licence in its README)."""
+    import json
+
+    from sk_toolfilter.cli import main
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    assert "Apache-2.0" in (examples / "data" / "bfcl" / "README.md").read_text()
+    argv = ["report", str(examples / "bfcl_catalog.yaml"), "--queries", str(examples / "data" / "bfcl" / "dev.jsonl")]
+    assert main([*argv, "--limit", "3", "--out", str(tmp_path / "r")]) == 0
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["catalog_size"] == 1287 and len(report["queries"]) == 3
