@@ -63,3 +63,18 @@ def test_every_library_log_line_goes_through_the_redaction_filter():
         if path.name != "redaction.py" and "getLogger(__name__)" in path.read_text()
     ]
     assert not offenders
+
+
+def test_the_package_has_no_import_cycle():
+    import grimp
+
+    graph = grimp.build_graph("sk_toolfilter", cache_dir=None)
+    cycles = sorted(
+        {
+            tuple(sorted((module, imported)))
+            for module in graph.modules
+            for imported in graph.find_modules_directly_imported_by(module)
+            if imported.startswith("sk_toolfilter") and graph.chain_exists(importer=imported, imported=module)
+        }
+    )
+    assert cycles == []

@@ -11,7 +11,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sk_toolfilter.measure.report import TokenReport
+    from sk_toolfilter.measure.token_report import TokenReport
 
 OFF_COLOUR, ON_COLOUR = "#c0392b", "#1e8449"
 

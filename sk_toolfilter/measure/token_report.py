@@ -1,0 +1,112 @@
+"""What a token-savings report holds: per query, the tools and tokens sent with filtering off and on;
+the sample conversation's tool lists; the totals. (Rendered by :mod:`.report` and :mod:`.report_html`.)"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sk_toolfilter.measure.caching import OPENAI_CACHED_FRACTION, billed_tool_tokens
+
+
+@dataclass
+class QueryReport:
+    query: str
+    tools_off: int
+    tools_on: int
+    tools_tokens_off: int
+    tools_tokens_on: int
+    body_tokens_off: int
+    body_tokens_on: int
+    selected: list[str]
+    expected: list[str] = field(default_factory=list)
+    expected_sent: bool | None = None
+
+
+def plural(count: int, noun: str) -> str:
+    """`noun` for `count` of it: "1 tool", "2 tools"."""
+    return noun if count == 1 else f"{noun}s"
+
+
+def prefix_stable_share(tool_lists: list[list[str]]) -> float | None:
+    """Share of requests (after the first) whose tool list starts with the previous request's list.
+
+    Providers cache the prompt prefix; the tools come first in it, so only such requests can hit it.
+    """
+    pairs = list(itertools.pairwise(tool_lists))
+    if not pairs:
+        return None
+    return sum(current[: len(previous)] == previous for previous, current in pairs) / len(pairs)
+
+
+@dataclass
+class ConversationReport:
+    """One scripted conversation sent turn by turn through the filtering wrapper."""
+
+    turns: list[str]
+    tools_per_request: list[list[str]]
+    tools_tokens_per_request: list[int]
+
+    def billed_tokens(
+        self, catalog_tokens: int, cached_fraction: float = OPENAI_CACHED_FRACTION
+    ) -> tuple[float, float]:
+        """Tool tokens of the conversation as billed with prompt caching: filtering off (the whole
+        catalog every time: cached after the first request) and on."""
+        turns = len(self.turns)
+        off = billed_tool_tokens([["all"]] * turns, [catalog_tokens] * turns, cached_fraction)
+        return off, billed_tool_tokens(self.tools_per_request, self.tools_tokens_per_request, cached_fraction)
+
+    @property
+    def prefix_stable_share(self) -> float | None:
+        return prefix_stable_share(self.tools_per_request)
+
+
+@dataclass
+class TokenReport:
+    agent: str
+    model: str
+    encoding: str
+    catalog_size: int
+    search_method: str
+    queries: list[QueryReport]
+    conversation: ConversationReport | None = None
+    selection_mode: str = "fresh"
+    framework: str = "semantic-kernel"
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        def total(key: str) -> int:
+            return sum(getattr(q, key) for q in self.queries)
+
+        off, on = total("tools_tokens_off"), total("tools_tokens_on")
+        body_off, body_on = total("body_tokens_off"), total("body_tokens_on")
+        checked = [q.expected_sent for q in self.queries if q.expected_sent is not None]
+        n = max(len(self.queries), 1)
+        return {
+            "queries": len(self.queries),
+            "tools_tokens_off": off,
+            "tools_tokens_on": on,
+            "body_tokens_off": body_off,
+            "body_tokens_on": body_on,
+            "saved_percent": round(100.0 * (off - on) / off, 2) if off else 0.0,
+            "body_saved_percent": round(100.0 * (body_off - body_on) / body_off, 2) if body_off else 0.0,
+            "mean_tools_off": round(total("tools_off") / n, 2),
+            "mean_tools_on": round(total("tools_on") / n, 2),
+            "expected_tool_sent": f"{sum(checked)}/{len(checked)}" if checked else None,
+            "selection_mode": self.selection_mode,
+            "framework": self.framework,
+            "prefix_stable_share": self.conversation.prefix_stable_share if self.conversation else None,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "model": self.model,
+            "encoding": self.encoding,
+            "catalog_size": self.catalog_size,
+            "search_method": self.search_method,
+            "totals": self.totals,
+            "queries": [asdict(q) for q in self.queries],
+            "conversation": asdict(self.conversation) if self.conversation else None,
+        }
