@@ -1,6 +1,7 @@
 """Old flat module paths (``sk_toolfilter.manager`` …) keep importing for one release, with a warning.
 
-0.2 moved every module into a sub-package by concern (see CHANGELOG.md). A meta-path finder maps
+0.2 moved every module into a sub-package by concern, 0.3 the shared basics into ``basics`` (see
+CHANGELOG.md). A meta-path finder maps
 each old name to its new module, so ``from sk_toolfilter.service import ...`` still works and says
 where the name lives now.
 """
@@ -24,6 +25,8 @@ MOVED: dict[str, str] = {
     "guard": "integration.guard",
     **{name: f"agents.{name}" for name in ("agent_file", "sources", "catalog", "agent")},
     **{name: f"measure.{name}" for name in ("wire", "tokens", "report", "metrics", "evaluation", "eval_run")},
+    # 0.3: the shared basics moved into one package.
+    **{name: f"basics.{name}" for name in ("progress", "input_files", "redaction", "wire_json", "tokenizer")},
 }
 
 
@@ -44,7 +47,7 @@ REMOVED_NAMES: dict[str, dict[str, str]] = {
         "MAX_CONVERSATIONS": "StickyLists(max_conversations=...)",
     },
     "service": {"NO_FUNCTION": "an empty selection sends no tools (settings.tools = None)"},
-    "agent_file": {"SECRET_KEYS": "sk_toolfilter.redaction.is_secret_key"},
+    "agent_file": {"SECRET_KEYS": "sk_toolfilter.basics.redaction.is_secret_key"},
     "manager": {"DISCOVERY_FUNCTIONS": "ToolFilterManager.discovery_names"},
 }
 

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sk_toolfilter.basics.progress import Progress
+from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.errors import ConfigError, ToolFilterError
-from sk_toolfilter.progress import Progress
-from sk_toolfilter.redaction import library_logger
 
 log = library_logger("sk_toolfilter.cli")
 
@@ -212,8 +212,8 @@ async def cmd_report(args: argparse.Namespace) -> int:
 
 def _read_queries(path: Path) -> list[Any]:
     from sk_toolfilter.agents.agent_file import SampleQuery
+    from sk_toolfilter.basics.input_files import json_lines, json_object, read_text
     from sk_toolfilter.errors import ConfigError
-    from sk_toolfilter.input_files import json_lines, json_object, read_text
 
     if path.suffix != ".jsonl":
         return [SampleQuery(query=line.strip()) for line in read_text(path, "queries").splitlines() if line.strip()]
@@ -268,7 +268,7 @@ def _model_failure(exc: BaseException, model: Any) -> str:
     """One line for a failed model request: the server it went to, what failed, what to check."""
     import os
 
-    from sk_toolfilter.redaction import redact_text
+    from sk_toolfilter.basics.redaction import redact_text
 
     chain = [exc]
     while chain[-1].__cause__ is not None and len(chain) < 8:

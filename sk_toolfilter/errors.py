@@ -8,12 +8,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sk_toolfilter.redaction import MASK, is_secret_key, redact_text
+from sk_toolfilter.basics.redaction import MASK, is_secret_key, redact_text
 
 
 class ToolFilterError(Exception):
     """Base class of every sk-toolfilter error. Its message never carries a secret: it passes
-    through :func:`sk_toolfilter.redaction.redact_text` when the error is created."""
+    through :func:`sk_toolfilter.basics.redaction.redact_text` when the error is created."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*(redact_text(a) if isinstance(a, str) else a for a in args))

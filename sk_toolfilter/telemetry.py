@@ -25,7 +25,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
-from sk_toolfilter.redaction import library_logger, redact_text
+from sk_toolfilter.basics.redaction import library_logger, redact_text
 
 logger = library_logger(__name__)
 

@@ -113,7 +113,7 @@ def hash_embedder() -> HashEmbedder:
 def isolated_secrets():
     """Secrets one test makes the library remember stay that test's (Hypothesis draws strings such
     as "connection_string" from the source, and a remembered one would mask it in later messages)."""
-    from sk_toolfilter import redaction
+    from sk_toolfilter.basics import redaction
 
     with redaction._lock:
         before = set(redaction._remembered)

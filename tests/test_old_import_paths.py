@@ -143,3 +143,22 @@ def test_load_agent_is_a_public_name():
     from sk_toolfilter.agents.agent import load_agent as where_it_lives
 
     assert load_agent is where_it_lives and "load_agent" in sk_toolfilter.__all__
+
+
+def test_the_package_keeps_its_top_level_small_and_the_basics_keep_their_old_paths():
+    import importlib
+    import sys
+    import warnings
+    from pathlib import Path
+
+    import sk_toolfilter
+
+    top = sorted(p.stem for p in Path(sk_toolfilter.__file__).parent.glob("*.py"))
+    assert len(top) <= 8, top
+    for name in ("progress", "input_files", "redaction", "wire_json", "tokenizer"):
+        sys.modules.pop(f"sk_toolfilter.{name}", None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            old = importlib.import_module(f"sk_toolfilter.{name}")
+        assert old is importlib.import_module(f"sk_toolfilter.basics.{name}")
+        assert f"sk_toolfilter.basics.{name}" in str(caught[0].message)

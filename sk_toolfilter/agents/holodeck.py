@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger
 
 logger = library_logger(__name__)
 

@@ -17,7 +17,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger
 
 logger = library_logger(__name__)
 

@@ -12,7 +12,7 @@ import hashlib
 import logging
 import re
 
-from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger
 
 logger = library_logger(__name__)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import PrivateAttr
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 
-from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.selection.active import serving
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.settings import tool_name, tool_names

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
     from semantic_kernel.functions import KernelPlugin
 
-    from sk_toolfilter.progress import ProgressCallback
+    from sk_toolfilter.basics.progress import ProgressCallback
 
 
 async def create_tool_filter(

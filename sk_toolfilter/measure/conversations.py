@@ -27,8 +27,8 @@ from semantic_kernel.contents import (
 )
 
 from sk_toolfilter.agents.agent_file import Framework
+from sk_toolfilter.basics.input_files import json_lines, json_object
 from sk_toolfilter.errors import ConfigError
-from sk_toolfilter.input_files import json_lines, json_object
 from sk_toolfilter.integration.service import wrap_chat_service
 from sk_toolfilter.measure.caching import billed_tool_tokens
 from sk_toolfilter.measure.tokens import count_json_tokens
@@ -37,7 +37,7 @@ from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
 
-    from sk_toolfilter.progress import ProgressCallback
+    from sk_toolfilter.basics.progress import ProgressCallback
     from sk_toolfilter.selection.manager import ToolFilterManager
 
 

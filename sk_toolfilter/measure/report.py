@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sk_toolfilter.agents.agent_file import AgentSpec, Framework, SampleQuery
+from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.errors import UnknownToolError
 from sk_toolfilter.integration.service import wrap_chat_service
 from sk_toolfilter.measure.caching import OPENAI_CACHED_FRACTION
@@ -27,7 +28,6 @@ from sk_toolfilter.measure.token_report import (  # noqa: F401  (prefix_stable_s
 )
 from sk_toolfilter.measure.tokens import count_json_tokens, count_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
-from sk_toolfilter.progress import ProgressCallback
 from sk_toolfilter.selection.visibility import NameResolver
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ async def build_token_report(
     progress: ProgressCallback | None = None,
 ) -> TokenReport:
     """Send every query unfiltered and filtered through the framework's real OpenAI client; count tokens.
-    `progress(done, total)` is called after each query (see :class:`sk_toolfilter.progress.Progress`).
+    `progress(done, total)` is called after each query (see :class:`sk_toolfilter.basics.progress.Progress`).
 
     `conversation` (user turns) is also played as one conversation through the filter, with a canned
     assistant reply per turn, to measure how stable the tool list stays. `framework` picks SK's

@@ -21,7 +21,7 @@ from typing import IO
 
 import numpy as np
 
-from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger
 
 logger = library_logger(__name__)
 

@@ -15,9 +15,9 @@ import numpy as np
 from pydantic import PrivateAttr, ValidationError
 from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 
+from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import EmbeddingConfig
 from sk_toolfilter.errors import ConfigError, ToolFilterError
-from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.encoders import (  # noqa: F401  (embed_texts, catalog_call_timeout: their 0.2 home)
     OnnxEncoder,

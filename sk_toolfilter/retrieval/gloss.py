@@ -30,7 +30,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger
 
 logger = library_logger(__name__)
 

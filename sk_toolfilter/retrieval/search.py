@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
 from sk_toolfilter.errors import EmbeddingServiceError
-from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.fusion import (
     normalize_by_max,
     normalize_cosine,

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.retrieval.cache import exclusive_lock, write_atomically
 from sk_toolfilter.selection.turns import Turn
 

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from sk_toolfilter.basics.progress import ProgressCallback
+from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, EmbeddingServiceError, IndexStoreError, UnknownToolError
-from sk_toolfilter.progress import ProgressCallback
-from sk_toolfilter.redaction import library_logger
 from sk_toolfilter.retrieval.bulk import collector_paused
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.cutoff import ToolDecision, apply_cutoff
@@ -41,7 +42,6 @@ from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
 from sk_toolfilter.store.co_usage_table import CoUsageTable
 from sk_toolfilter.store.shared_index import SharedIndex
 from sk_toolfilter.telemetry import SelectionRecord, Telemetry
-from sk_toolfilter.tokenizer import count_json_tokens
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel

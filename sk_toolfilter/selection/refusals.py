@@ -11,7 +11,7 @@ import logging
 from collections.abc import Container
 from typing import TYPE_CHECKING
 
-from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger
 
 if TYPE_CHECKING:
     from sk_toolfilter.selection.manager import ToolFilterManager

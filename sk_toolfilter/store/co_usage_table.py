@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.store.outage import StoreOutage, first_line
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from sk_toolfilter.agents.json_schema import safe_parameter_name, tool_parameter
 from sk_toolfilter.agents.mcp.connection import MCPConnection, ToolCallError
 from sk_toolfilter.agents.mcp.results import ERROR_PREFIX, render_content, render_tool_result
 from sk_toolfilter.agents.tool_names import function_name
-from sk_toolfilter.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger
 
 logger = library_logger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from mcp import types
 
-from sk_toolfilter.wire_json import compact_json
+from sk_toolfilter.basics.wire_json import compact_json
 
 ERROR_PREFIX = "error: "
 NO_OUTPUT = "(the tool returned no output)"
