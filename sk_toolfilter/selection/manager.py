@@ -27,6 +27,7 @@ from sk_toolfilter.retrieval.index import ToolIndex, embedding_texts, known_vect
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
 from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_tools
 from sk_toolfilter.retrieval.text import split_request_clauses
+from sk_toolfilter.selection.agent_loop import LoopInputs, plan_agent_loop
 from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
 from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
@@ -628,68 +629,14 @@ class ToolFilterManager:
         allowed: set[str] | None,
         needs: Sequence[tuple[str, str]],
     ) -> tuple[list[str], list[ToolDecision]]:
-        """Within ``max(top_k, agent_loop.max_tools)``: the turn's tools (latest first), the best
-        ranked, their companions from past turns, the best tool of each need the request lists, the
-        rest of the ranking, then the previous turn's tools."""
-        loop, catalog = self.config.agent_loop, self._catalog
+        catalog = self._catalog
 
-        def usable(name: str, pool: set[str]) -> bool:
+        def usable(name: str, searchable_only: bool) -> bool:
+            pool = catalog.searchable if searchable_only else catalog.visible
             return name in pool and (allowed is None or name in allowed) and self._exists(name)
 
-        reasons: dict[str, str] = {}
-        turn_tools = [n for n in reversed(turn.calls) if usable(n, catalog.visible)] if loop.keep_turn_tools else []
-        for name in turn_tools:
-            reasons[name] = "kept: called earlier in this turn"
-        anchors = ranked[: loop.co_usage_anchors]
-        companions = []
-        if loop.co_usage:
-            found = self.co_usage.companions(
-                [*anchors, *turn_tools], min_share=loop.co_usage_min_share, min_turns=loop.co_usage_min_turns
-            )
-            for companion in found:
-                if usable(companion.name, catalog.searchable) and companion.name not in reasons:
-                    companions.append(companion.name)
-                    reasons[companion.name] = (
-                        f"kept: used with {companion.anchor} in {companion.together} of "
-                        f"{companion.anchor_turns} past turns"
-                    )
-        need_tools = []
-        for name, need in needs:
-            if usable(name, catalog.searchable) and name not in reasons:
-                need_tools.append(name)
-                reasons[name] = f"kept: best match for {_quoted(need)}, one part of the request"
-        earlier = []
-        if loop.previous_turn_tools and previous is not None:
-            for name in reversed(previous.calls):
-                if usable(name, catalog.visible) and name not in reasons and name not in ranked:
-                    earlier.append(name)
-                    reasons[name] = "kept: called in the previous turn (room left in the budget)"
-        budget = self._budget(turn)
-        planned = list(dict.fromkeys([*turn_tools, *anchors, *companions, *need_tools, *ranked, *earlier]))
-        chosen = planned[:budget]
-        kept = set(chosen)
-        by_name = {d.full_name: d for d in decisions}
-        updated = []
-        for name in chosen:
-            if name in by_name and by_name[name].kept and name not in turn_tools:
-                updated.append(by_name[name])
-            else:
-                old = by_name.get(name)
-                score, method_scores = (old.score, old.method_scores) if old else (None, None)
-                updated.append(ToolDecision(name, True, reasons[name], score, method_scores))
-        for decision in decisions:
-            if decision.full_name in kept:
-                continue
-            if decision.kept:
-                decision = ToolDecision(
-                    decision.full_name,
-                    False,
-                    f"cut: beyond the budget of {budget} tools per request",
-                    decision.score,
-                    decision.method_scores,
-                )
-            updated.append(decision)
-        return chosen, updated
+        loop = LoopInputs(turn, previous, ranked, decisions, needs, self._budget(turn))
+        return plan_agent_loop(self.config.agent_loop, loop, self.co_usage, usable)
 
     async def select_for_history(
         self,
@@ -765,8 +712,3 @@ def _cap_total(
         ToolDecision(d.full_name, False, reason, d.score, d.method_scores) if d.full_name in dropped else d
         for d in decisions
     ]
-
-
-def _quoted(text: str, limit: int = 60) -> str:
-    """`text` in quotes, cut to `limit` characters."""
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")

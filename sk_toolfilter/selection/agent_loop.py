@@ -1,0 +1,94 @@
+"""The agent-loop plan: which tools a request inside a turn gets, within one budget per request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sk_toolfilter.config import AgentLoopConfig
+from sk_toolfilter.retrieval.cutoff import ToolDecision
+from sk_toolfilter.selection.co_usage import CoUsage
+from sk_toolfilter.selection.turns import Turn
+
+Usable = Callable[[str, bool], bool]
+"""``usable(name, searchable_only)``: the tool may be offered (visible, or searchable; allowed; exists)."""
+
+
+@dataclass(frozen=True)
+class LoopInputs:
+    """One request of an agent loop: its turn, the previous turn, the ranking and what it decided."""
+
+    turn: Turn
+    previous: Turn | None
+    ranked: list[str]
+    decisions: list[ToolDecision]
+    needs: Sequence[tuple[str, str]]
+    """(best tool, need) for each action the request lists."""
+    budget: int
+
+
+def plan_agent_loop(
+    loop: AgentLoopConfig, inputs: LoopInputs, co_usage: CoUsage, usable: Usable
+) -> tuple[list[str], list[ToolDecision]]:
+    """Within the budget: the turn's tools (latest first), the best ranked, their companions from past
+    turns, the best tool of each need the request lists, the rest of the ranking, then the previous
+    turn's tools. Returns the names chosen and every decision with its reason."""
+    turn, previous, ranked, decisions = inputs.turn, inputs.previous, inputs.ranked, inputs.decisions
+    reasons: dict[str, str] = {}
+    turn_tools = [n for n in reversed(turn.calls) if usable(n, False)] if loop.keep_turn_tools else []
+    for name in turn_tools:
+        reasons[name] = "kept: called earlier in this turn"
+    anchors = ranked[: loop.co_usage_anchors]
+    companions = []
+    if loop.co_usage:
+        found = co_usage.companions(
+            [*anchors, *turn_tools], min_share=loop.co_usage_min_share, min_turns=loop.co_usage_min_turns
+        )
+        for companion in found:
+            if usable(companion.name, True) and companion.name not in reasons:
+                companions.append(companion.name)
+                reasons[companion.name] = (
+                    f"kept: used with {companion.anchor} in {companion.together} of {companion.anchor_turns} past turns"
+                )
+    need_tools = []
+    for name, need in inputs.needs:
+        if usable(name, True) and name not in reasons:
+            need_tools.append(name)
+            reasons[name] = f"kept: best match for {quoted(need)}, one part of the request"
+    earlier = []
+    if loop.previous_turn_tools and previous is not None:
+        for name in reversed(previous.calls):
+            if usable(name, False) and name not in reasons and name not in ranked:
+                earlier.append(name)
+                reasons[name] = "kept: called in the previous turn (room left in the budget)"
+    budget = inputs.budget
+    planned = list(dict.fromkeys([*turn_tools, *anchors, *companions, *need_tools, *ranked, *earlier]))
+    chosen = planned[:budget]
+    kept = set(chosen)
+    by_name = {d.full_name: d for d in decisions}
+    updated = []
+    for name in chosen:
+        if name in by_name and by_name[name].kept and name not in turn_tools:
+            updated.append(by_name[name])
+        else:
+            old = by_name.get(name)
+            score, method_scores = (old.score, old.method_scores) if old else (None, None)
+            updated.append(ToolDecision(name, True, reasons[name], score, method_scores))
+    for decision in decisions:
+        if decision.full_name in kept:
+            continue
+        if decision.kept:
+            decision = ToolDecision(
+                decision.full_name,
+                False,
+                f"cut: beyond the budget of {budget} tools per request",
+                decision.score,
+                decision.method_scores,
+            )
+        updated.append(decision)
+    return chosen, updated
+
+
+def quoted(text: str, limit: int = 60) -> str:
+    """`text` in quotes, cut to `limit` characters."""
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
