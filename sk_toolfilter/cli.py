@@ -142,13 +142,17 @@ async def cmd_index(args: argparse.Namespace) -> int:
         updates["catalog"] = args.catalog
     config = spec.tool_filtering.model_copy(update={"index": index.model_copy(update=updates)})
     spec = spec.model_copy(update={"tool_filtering": config})
+    # status only compares: nothing is embedded (a new catalog answers at once, with no warning)
     async with await open_toolset(
-        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools")
+        spec,
+        kernel=await _kernel_from(args),
+        progress=Progress("embedding tools", unit="tools"),
+        embed=args.action == "push",
     ) as tools:
         store = tools.manager.index_store
         if store is None:
             raise ConfigError("index: the shared store needs an embedding service (search_method: bm25 has none)")
-        stats, total = store.stats, len(tools.manager.index)
+        stats, total = store.stats, tools.manager.catalog_size
         current = await store.catalog.current()
         name = store.catalog.name
         if current is None:
@@ -164,8 +168,10 @@ async def cmd_index(args: argparse.Namespace) -> int:
             state = f"out of date: {stats.changed} new or changed, {stats.removed} removed; run 'index push'"
         else:
             state = "current"
+        indexed = len(tools.manager.index)  # the store holds the discovery tools too
         print(
-            f"  this agent: {total} tools; {stats.loaded} read from the store, {stats.embedded} embedded here ({state})"
+            f"  this agent: {total} tools (+{indexed - total} discovery); {stats.loaded} read from the store, "
+            f"{stats.embedded} embedded here ({state})"
         )
     return 0
 

@@ -96,13 +96,19 @@ def test_two_processes_share_one_store_through_the_agent_file(postgres, tmp_path
     env = {**os.environ, "TEST_TOOLS_DB": postgres.dsn, "SK_TOOLFILTER_CACHE": str(tmp_path / "no-cache")}
     env["PYTHONPATH"] = str(REPO)
 
-    def cli(*args: str) -> str:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [sys.executable, "-m", "sk_toolfilter.cli", *args], env=env, capture_output=True, text=True, timeout=300
         )
         assert done.returncode == 0, done.stderr
-        return done.stdout
+        return done
 
+    def cli(*args: str) -> str:
+        return run(*args).stdout
+
+    before = run("index", "status", str(agent))  # before any push: it only compares, nothing is embedded
+    assert "nothing published yet (46 tools in the agent)" in before.stdout
+    assert "embedding tools" not in before.stderr and "embedded in this process only" not in before.stderr
     pushed = cli("index", "push", str(agent))
     assert "catalog 'atlas'" in pushed and "0 read from the store" in pushed and "(published)" in pushed
     status = cli("index", "status", str(agent))

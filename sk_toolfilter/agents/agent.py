@@ -198,9 +198,14 @@ def execution_settings(spec: AgentSpec, service: ChatCompletionClientBase) -> An
 
 
 async def open_toolset(
-    path: str | Path | AgentSpec, *, kernel: Kernel | None = None, progress: ProgressCallback | None = None
+    path: str | Path | AgentSpec,
+    *,
+    kernel: Kernel | None = None,
+    progress: ProgressCallback | None = None,
+    embed: bool = True,
 ) -> Toolset:
     """Load an agent file's tool sources into a kernel and index them (no chat model needed).
+    ``embed=False``: nothing is embedded (tools without a cached or stored vector rank with BM25).
 
     With `kernel`, its plugins (the ones an SK declarative spec's ``type: function`` tools name) are
     the agent's too; when the file names ``functions``, the kernel's other functions are hidden.
@@ -221,6 +226,7 @@ async def open_toolset(
             _with_source_rules(spec, kernel, _with_catalog_name(spec, _only_named(spec, given))),
             embedding_service=service if config.search_method != "bm25" else None,
             progress=progress,
+            embed=embed,
         )
         stack.push_async_callback(manager.aclose)
     except ToolFilterError as exc:

@@ -32,8 +32,11 @@ async def create_tool_filter(
     *,
     embedding_service: EmbeddingGeneratorBase | None = None,
     progress: ProgressCallback | None = None,
+    embed: bool = True,
 ) -> ToolFilterManager:
     """Index `kernel` and make it ready for filtered requests; returns the manager.
+    ``embed=False`` embeds nothing: tools without a cached or stored vector are ranked with BM25
+    (what a read-only look at a catalog needs, e.g. ``sk-toolfilter index status``).
 
     Adds the discovery plugin (``config.discovery``) before indexing, so it is pinned on every
     request; registers the execution guard and usage counting on `kernel`. Wrap chat services with
@@ -42,7 +45,7 @@ async def create_tool_filter(
     config = config or ToolFilterConfig()
     plugin = _add_discovery_plugin(kernel, config)
     manager = await ToolFilterManager.from_kernel(
-        kernel, config, embedding_service=embedding_service, progress=progress
+        kernel, config, embedding_service=embedding_service, progress=progress, embed=embed
     )
     if plugin is not None:
         plugin.bind(manager)

@@ -175,6 +175,7 @@ class ToolFilterManager:
         *,
         embedding_service: EmbeddingService | None = None,
         progress: ProgressCallback | None = None,
+        embed: bool = True,
     ) -> ToolFilterManager:
         """Index `kernel` (embedding with `embedding_service`, or the one ``config.embedding`` names)
         and count the functions the model calls on it.
@@ -185,7 +186,7 @@ class ToolFilterManager:
         changed) before the next selection.
         """
         manager = await cls.from_source(
-            KernelTools(kernel), config, embedding_service=embedding_service, progress=progress
+            KernelTools(kernel), config, embedding_service=embedding_service, progress=progress, embed=embed
         )
         manager.usage.attach(kernel)
         return manager
@@ -198,6 +199,7 @@ class ToolFilterManager:
         *,
         embedding_service: EmbeddingService | None = None,
         progress: ProgressCallback | None = None,
+        embed: bool = True,
     ) -> ToolFilterManager:
         """Index the tools of any :class:`~sk_toolfilter.selection.tool_source.ToolSource` (an SK
         kernel, an Agent Framework tool list) and follow it: tools added or removed later are
@@ -207,7 +209,7 @@ class ToolFilterManager:
             embedding_service = create_embedding_service(config.embedding)
         cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache and embedding_service else None
         with collector_paused():
-            return await cls._index_source(source, config, embedding_service, cache, progress)
+            return await cls._index_source(source, config, embedding_service, cache, progress, embed)
 
     @classmethod
     async def _index_source(
@@ -217,6 +219,7 @@ class ToolFilterManager:
         embedding_service: EmbeddingService | None,
         cache: EmbeddingCache | None,
         progress: ProgressCallback | None,
+        embed: bool = True,
     ) -> ToolFilterManager:
         fingerprint = source.fingerprint(None)
         crawled = source.crawl()
@@ -248,10 +251,10 @@ class ToolFilterManager:
         tools = policy.apply(crawled)
         waiting = _tools_to_embed(tools, embedding_service, cache) if store is None else 0
         limit = config.embedding.background_above
-        in_background = embedding_service is not None and limit is not None and waiting > limit
+        in_background = embed and embedding_service is not None and limit is not None and waiting > limit
         try:
             try:
-                index = await build(tools, embedding_service, embed_new=not in_background)
+                index = await build(tools, embedding_service, embed_new=embed and not in_background)
             except EmbeddingServiceError as exc:
                 if config.embedding.on_failure != "bm25":
                     raise

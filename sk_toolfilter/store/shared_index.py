@@ -180,7 +180,7 @@ class SharedIndex:
         version = current
         if writing and vectors is not None:
             version = await self._publish(index, hashes, vectors, fresh)
-        elif fresh:
+        elif fresh and embed_new:  # embedded here and not shared (a look without embedding warns of nothing)
             self._warn_local(current, [chosen[i].full_name for i in fresh])
         self.stats.version = version.version if version is not None else ""
         self.stats.loaded = len(chosen) - len(fresh)
