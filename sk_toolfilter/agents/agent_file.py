@@ -65,15 +65,9 @@ class InstructionsFile(StrictConfig):
     file: str
 
 
-class PluginSource(_Source):
-    """A native SK plugin: ``package.module:Class`` (instantiated with ``init``) or a module."""
+class _ToolsSource(_Source):
+    """A source of several tools: which of them the agent gets, and whether they are always sent."""
 
-    type: Literal["plugin"]
-    name: str = Field(pattern=r"^[0-9A-Za-z_]+$")
-    description: str = ""
-    import_path: str = Field(alias="import", pattern=r"^[\w.]+(:[\w.]+)?$")
-    init: dict[str, Any] = Field(default_factory=dict)
-    optional: bool = False
     allowed_tools: list[str] | None = Field(
         default=None,
         description="Only these tools of the source (names or globs); its others are hidden (tool_filtering.allow).",
@@ -84,11 +78,22 @@ class PluginSource(_Source):
     )
 
 
+class PluginSource(_ToolsSource):
+    """A native SK plugin: ``package.module:Class`` (instantiated with ``init``) or a module."""
+
+    type: Literal["plugin"]
+    name: str = Field(pattern=r"^[0-9A-Za-z_]+$")
+    description: str = ""
+    import_path: str = Field(alias="import", pattern=r"^[\w.]+(:[\w.]+)?$")
+    init: dict[str, Any] = Field(default_factory=dict)
+    optional: bool = False
+
+
 McpHint = Literal["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"]
 """The MCP tool annotation hints (MCP specification, ``ToolAnnotations``)."""
 
 
-class MCPSource(_Source):
+class MCPSource(_ToolsSource):
     """An MCP server: a local process over stdio (``command``) or a remote one over HTTP (``url``).
 
     ``command: python`` (or ``python3``) runs the current interpreter, and a command that is not on
@@ -118,14 +123,6 @@ class MCPSource(_Source):
         default=60.0, gt=0, le=86400, alias="request_timeout", description="Bound on one tool call."
     )
     optional: bool = Field(default=False, description="Skip this source, with one warning, when it fails to load.")
-    allowed_tools: list[str] | None = Field(
-        default=None,
-        description="Only these tools of the source (names or globs); its others are hidden (tool_filtering.allow).",
-    )
-    always_include: bool = Field(
-        default=False,
-        description="Send every tool of this source with every request (HoloDeck's defer_loading: false).",
-    )
     annotations: dict[McpHint, Literal["exclude", "pin"]] = Field(
         default_factory=dict,
         description="What a tool the server marks with an MCP annotation hint gets: 'exclude' (never registered, "
@@ -161,7 +158,7 @@ class MCPSource(_Source):
         return "http"
 
 
-class CatalogSource(_Source):
+class CatalogSource(_ToolsSource):
     """Tool definitions from a JSON/JSONL file, registered as definition-only kernel functions."""
 
     type: Literal["catalog"]
@@ -169,14 +166,6 @@ class CatalogSource(_Source):
     description: str = ""
     path: str
     optional: bool = False
-    allowed_tools: list[str] | None = Field(
-        default=None,
-        description="Only these tools of the source (names or globs); its others are hidden (tool_filtering.allow).",
-    )
-    always_include: bool = Field(
-        default=False,
-        description="Send every tool of this source with every request (HoloDeck's defer_loading: false).",
-    )
 
 
 class VectorDatabase(_Source):
