@@ -17,7 +17,7 @@ from typing import Any
 
 from sk_toolfilter.basics.progress import Progress
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.errors import ConfigError, ToolFilterError
+from sk_toolfilter.errors import ConfigError, ToolFilterError, naming
 
 log = library_logger("sk_toolfilter.cli")
 
@@ -76,7 +76,6 @@ async def cmd_validate(args: argparse.Namespace) -> int:
 
     spec = load_agent_file(args.agent)
     spec.instructions_text()  # a missing instructions file fails validation, not the first chat
-    from sk_toolfilter.errors import ToolFilterError, naming
     from sk_toolfilter.measure.report import resolve_expected
 
     async with await open_toolset(
@@ -179,7 +178,6 @@ async def cmd_index(args: argparse.Namespace) -> int:
 async def cmd_report(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent import open_toolset
     from sk_toolfilter.agents.agent_file import SampleQuery, load_agent_file
-    from sk_toolfilter.errors import ToolFilterError, naming
     from sk_toolfilter.measure.report import build_token_report, render_terminal, write_report
 
     spec = load_agent_file(args.agent)
@@ -272,15 +270,14 @@ async def cmd_chat(args: argparse.Namespace) -> int:
 
 def _model_failure(exc: BaseException, model: Any) -> str:
     """One line for a failed model request: the server it went to, what failed, what to check."""
-    import os
-
+    from sk_toolfilter.agents.agent import server_url
     from sk_toolfilter.basics.redaction import redact_text
 
     chain = [exc]
     while chain[-1].__cause__ is not None and len(chain) < 8:
         chain.append(chain[-1].__cause__)
     root = chain[-1]
-    url = model.base_url or os.environ.get("OPENAI_BASE_URL") or model.endpoint or "https://api.openai.com/v1"
+    url = server_url(model) or "https://api.openai.com/v1"
     kind = type(root).__name__
     if "Connect" in kind or "Connection" in kind or "Timeout" in kind:
         advice = "is the server running and the URL right? (model.base_url / OPENAI_BASE_URL)"

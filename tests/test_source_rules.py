@@ -115,3 +115,14 @@ async def test_a_holodeck_response_format_reaches_the_wire(tmp_path):
         "billing",
         "technical",
     ]
+
+
+def test_a_holodeck_response_format_never_hides_a_broken_model_options(tmp_path):
+    import pytest
+
+    from sk_toolfilter import ConfigError
+
+    data = holodeck_agent()
+    data["model"] = {**data["model"], "options": "not a mapping"}
+    with pytest.raises(ConfigError, match=r"model\.options"):
+        parse_agent(data, base_dir=tmp_path)

@@ -96,7 +96,7 @@ def _openai_client(model: ModelSpec, http_client: Any) -> Any:
 
     api_key = model.api_key.get_secret_value() if model.api_key else None
     if model.provider == "azure_openai":
-        endpoint = model.endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
+        endpoint = server_url(model)
         api_key = api_key or os.environ.get("AZURE_OPENAI_API_KEY")
         if endpoint:
             check_url(endpoint, "model.endpoint" if model.endpoint else "AZURE_OPENAI_ENDPOINT")
@@ -112,7 +112,7 @@ def _openai_client(model: ModelSpec, http_client: Any) -> Any:
             http_client=http_client,
         )
     api_key = api_key or os.environ.get("OPENAI_API_KEY")
-    base_url = model.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    base_url = server_url(model)
     if base_url is not None:
         check_url(base_url, "model.base_url" if model.base_url else "OPENAI_BASE_URL")
     if not api_key and not base_url:
@@ -122,6 +122,14 @@ def _openai_client(model: ModelSpec, http_client: Any) -> Any:
             "OpenAI-compatible server"
         )
     return AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url, http_client=http_client)
+
+
+def server_url(model: ModelSpec) -> str | None:
+    """The server a ``model:`` block's client talks to: ``base_url`` (else ``OPENAI_BASE_URL``), or for
+    Azure ``endpoint`` (else ``AZURE_OPENAI_ENDPOINT``); None for OpenAI's own API."""
+    if model.provider == "azure_openai":
+        return model.endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT") or None
+    return model.base_url or os.environ.get("OPENAI_BASE_URL") or None
 
 
 def check_url(url: str, where: str) -> None:

@@ -27,6 +27,8 @@ IGNORED_TOP_LEVEL = (
     "claude",
     "openai",
 )
+# Keys only HoloDeck writes at the top level: dropped (a response_format schema is mapped first).
+HOLODECK_TOP_LEVEL = (*IGNORED_TOP_LEVEL, "response_format")
 MODEL_OPTIONS = ("temperature", "max_tokens", "top_p")
 IGNORED_MODEL = ("auth_provider",)
 IGNORED_MCP = (
@@ -39,7 +41,6 @@ IGNORED_MCP = (
     "is_retrieval",
     "registry_name",
 )
-IGNORED_TOOL: tuple[str, ...] = ()
 OLLAMA_BASE_URL = "http://localhost:11434/v1"
 
 
@@ -55,16 +56,18 @@ def adapt_holodeck(data: dict[str, Any], source: str) -> dict[str, Any]:
             for c in cases
             if isinstance(c, dict) and isinstance(c.get("input"), str)
         ]
-    schema = data.get("response_format")
-    if isinstance(schema, dict) and isinstance(data.get("model"), dict):
+    schema, model_block = data.get("response_format"), data.get("model")
+    options_block = model_block.get("options") if isinstance(model_block, dict) else None
+    if isinstance(schema, dict) and isinstance(model_block, dict) and isinstance(options_block or {}, dict):
+        # (model.options that is no mapping is left to validation, which names it)
         # HoloDeck's structured output: a JSON schema the answer must follow (OpenAI's json_schema format).
         data.pop("response_format")
-        model = dict(data["model"])
-        options = dict(model.get("options") or {}) if isinstance(model.get("options"), dict) else {}
+        model = dict(model_block)
+        options = dict(options_block or {})
         options.setdefault("response_format", _json_schema_format(str(data.get("name") or "answer"), schema))
         model["options"] = options
         data["model"] = model
-    ignored = [key for key in (*IGNORED_TOP_LEVEL, "response_format") if key in data]
+    ignored = [key for key in HOLODECK_TOP_LEVEL if key in data]
     for key in ignored:
         del data[key]
     if isinstance(data.get("model"), dict):
@@ -104,8 +107,7 @@ def _is_holodeck(data: dict[str, Any], cases: Any) -> bool:
     """A file written for HoloDeck: it carries keys only HoloDeck writes."""
     instructions = data.get("instructions")
     holodeck_instructions = isinstance(instructions, dict) and bool({"inline", "file"} & set(instructions))
-    markers = (*IGNORED_TOP_LEVEL, "response_format")
-    return cases is not None or holodeck_instructions or any(key in data for key in markers)
+    return cases is not None or holodeck_instructions or any(key in data for key in HOLODECK_TOP_LEVEL)
 
 
 def _model(model: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -139,8 +141,6 @@ def _tool(tool: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         if "timeout" in tool:
             tool.setdefault("startup_timeout_seconds", tool.pop("timeout"))
         dropped = [key for key in IGNORED_MCP if key in tool]
-    elif kind in ("plugin", "catalog"):
-        dropped = [key for key in IGNORED_TOOL if key in tool]
     for key in dropped:
         del tool[key]
     return tool, dropped

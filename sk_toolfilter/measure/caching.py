@@ -13,28 +13,23 @@ from collections.abc import Sequence
 
 OPENAI_CACHED_FRACTION = 0.5
 """Cached input tokens cost this fraction of the input price (OpenAI, GPT-4o family)."""
-MIN_CACHED_PREFIX_TOKENS = 1024
-"""OpenAI caches prompts of at least this many tokens."""
 
 
 def billed_tool_tokens(
     tools_per_request: Sequence[Sequence[str]],
     tokens_per_request: Sequence[int],
     cached_fraction: float = OPENAI_CACHED_FRACTION,
-    *,
-    min_prefix: int = 0,
 ) -> float:
     """Tool tokens of a conversation's requests as billed: when a request's tools list starts with the
     previous request's (the same list, or it with tools appended), that part is billed at
     `cached_fraction` and the rest in full; any other request is billed in full. The whole prompt is
-    assumed long enough to be cached (OpenAI: ``MIN_CACHED_PREFIX_TOKENS``; a conversation with some
-    history is); `min_prefix` applies that bound to the tool tokens alone."""
+    assumed long enough to be cached (OpenAI: 1,024 tokens; a conversation with some history is)."""
     billed, previous, previous_tokens = 0.0, None, 0
     for tools, tokens in zip(tools_per_request, tokens_per_request, strict=True):
         names = list(tools)
         # The previous list again, or the previous list with tools appended (sticky lists): that part is a
         # cached prefix; the tools after it are new input.
-        extends = previous is not None and names[: len(previous)] == previous and previous_tokens >= min_prefix
+        extends = previous is not None and names[: len(previous)] == previous
         cached = min(previous_tokens, tokens) if extends else 0
         billed += cached * cached_fraction + (tokens - cached)
         previous, previous_tokens = names, tokens

@@ -249,9 +249,13 @@ class ToolFilterManager:
             store = await SharedIndex.open(config.index, embedding_service)
             build = partial(store.build, publish=config.index.publish, **build.keywords)
         tools = policy.apply(crawled)
-        waiting = _tools_to_embed(tools, embedding_service, cache) if store is None else 0
         limit = config.embedding.background_above
-        in_background = embed and embedding_service is not None and limit is not None and waiting > limit
+        # Only a catalog larger than the limit can start in the background: a small one reads no cache here.
+        may_wait = (
+            embed and store is None and embedding_service is not None and limit is not None and len(tools) > limit
+        )
+        waiting = _tools_to_embed(tools, embedding_service, cache) if may_wait else 0
+        in_background = limit is not None and waiting > limit
         try:
             try:
                 index = await build(tools, embedding_service, embed_new=embed and not in_background)
