@@ -83,7 +83,7 @@ async def measure(name: str, model: str, root: Path) -> dict[str, float]:
         rows.setdefault(key, []).append(recall_at_k([tools[i].full_name for i in order], gold, 5))
 
     for q, qv in zip(queries, query_vectors, strict=True):
-        _, final, _, _ = _score_text(index, q.query, qv, config, None)
+        final = _score_text(index, q.query, qv, config, None).final
         add("base", rank_order(final, 10).tolist(), q.gold)
         best = np.zeros(len(servers))
         np.maximum.at(best, server, final)

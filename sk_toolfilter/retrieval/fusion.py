@@ -74,7 +74,9 @@ def zscore(scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     sd = variance**0.5
     if sd <= 1e-12 or sd < 1e-7 * abs(mean):  # constant scores (up to rounding): nothing stands out
         return np.zeros_like(values)
-    return (values - mean) / sd
+    standardized = values - mean  # a new array: the one pass below may write in place
+    standardized /= sd
+    return standardized
 
 
 def zscore_blend(
@@ -88,6 +90,13 @@ def zscore_blend(
     Unlike RRF, which keeps only ranks, this keeps how far each tool stands out from the catalog in
     each method. Tools without `evidence` (no shared term, cosine below the floor) score 0.
     """
-    fused = sum(weights.get(m, 1.0) * zscore(raw, mask) for m, raw in raw_by_method.items())
-    fused = np.where(evidence, np.clip(fused, 0.0, None), 0.0)
+    fused: np.ndarray | None = None
+    for method, raw in raw_by_method.items():  # in place: one catalog-sized array per method, no more
+        z = zscore(raw, mask)
+        z *= weights.get(method, 1.0)
+        fused = z if fused is None else np.add(fused, z, out=fused)
+    if fused is None:
+        return np.zeros(len(evidence), dtype=np.float64)
+    np.maximum(fused, 0.0, out=fused)
+    fused *= evidence
     return normalize_by_max(fused)

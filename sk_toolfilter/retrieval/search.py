@@ -111,7 +111,8 @@ async def rank_tools(
     scored = [
         _score_text(index, text, None if vectors is None else vectors[i], config, mask) for i, text in enumerate(texts)
     ]
-    method, final, method_scores, cosines = scored[0]
+    whole = scored[0]
+    method, final, cosines = whole.method, whole.final, whole.raw.get("semantic")
     no_tool_reason = None
     if vectors is not None and cosines is not None and config.no_tool_margin is not None:
         small_talk = await index.small_talk_vectors()
@@ -121,8 +122,8 @@ async def rank_tools(
             no_tool_reason = verdict.reason() if verdict is not None else None
     order = rank_order(final, limit).tolist()
     if len(scored) > 1:
-        order = _interleave([order, *(rank_order(s[1], limit).tolist() for s in scored[1:])])
-        final = np.maximum.reduce([s[1] for s in scored])
+        order = _interleave([order, *(rank_order(s.final, limit).tolist() for s in scored[1:])])
+        final = np.maximum.reduce([s.final for s in scored])
 
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     order = list(dict.fromkeys([*named, *order]))[:limit]
@@ -131,12 +132,31 @@ async def rank_tools(
         ScoredTool(
             tool=index.tools[i],
             score=1.0 if i in named_set else float(final[i]),
-            method_scores={m: float(v[i]) for m, v in method_scores.items()},
+            method_scores=whole.method_scores(i),
             name_match=i in named_set,
         )
         for i in order
     ]
     return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason)
+
+
+@dataclass(frozen=True)
+class _TextScores:
+    """One query text's scores: the method used, the final [0, 1] scores, each method's raw scores
+    (masked), and how each method's raw score becomes its [0, 1] score (``(raw - offset) / top``,
+    clipped at 0) — applied only to the tools that are reported, not to the whole catalog."""
+
+    method: str
+    final: np.ndarray
+    raw: dict[str, np.ndarray]
+    scale: dict[str, tuple[float, float]]
+
+    def method_scores(self, i: int) -> dict[str, float]:
+        """Each method's [0, 1] score of tool `i` (what ``normalize_by_max`` / ``normalize_cosine`` give)."""
+        return {
+            m: max(float(self.raw[m][i]) - offset, 0.0) / top if top > 0 else 0.0
+            for m, (offset, top) in self.scale.items()
+        }
 
 
 def _score_text(
@@ -145,36 +165,39 @@ def _score_text(
     vector: np.ndarray | None,
     config: ToolFilterConfig,
     mask: np.ndarray | None,
-) -> tuple[str, np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
-    """(method used, final [0, 1] scores, per-method [0, 1] scores, raw cosines or None) of one query text."""
-
-    def masked(raw: np.ndarray) -> np.ndarray:
-        return raw if mask is None else np.where(mask, raw, 0.0)
-
+) -> _TextScores:
+    """The scores of one query text (see :class:`_TextScores`)."""
     use_bm25 = config.search_method != "semantic" or vector is None
     use_semantic = config.search_method != "bm25" and vector is not None
     raw: dict[str, np.ndarray] = {}
-    normalized: dict[str, np.ndarray] = {}
+    offsets: dict[str, float] = {}
     if use_bm25:
-        raw["bm25"] = masked(index.bm25_raw_scores(text))
-        normalized["bm25"] = normalize_by_max(raw["bm25"])
+        raw["bm25"], offsets["bm25"] = index.bm25_raw_scores(text), 0.0
     if use_semantic:
         assert vector is not None
-        raw["semantic"] = masked(index.cosine_scores(vector))
-        normalized["semantic"] = normalize_cosine(raw["semantic"], config.semantic_floor)
-    cosines = raw.get("semantic")
+        raw["semantic"], offsets["semantic"] = index.cosine_scores(vector), config.semantic_floor
+    if mask is not None:
+        raw = {m: np.where(mask, r, np.float32(0.0)) for m, r in raw.items()}
+    # The best raw score of each method sets its scale (BM25 scores are never negative).
+    scale = {m: (offsets[m], float(np.max(r)) - offsets[m]) for m, r in raw.items()}
     if len(raw) == 1:
         method = next(iter(raw))
-        return method, normalized[method], normalized, cosines
+        final = normalize_by_max(raw[method]) if method == "bm25" else normalize_cosine(raw[method], offsets[method])
+        return _TextScores(method, final, raw, scale)
     weights = {str(method): weight for method, weight in config.method_weights.items()}
     if "method_weights" not in config.model_fields_set and index.fusion_weights is not None:
         weights = index.fusion_weights  # the blend fitted for the index's embedding model
     if config.fusion == "rrf":
+        normalized = {
+            "bm25": normalize_by_max(raw["bm25"]),
+            "semantic": normalize_cosine(raw["semantic"], config.semantic_floor),
+        }
         final = reciprocal_rank_fusion(normalized, k=config.rrf_k, weights=weights)
     else:
-        evidence = (normalized["bm25"] > 0) | (normalized["semantic"] > 0)
+        # Evidence: a shared term, or a cosine above the floor (where each method's [0, 1] score > 0).
+        evidence = (raw["bm25"] > 0) | (raw["semantic"] > np.float64(config.semantic_floor))
         final = zscore_blend(raw, weights, evidence, mask)
-    return "hybrid", final, normalized, cosines
+    return _TextScores("hybrid", final, raw, scale)
 
 
 def _interleave(rankings: list[list[int]]) -> list[int]:

@@ -1,0 +1,225 @@
+"""Distil the trained request encoder into a smaller, faster student (issue 32).
+
+The model is asymmetric: tools are embedded by the general all-MiniLM-L6-v2 and requests by the
+trained encoder (the *teacher*, ``minilm-l6-tools-v1``). Only the request side runs per request,
+so only it has to be fast. The student is the same architecture cut to ``--layers`` transformer
+layers (start weights: the general model's layers ``--init-layers``), trained to put every request
+where the teacher puts it:
+
+- ``1 - cos(student, teacher)`` on each text, and
+- the teacher's ranking of the text's catalog: KL(softmax(scale·teacher·tools) ‖ softmax(scale·student·tools))
+  over every tool of the catalog the text belongs to (the frozen general-model tool vectors).
+
+No labels are used: what is learnt is the teacher's reading of requests. The texts (``request_texts``)
+are every request shape the product embeds: each dev request, the parts the ranking embeds
+separately (``split_request_intents``, ``split_query_parts``, the agent loop's
+``split_request_clauses``), requests made from every tool's own texts (``build_pairs.pseudo_queries``),
+two-step requests composed of two of them, and small talk the no-tool judgement reads.
+
+    python -m training.distill --out training/out/student [--exclude livemcpbench] [--layers 2]
+
+Writes ``<out>/hf`` (fp32), ``<out>/onnx`` (int8, the runtime layout) and ``<out>/distill_log.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+from transformers import AutoModel, AutoTokenizer
+
+from sk_toolfilter.agents.catalog import load_catalog
+from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+from sk_toolfilter.retrieval.gloss import with_english_gloss
+from sk_toolfilter.retrieval.text import split_query_parts, split_request_clauses, split_request_intents
+from training import export
+from training.build_pairs import composed_queries, pseudo_queries, real_queries
+from training.sources import BENCHMARKS, SOURCES
+from training.train import Catalogs, base_model_dir, encode
+
+TEACHER = "minilm-l6-tools-v1"
+
+# Requests that need no tool (the small-talk judgement compares them with small-talk descriptions).
+# Written here for distillation; none is from the small-talk evaluation set.
+SMALL_TALK = (
+    "hello", "hey there", "good morning!", "hi, how are you?", "thank you so much", "thanks, that's all",
+    "ok great", "bye for now", "who are you?", "what can you help me with?", "nice, appreciate it",
+    "sorry, never mind", "lol", "that was helpful", "good night", "are you a bot?", "cool", "see you later",
+    "what's up", "you're awesome", "no thanks", "yes please", "how's your day going?", "tell me about yourself",
+)  # fmt: skip
+
+
+def request_texts(source: str, folder: Path, rng: random.Random, composed: int) -> list[str]:
+    """Every text of one source the student learns from (deduplicated, order fixed by `rng`)."""
+    tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
+    texts: list[str] = []
+    for query, _ in real_queries(source, folder):
+        texts.append(query)
+        texts += split_request_intents(query)
+        texts += split_query_parts(query)
+        if source == "bfcl_multiturn":
+            texts += split_request_clauses(query)
+    pseudo = [("pseudo", q, [t.full_name]) for t in tools for q in pseudo_queries(t)]
+    texts += [q for _, q, _ in pseudo]
+    texts += [q for _, q, _ in composed_queries(pseudo, composed, rng)]
+    unique = list(dict.fromkeys(t.strip() for t in texts if t.strip()))
+    rng.shuffle(unique)
+    return unique
+
+
+def teacher_vectors(texts: list[str], teacher: str, log) -> np.ndarray:
+    """The teacher's unit vectors of `texts`, read as the index reads a request (with the gloss)."""
+    service = LocalEmbeddingGenerator(model=teacher).query_encoder
+    out = []
+    started = time.perf_counter()
+    for start in range(0, len(texts), 256):
+        batch = [with_english_gloss(t) for t in texts[start : start + 256]]
+        out.append(np.asarray(asyncio.run(service.generate_embeddings(batch)), dtype=np.float32))
+        done = start + len(batch)
+        rate = done / (time.perf_counter() - started)
+        log(f"teacher vectors {done}/{len(texts)} ({rate:.0f}/s, {(len(texts) - done) / rate / 60:.1f} min left)")
+    return np.concatenate(out)
+
+
+def student_model(layers: list[int]):
+    """The general model cut to `layers` (indices into its six layers, kept in order)."""
+    model = AutoModel.from_pretrained(str(base_model_dir()))
+    model.encoder.layer = torch.nn.ModuleList([model.encoder.layer[i] for i in layers])
+    model.config.num_hidden_layers = len(layers)
+    return model
+
+
+def distill(args) -> Path:
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    torch.set_num_threads(args.threads)
+
+    def log(text: str) -> None:
+        print(f"[{(time.perf_counter() - started) / 60:5.1f} min] {text}", file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    excluded = {s for s in args.exclude.split(",") if s}
+    sources = [s.name for s in SOURCES if s.name not in excluded]
+    rows: list[tuple[str, str]] = []
+    for source in sources:
+        texts = request_texts(source, args.root / source, rng, args.composed_per_source)
+        rows += [(source, t) for t in texts]
+        log(f"{source}: {len(texts)} texts")
+    # Small talk is ranked against the general catalog it would meet first: any one works.
+    rows += [(sources[0], t) for t in SMALL_TALK]
+    if args.max_texts:
+        rng.shuffle(rows)
+        rows = rows[: args.max_texts]
+    catalogs = Catalogs(sources, args.root, args.cache_dir)
+    targets = torch.from_numpy(teacher_vectors([t for _, t in rows], args.teacher, log))
+    tokenizer = AutoTokenizer.from_pretrained(str(base_model_dir()))
+    model = student_model([int(i) for i in args.init_layers.split(",")])
+    model.train()
+    if args.freeze_embeddings:
+        for parameter in model.embeddings.parameters():
+            parameter.requires_grad_(False)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
+    total = max(1, int(math.ceil(len(rows) / args.batch_size) * args.epochs))
+    warmup = max(1, int(0.05 * total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
+    )
+    log(f"{len(rows)} texts, {len(trainable)} trainable tensors, {total} steps of {args.batch_size}")
+    step, losses = 0, []
+    train_started = time.perf_counter()
+    while step < total:
+        order = list(range(len(rows)))
+        rng.shuffle(order)
+        for start in range(0, len(order), args.batch_size):
+            if step >= total:
+                break
+            idx = order[start : start + args.batch_size]
+            student = encode(model, tokenizer, [with_english_gloss(rows[i][1]) for i in idx], args.max_tokens)
+            teacher = targets[idx]
+            loss = (1 - (student * teacher).sum(-1)).mean() * args.cos_weight
+            for j, i in enumerate(idx):
+                tools = catalogs.vectors[rows[i][0]]
+                loss = loss + F.kl_div(
+                    F.log_softmax(args.scale * (tools @ student[j]), -1),
+                    F.log_softmax(args.scale * (tools @ teacher[j]), -1),
+                    log_target=True,
+                    reduction="sum",
+                ) / len(idx)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            losses.append(loss.item())
+            step += 1
+            if step % args.log_every == 0 or step == total:
+                elapsed = time.perf_counter() - train_started
+                log(
+                    f"step {step}/{total}  loss {np.mean(losses[-args.log_every:]):.4f}  "
+                    f"{step / elapsed:.2f} steps/s, {(total - step) * elapsed / step / 60:.1f} min left"
+                )
+    model.eval()
+    hf = args.out / "hf"
+    hf.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(hf))
+    tokenizer.save_pretrained(str(hf))
+    onnx_dir = args.out / "onnx"
+    export.export(hf, onnx_dir, args.id, description=f"{len(model.encoder.layer)}-layer student of {args.teacher}")
+    (args.out / "distill_log.json").write_text(
+        json.dumps(
+            {
+                "texts": len(rows),
+                "texts_by_source": {s: sum(1 for r in rows if r[0] == s) for s in sources},
+                "steps": total,
+                "minutes": round((time.perf_counter() - started) / 60, 1),
+                "final_loss": float(np.mean(losses[-50:])) if losses else None,
+                "settings": {k: str(v) for k, v in vars(args).items()},
+            },
+            indent=2,
+        )
+    )
+    log(f"done: {onnx_dir}")
+    return onnx_dir
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--id", default="minilm-l2-tools-v1", help="the student's model id")
+    parser.add_argument("--teacher", default=TEACHER, help="model id or folder of the request encoder to copy")
+    parser.add_argument("--root", type=Path, default=BENCHMARKS)
+    parser.add_argument("--exclude", default="", help="sources left out (leave-one-dataset-out)")
+    parser.add_argument("--init-layers", default="0,5", help="general-model layers the student starts from")
+    parser.add_argument("--composed-per-source", type=int, default=1000)
+    parser.add_argument("--epochs", type=float, default=3.0)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--scale", type=float, default=20.0, help="inverse temperature of the ranking KL")
+    parser.add_argument("--cos-weight", type=float, default=1.0)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--freeze-embeddings", action="store_true")
+    parser.add_argument("--max-texts", type=int, default=0, help="at most N texts (tiny runs)")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="embedding cache for the tool side")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--log-every", type=int, default=25)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    distill(parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
