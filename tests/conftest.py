@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import hashlib
 import inspect
+import json
 import os
 import socket
 import subprocess
@@ -211,3 +212,41 @@ def own_postgres():
     """A PostgreSQL server of this test's own (for tests that stop it)."""
     with running_postgres() as server:
         yield server
+
+
+@pytest.fixture
+def openai_compatible_server():
+    """A loopback OpenAI-compatible server answering every chat completion with plain text."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            self.server.bodies.append(body)  # type: ignore[attr-defined]
+            reply = {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "m"),
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": "hi there"}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.bodies = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()

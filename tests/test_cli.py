@@ -256,44 +256,6 @@ def test_eval_on_an_agent_file_ranks_with_its_tools_overrides(bm25_agent, tmp_pa
     assert recall({"Math-statistics_summary": {"keywords": ["zorblax"]}}) == 1.0
 
 
-@pytest.fixture
-def openai_compatible_server():
-    """A loopback OpenAI-compatible server answering every chat completion with plain text."""
-    import http.server
-    import threading
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            self.server.bodies.append(body)  # type: ignore[attr-defined]
-            reply = {
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body.get("model", "m"),
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": "hi there"}, "finish_reason": "stop"}
-                ],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            }
-            data = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.bodies = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-
-
 @pytest.mark.parametrize("framework", ["semantic-kernel", "agent-framework"])
 def test_chat_answers_and_shows_the_tools_it_sent(bm25_agent, monkeypatch, capsys, framework, openai_compatible_server):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
