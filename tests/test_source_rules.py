@@ -45,13 +45,29 @@ async def test_only_the_allowed_tools_of_a_source_are_seen_and_run(tmp_path):
 
 
 async def test_mcp_annotations_exclude_destructive_tools_and_pin_read_only_ones(tmp_path):
-    spec = agent(tmp_path, annotations={"destructiveHint": "exclude", "readOnlyHint": "pin"})
+    spec = agent(tmp_path, annotations={"destructiveHint": "exclude", "readOnlyHint": "pin"}, load_hints=False)
     names, pinned, _ = await visible(spec)
     assert "fs-delete_file" not in names and {"fs-write_file", "fs-move_file"} <= set(names)
     assert [n for n in pinned if n.startswith("fs-")] == ["fs-list_directory", "fs-read_file"]
     async with await open_toolset(spec) as tools:
         sent = await tools.manager.filter_tools("what time is it now?")
     assert {"fs-read_file", "fs-list_directory"} <= set(sent)
+
+
+async def test_mcp_meta_load_hints_pin_always_loaded_tools_and_search_hints_reach_ranking(tmp_path):
+    names, pinned, _ = await visible(agent(tmp_path))
+    assert [n for n in pinned if n.startswith("fs-")] == ["fs-stat_path", "fs-tail_log"]  # hash_file: deferred
+    assert "fs-hash_file" in names
+    async with await open_toolset(agent(tmp_path)) as tools:
+        sent = await tools.manager.filter_tools("compress this into an archive")
+        described = tools.manager.index.get("fs-zip_folder")
+    assert sent[0] == "fs-zip_folder"  # only its search hint shares a word with the request
+    assert described.keywords == ("compress archive",)
+
+
+async def test_mcp_meta_load_hints_can_be_ignored(tmp_path):
+    _, pinned, _ = await visible(agent(tmp_path, load_hints=False))
+    assert [n for n in pinned if n.startswith("fs-")] == []
 
 
 async def test_an_allowed_tool_that_matches_nothing_is_named_with_the_closest_names(tmp_path, caplog):

@@ -98,6 +98,19 @@ def student_model(layers: list[int]):
     return model
 
 
+def length_buckets(lengths: list[int], batch_size: int, rng: random.Random, pool: int = 50) -> list[list[int]]:
+    """One epoch of batches in random order, each drawn from texts of similar length (less padding):
+    shuffled, cut into pools of `pool` batches, sorted by length inside a pool."""
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    batches = []
+    for start in range(0, len(order), batch_size * pool):
+        chunk = sorted(order[start : start + batch_size * pool], key=lengths.__getitem__)
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
 def distill(args) -> Path:
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
@@ -137,21 +150,22 @@ def distill(args) -> Path:
     log(f"{len(rows)} texts, {len(trainable)} trainable tensors, {total} steps of {args.batch_size}")
     step, losses = 0, []
     train_started = time.perf_counter()
+    lengths = [len(t) for _, t in rows]
     while step < total:
-        order = list(range(len(rows)))
-        rng.shuffle(order)
-        for start in range(0, len(order), args.batch_size):
+        for idx in length_buckets(lengths, args.batch_size, rng):
             if step >= total:
                 break
-            idx = order[start : start + args.batch_size]
             student = encode(model, tokenizer, [with_english_gloss(rows[i][1]) for i in idx], args.max_tokens)
             teacher = targets[idx]
             loss = (1 - (student * teacher).sum(-1)).mean() * args.cos_weight
+            by_source: dict[str, list[int]] = {}
             for j, i in enumerate(idx):
-                tools = catalogs.vectors[rows[i][0]]
+                by_source.setdefault(rows[i][0], []).append(j)
+            for source, members in by_source.items():  # one matrix product per catalog
+                tools = catalogs.vectors[source]
                 loss = loss + F.kl_div(
-                    F.log_softmax(args.scale * (tools @ student[j]), -1),
-                    F.log_softmax(args.scale * (tools @ teacher[j]), -1),
+                    F.log_softmax(args.scale * (student[members] @ tools.T), -1),
+                    F.log_softmax(args.scale * (teacher[members] @ tools.T), -1),
                     log_target=True,
                     reduction="sum",
                 ) / len(idx)

@@ -128,6 +128,12 @@ class MCPSource(_ToolsSource):
         description="What a tool the server marks with an MCP annotation hint gets: 'exclude' (never registered, "
         "sent or run) or 'pin' (sent with every request), e.g. {destructiveHint: exclude, readOnlyHint: pin}.",
     )
+    load_hints: bool = Field(
+        default=True,
+        description="Honour the load hints the server puts in a tool's `_meta`: `alwaysLoad: true` or "
+        "`defer_loading: false` (any vendor prefix, e.g. `anthropic/alwaysLoad`) pins the tool; `searchHint` "
+        "adds its phrase to what ranking matches.",
+    )
 
     @field_validator("startup_timeout_seconds", "request_timeout_seconds", mode="before")
     @classmethod

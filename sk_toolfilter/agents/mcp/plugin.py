@@ -14,18 +14,45 @@ from sk_toolfilter.agents.mcp.connection import MCPConnection, ToolCallError
 from sk_toolfilter.agents.mcp.results import ERROR_PREFIX, render_content, render_tool_result
 from sk_toolfilter.agents.tool_names import function_name
 from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.retrieval.metadata import KEYWORDS_PROPERTY
 
 logger = library_logger(__name__)
 
 
 PIN = "sk_toolfilter_pin"
-"""Set in a function's ``metadata.additional_properties`` when its MCP annotations ask for a pin."""
+"""Set in a function's ``metadata.additional_properties`` when its MCP annotations or load hints ask for a pin."""
 
 
 def annotation_actions(tool: Any, wanted: Mapping[Any, str]) -> set[str]:
     """What the source's ``annotations`` setting does with `tool`: the actions of the hints it sets to true."""
     hints = getattr(tool, "annotations", None)
     return {action for hint, action in wanted.items() if getattr(hints, hint, None) is True}
+
+
+ALWAYS_LOAD = ("alwaysload", "always_load")
+DEFER_LOADING = ("deferloading", "defer_loading")
+SEARCH_HINT = ("searchhint", "search_hint")
+MAX_HINT_CHARS = 200
+
+
+def load_hints(tool: Any) -> tuple[bool, list[str]]:
+    """(pin?, search words) from the load hints a server puts in a tool's ``_meta``.
+
+    Keys are read by their last ``/``-segment, whatever the vendor prefix: ``alwaysLoad: true``
+    (Claude Code's ``anthropic/alwaysLoad``) or ``defer_loading: false`` (``<vendor>/defer_loading``)
+    ask for the tool's schema on every turn, which is a pin here; ``searchHint`` (``anthropic/searchHint``)
+    is a short phrase that should surface the tool, which ranking matches like a keyword. A deferred
+    tool (``defer_loading: true``) is what every tool is here: searchable. Other keys are ignored.
+    """
+    meta = getattr(tool, "meta", None)
+    pin, words = False, []
+    for key, value in (meta.items() if isinstance(meta, dict) else ()):
+        hint = str(key).rsplit("/", 1)[-1].lower()
+        if (hint in ALWAYS_LOAD and value is True) or (hint in DEFER_LOADING and value is False):
+            pin = True
+        elif hint in SEARCH_HINT and isinstance(value, str) and value.strip():
+            words.append(" ".join(value.split())[:MAX_HINT_CHARS])
+    return pin, words
 
 
 def build_plugin(connection: MCPConnection) -> KernelPlugin:
@@ -49,8 +76,14 @@ def build_plugin(connection: MCPConnection) -> KernelPlugin:
         function = KernelFunctionFromMethod(
             method=method, plugin_name=source.name, parameters=[KernelParameterMetadata(**p) for p in params.dicts]
         )
-        if "pin" in actions:
-            function.metadata.additional_properties = {**(function.metadata.additional_properties or {}), PIN: True}
+        hinted_pin, search_words = load_hints(tool) if source.load_hints else (False, [])
+        extra: dict[str, Any] = {}
+        if "pin" in actions or hinted_pin:
+            extra[PIN] = True
+        if search_words:
+            extra[KEYWORDS_PROPERTY] = search_words
+        if extra:
+            function.metadata.additional_properties = {**(function.metadata.additional_properties or {}), **extra}
         functions.append(function)
     for prompt in connection.prompts:
         name = function_name(source.name, prompt.name, taken)
