@@ -6,8 +6,8 @@ The embedding service answers instantly (random unit vectors), so only the libra
 timed: p50 / p95 of ``ToolFilterManager.filter_tools``. Beside each figure, the floor measured in
 the same run: one numpy matrix-vector product of the catalog's vectors with ONE BLAS thread
 (measured in a subprocess started with ``OPENBLAS_NUM_THREADS=1``), and one BM25 scoring of the
-query (tokenize + sparse row sum); hybrid's floor is both. The last column divides by the matrix-vector product alone (the
-yardstick issue 32 used), for every method. Also: the BM25 build time, and the
+query (tokenize + sparse row sum); hybrid's floor is both. The last column divides by the
+matrix-vector product alone (issue 32's yardstick), for every method. Also: the BM25 build time, and the
 end-to-end p50 with the local model for one-sentence queries. Prints Markdown; not a test.
 """
 

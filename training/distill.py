@@ -179,7 +179,7 @@ def distill(args) -> Path:
             if step % args.log_every == 0 or step == total:
                 elapsed = time.perf_counter() - train_started
                 log(
-                    f"step {step}/{total}  loss {np.mean(losses[-args.log_every:]):.4f}  "
+                    f"step {step}/{total}  loss {np.mean(losses[-args.log_every :]):.4f}  "
                     f"{step / elapsed:.2f} steps/s, {(total - step) * elapsed / step / 60:.1f} min left"
                 )
     model.eval()

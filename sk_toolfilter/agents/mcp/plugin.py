@@ -46,7 +46,7 @@ def load_hints(tool: Any) -> tuple[bool, list[str]]:
     """
     meta = getattr(tool, "meta", None)
     pin, words = False, []
-    for key, value in (meta.items() if isinstance(meta, dict) else ()):
+    for key, value in meta.items() if isinstance(meta, dict) else ():
         hint = str(key).rsplit("/", 1)[-1].lower()
         if (hint in ALWAYS_LOAD and value is True) or (hint in DEFER_LOADING and value is False):
             pin = True
