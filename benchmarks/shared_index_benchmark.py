@@ -216,9 +216,19 @@ async def database_search(args: argparse.Namespace, size: int, prefix: str) -> N
         table = f"search{uuid.uuid4().hex[:8]}"
         collection = await store._collection(table, VectorStoreCollectionDefinition(fields=fields))
         records = [
-            {"id": f"k{i}", "full_name": f"P-t{i}", "plugin": f"P{i % 50}", "name": f"t{i}", "description": "",
-             "parameters": "[]", "keywords": "[]", "content_hash": "", "model_id": "m", "dimensions": dims,
-             "embedding": vectors[i]}
+            {
+                "id": f"k{i}",
+                "full_name": f"P-t{i}",
+                "plugin": f"P{i % 50}",
+                "name": f"t{i}",
+                "description": "",
+                "parameters": "[]",
+                "keywords": "[]",
+                "content_hash": "",
+                "model_id": "m",
+                "dimensions": dims,
+                "embedding": vectors[i],
+            }
             for i in range(size)
         ]
         started = time.perf_counter()

@@ -2,9 +2,9 @@
 
 The model is asymmetric: tools are embedded by the general all-MiniLM-L6-v2 and requests by the
 trained encoder (the *teacher*, ``minilm-l6-tools-v1``). Only the request side runs per request,
-so only it has to be fast. The student is the same architecture cut to ``--layers`` transformer
-layers (start weights: the general model's layers ``--init-layers``), trained to put every request
-where the teacher puts it:
+so only it has to be fast. The student is the same architecture cut to the transformer layers
+``--init-layers`` of the teacher (its weights rebuilt from the int8 file, ``training.teacher_weights``;
+``--start general`` takes the general model's), trained to put every request where the teacher puts it:
 
 - ``1 - cos(student, teacher)`` on each text, and
 - the teacher's ranking of the text's catalog: KL(softmax(scale·teacher·tools) ‖ softmax(scale·student·tools))
@@ -16,7 +16,7 @@ separately (``split_request_intents``, ``split_query_parts``, the agent loop's
 ``split_request_clauses``), requests made from every tool's own texts (``build_pairs.pseudo_queries``),
 two-step requests composed of two of them, and small talk the no-tool judgement reads.
 
-    python -m training.distill --out training/out/student [--exclude livemcpbench] [--layers 2]
+    python -m training.distill --out training/out/student [--exclude livemcpbench] [--init-layers 0,5]
 
 Writes ``<out>/hf`` (fp32), ``<out>/onnx`` (int8, the runtime layout) and ``<out>/distill_log.json``.
 """
@@ -58,22 +58,28 @@ SMALL_TALK = (
 )  # fmt: skip
 
 
-def request_texts(source: str, folder: Path, rng: random.Random, composed: int) -> list[str]:
-    """Every text of one source the student learns from (deduplicated, order fixed by `rng`)."""
+def request_texts(source: str, folder: Path, rng: random.Random, composed: int) -> dict[str, list[str]]:
+    """Every text of one source the student learns from, with its gold tools where known (a dev
+    request's, a pseudo-request's own tool; none for a part of a request). Order fixed by `rng`."""
     tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
-    texts: list[str] = []
-    for query, _ in real_queries(source, folder):
-        texts.append(query)
-        texts += split_request_intents(query)
-        texts += split_query_parts(query)
+    labelled: list[tuple[str, list[str]]] = []
+    for query, gold in real_queries(source, folder):
+        labelled.append((query, gold))
+        parts = [*split_request_intents(query), *split_query_parts(query)]
         if source == "bfcl_multiturn":
-            texts += split_request_clauses(query)
+            parts += split_request_clauses(query)
+        labelled += [(part, []) for part in parts]
     pseudo = [("pseudo", q, [t.full_name]) for t in tools for q in pseudo_queries(t)]
-    texts += [q for _, q, _ in pseudo]
-    texts += [q for _, q, _ in composed_queries(pseudo, composed, rng)]
-    unique = list(dict.fromkeys(t.strip() for t in texts if t.strip()))
-    rng.shuffle(unique)
-    return unique
+    labelled += [(q, gold) for _, q, gold in pseudo]
+    labelled += [(q, gold) for _, q, gold in composed_queries(pseudo, composed, rng)]
+    texts: dict[str, list[str]] = {}
+    for text, gold in labelled:
+        if text.strip():
+            known = texts.setdefault(text.strip(), [])
+            known += [g for g in gold if g not in known]
+    order = list(texts)
+    rng.shuffle(order)
+    return {t: texts[t] for t in order}
 
 
 def teacher_vectors(texts: list[str], teacher: str, log) -> np.ndarray:
@@ -90,12 +96,37 @@ def teacher_vectors(texts: list[str], teacher: str, log) -> np.ndarray:
     return np.concatenate(out)
 
 
-def student_model(layers: list[int]):
-    """The general model cut to `layers` (indices into its six layers, kept in order)."""
-    model = AutoModel.from_pretrained(str(base_model_dir()))
+def student_model(layers: list[int], start: str = "teacher"):
+    """The teacher's network (``start="teacher"``, rebuilt from its int8 file) or the general model's
+    (``"general"``) cut to `layers` (indices into its six layers, kept in order)."""
+    if start == "teacher":
+        from training.teacher_weights import teacher_model
+
+        model = teacher_model()
+    else:
+        model = AutoModel.from_pretrained(str(base_model_dir()))
     model.encoder.layer = torch.nn.ModuleList([model.encoder.layer[i] for i in layers])
     model.config.num_hidden_layers = len(layers)
     return model
+
+
+def gold_loss(student, idx: list[int], rows, gold: dict[int, list[str]], catalogs: Catalogs, scale: float):
+    """InfoNCE of the labelled rows against their whole catalog (the teacher's own objective): each
+    gold tool a positive, the row's other gold tools masked."""
+    losses = []
+    for j, i in enumerate(idx):
+        positions = catalogs.position[rows[i][0]]
+        golds = [positions[g] for g in gold.get(i, ()) if g in positions]
+        if not golds:
+            continue
+        logits = scale * (catalogs.vectors[rows[i][0]] @ student[j])
+        for target in golds:
+            masked = logits.clone()
+            others = [g for g in golds if g != target]
+            if others:
+                masked[others] = -1e4
+            losses.append(F.cross_entropy(masked[None], torch.tensor([target])))
+    return torch.stack(losses).mean() if losses else student.sum() * 0.0
 
 
 def length_buckets(lengths: list[int], batch_size: int, rng: random.Random, pool: int = 50) -> list[list[int]]:
@@ -123,19 +154,22 @@ def distill(args) -> Path:
     excluded = {s for s in args.exclude.split(",") if s}
     sources = [s.name for s in SOURCES if s.name not in excluded]
     rows: list[tuple[str, str]] = []
+    gold: dict[int, list[str]] = {}  # row -> its gold tools (only where known)
     for source in sources:
         texts = request_texts(source, args.root / source, rng, args.composed_per_source)
-        rows += [(source, t) for t in texts]
-        log(f"{source}: {len(texts)} texts")
+        for text, tools in texts.items():
+            if tools:
+                gold[len(rows)] = tools
+            rows.append((source, text))
+        log(f"{source}: {len(texts)} texts, {sum(1 for t in texts.values() if t)} with gold tools")
     # Small talk is ranked against the general catalog it would meet first: any one works.
     rows += [(sources[0], t) for t in SMALL_TALK]
     if args.max_texts:
-        rng.shuffle(rows)
         rows = rows[: args.max_texts]
     catalogs = Catalogs(sources, args.root, args.cache_dir)
     targets = torch.from_numpy(teacher_vectors([t for _, t in rows], args.teacher, log))
     tokenizer = AutoTokenizer.from_pretrained(str(base_model_dir()))
-    model = student_model([int(i) for i in args.init_layers.split(",")])
+    model = student_model([int(i) for i in args.init_layers.split(",")], args.start)
     model.train()
     if args.freeze_embeddings:
         for parameter in model.embeddings.parameters():
@@ -169,6 +203,8 @@ def distill(args) -> Path:
                     log_target=True,
                     reduction="sum",
                 ) / len(idx)
+            if args.gold_weight:
+                loss = loss + args.gold_weight * gold_loss(student, idx, rows, gold, catalogs, args.scale)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(trainable, 1.0)
             optimizer.step()
@@ -213,13 +249,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--teacher", default=TEACHER, help="model id or folder of the request encoder to copy")
     parser.add_argument("--root", type=Path, default=BENCHMARKS)
     parser.add_argument("--exclude", default="", help="sources left out (leave-one-dataset-out)")
-    parser.add_argument("--init-layers", default="0,5", help="general-model layers the student starts from")
+    parser.add_argument("--init-layers", default="0,5", help="layers of the start network the student keeps")
+    parser.add_argument("--start", choices=("teacher", "general"), default="teacher", help="start weights")
     parser.add_argument("--composed-per-source", type=int, default=1000)
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--scale", type=float, default=20.0, help="inverse temperature of the ranking KL")
     parser.add_argument("--cos-weight", type=float, default=1.0)
+    parser.add_argument("--gold-weight", type=float, default=0.0, help="weight of the InfoNCE on gold tools")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--freeze-embeddings", action="store_true")
     parser.add_argument("--max-texts", type=int, default=0, help="at most N texts (tiny runs)")

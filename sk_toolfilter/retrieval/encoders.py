@@ -36,8 +36,9 @@ class OnnxEncoder:
     sentence-transformers. Raises EmbeddingServiceError for a missing, damaged or unloadable file.
     """
 
-    def __init__(self, files: LocalModel, *, max_length: int = 256, batch_size: int = 32) -> None:
+    def __init__(self, files: LocalModel, *, max_length: int = 256, batch_size: int = 32, threads: int = 0) -> None:
         self.files, self.max_length, self.batch_size = files, max_length, batch_size
+        self.threads = threads  # onnxruntime's intra-op threads; 0: its default (one per physical core)
         self._session: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()  # guards loading; onnxruntime sessions run concurrently
@@ -72,6 +73,7 @@ class OnnxEncoder:
             tokenizer.enable_truncation(max_length=min(self.max_length, files.max_length))
             options = ort.SessionOptions()
             options.log_severity_level = 3
+            options.intra_op_num_threads = self.threads
             session = ort.InferenceSession(
                 str(files.model_file), sess_options=options, providers=["CPUExecutionProvider"]
             )
