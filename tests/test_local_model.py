@@ -16,7 +16,7 @@ from sk_toolfilter import (
     create_tool_filter,
 )
 from sk_toolfilter.retrieval.cache import EmbeddingCache
-from sk_toolfilter.retrieval.local_models import MODELS_DIR, TOOL_MODEL_ID, shipped_models
+from sk_toolfilter.retrieval.local_models import MODELS_DIR, STUDENT_MODEL_ID, TOOL_MODEL_ID, shipped_models
 
 REFERENCE = Path(__file__).parent / "fixtures" / "model_reference.json"
 
@@ -57,12 +57,28 @@ def test_the_default_is_the_tool_model_and_ranks_the_reference_tools_as_when_it_
         assert float(np.dot(vector, stored)) > INT8_COSINE_BOUND, text
 
 
+def test_the_fast_request_encoder_ranks_the_reference_tools_as_when_it_was_distilled():
+    """The 2-layer student: same tool vectors as the default (general model), its own request vectors."""
+    reference = json.loads((REFERENCE.parent / "student_reference.json").read_text())
+    student = LocalEmbeddingGenerator(model=STUDENT_MODEL_ID)
+    assert student.ai_model_id == reference["model"] == STUDENT_MODEL_ID
+    queries, documents = list(reference["queries"]), list(reference["documents"])
+    query_vectors = student.embed_queries_sync(queries)
+    assert np.allclose(student.embed_sync(documents), LocalEmbeddingGenerator().embed_sync(documents), atol=1e-6)
+    stored_queries = np.array([reference["queries"][q] for q in queries])
+    stored_documents = np.array([reference["documents"][d] for d in documents])
+    ranking = np.argsort(-(query_vectors @ stored_documents.T), axis=1, kind="stable")
+    assert ranking[:2, 0].tolist() == [0, 1]  # each English request reaches its tool first, as stored
+    for text, vector, stored in zip(queries, query_vectors, stored_queries, strict=True):
+        assert float(np.dot(vector, stored)) > INT8_COSINE_BOUND, text
+
+
 def test_requests_and_tools_have_their_own_encoders_and_the_general_model_is_one_setting_away(model):
     general = LocalEmbeddingGenerator(model="all-MiniLM-L6-v2-int8")
     assert general.query_encoder is None and model.query_encoder is not None
     tool = "get stock info: Current price and volume of a stock symbol. Parameters: symbol"
     assert np.allclose(model.embed_sync([tool]), general.embed_sync([tool]), atol=1e-6)  # same tool vectors
-    assert sorted(shipped_models()) == ["all-MiniLM-L6-v2-int8", TOOL_MODEL_ID]
+    assert sorted(shipped_models()) == ["all-MiniLM-L6-v2-int8", STUDENT_MODEL_ID, TOOL_MODEL_ID]
 
 
 def test_an_unknown_model_name_is_a_config_error_listing_the_shipped_ones():

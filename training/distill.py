@@ -257,7 +257,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--scale", type=float, default=20.0, help="inverse temperature of the ranking KL")
     parser.add_argument("--cos-weight", type=float, default=1.0)
-    parser.add_argument("--gold-weight", type=float, default=0.0, help="weight of the InfoNCE on gold tools")
+    parser.add_argument("--gold-weight", type=float, default=1.0, help="weight of the gold-tool InfoNCE")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--freeze-embeddings", action="store_true")
     parser.add_argument("--max-texts", type=int, default=0, help="at most N texts (tiny runs)")

