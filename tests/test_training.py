@@ -46,3 +46,22 @@ def test_the_pipeline_rebuilds_a_loadable_int8_model_with_a_card(tmp_path):
     assert 0.0 <= metrics["toy"]["hybrid"]["recall@5"] <= 1.0
     card = (model_dir / "MODEL_CARD.md").read_text()
     assert "## Sources" in card and "| toy | (a local dev set)" in card
+
+
+def test_a_student_distilled_from_the_shipped_teacher_loads_with_the_same_tool_vectors(tmp_path):
+    from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+    from training import distill
+    from training.teacher_weights import check, teacher_model
+
+    # The teacher rebuilt in fp32 from its int8 file reads requests as the file does (up to int8 error).
+    assert check(teacher_model(), ["check the price of NVDA", "send an email to Bob"]) > 0.97
+
+    argv = ["--out", str(tmp_path), "--root", str(TOY), "--sources", "toy", "--max-texts", "24", "--epochs", "1"]
+    onnx = distill.distill(distill.parse_args([*argv, "--batch-size", "8", "--threads", "1", "--id", "toy-student"]))
+    student = LocalEmbeddingGenerator(model=str(onnx))
+    general = LocalEmbeddingGenerator(model="all-MiniLM-L6-v2-int8")
+    tool = "get stock info: Current price and volume of a stock symbol. Parameters: symbol"
+    assert np.allclose(student.embed_sync([tool]), general.embed_sync([tool]), atol=1e-6)
+    requests = student.embed_queries_sync(["check the price of NVDA"])
+    assert requests.shape == (1, 384) and np.isclose(np.linalg.norm(requests), 1.0, atol=1e-4)
+    assert json.loads((tmp_path / "distill_log.json").read_text())["texts"] == 24

@@ -44,7 +44,7 @@ from sk_toolfilter.retrieval.text import split_query_parts, split_request_clause
 from training import export
 from training.build_pairs import composed_queries, pseudo_queries, real_queries
 from training.sources import BENCHMARKS, SOURCES
-from training.train import Catalogs, base_model_dir, encode
+from training.train import Catalogs, base_model_dir, encode, optimizer_step, warmup_then_decay
 
 TEACHER = "minilm-l6-tools-v1"
 
@@ -152,7 +152,7 @@ def distill(args) -> Path:
 
     started = time.perf_counter()
     excluded = {s for s in args.exclude.split(",") if s}
-    sources = [s.name for s in SOURCES if s.name not in excluded]
+    sources = [s for s in args.sources.split(",") if s and s not in excluded]
     rows: list[tuple[str, str]] = []
     gold: dict[int, list[str]] = {}  # row -> its gold tools (only where known)
     for source in sources:
@@ -177,10 +177,7 @@ def distill(args) -> Path:
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
     total = max(1, int(math.ceil(len(rows) / args.batch_size) * args.epochs))
-    warmup = max(1, int(0.05 * total))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
-    )
+    scheduler = warmup_then_decay(optimizer, total, max(1, int(0.05 * total)))
     log(f"{len(rows)} texts, {len(trainable)} trainable tensors, {total} steps of {args.batch_size}")
     step, losses = 0, []
     train_started = time.perf_counter()
@@ -205,12 +202,7 @@ def distill(args) -> Path:
                 ) / len(idx)
             if args.gold_weight:
                 loss = loss + args.gold_weight * gold_loss(student, idx, rows, gold, catalogs, args.scale)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
+            losses.append(optimizer_step(loss, trainable, optimizer, scheduler))
             step += 1
             if step % args.log_every == 0 or step == total:
                 elapsed = time.perf_counter() - train_started
@@ -248,6 +240,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--id", default="minilm-l2-tools-v1", help="the student's model id")
     parser.add_argument("--teacher", default=TEACHER, help="model id or folder of the request encoder to copy")
     parser.add_argument("--root", type=Path, default=BENCHMARKS)
+    parser.add_argument("--sources", default=",".join(s.name for s in SOURCES), help="dev sets (folders of --root)")
     parser.add_argument("--exclude", default="", help="sources left out (leave-one-dataset-out)")
     parser.add_argument("--init-layers", default="0,5", help="layers of the start network the student keeps")
     parser.add_argument("--start", choices=("teacher", "general"), default="teacher", help="start weights")

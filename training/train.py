@@ -98,6 +98,23 @@ def batch_loss(model, tokenizer, rows: list[dict], catalogs: Catalogs, args) -> 
     return torch.stack(losses).mean()
 
 
+def warmup_then_decay(optimizer, total: int, warmup: int):
+    """Linear warm-up over `warmup` steps, then linear decay to 0 at step `total`."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
+    )
+
+
+def optimizer_step(loss: torch.Tensor, trainable: list, optimizer, scheduler) -> float:
+    """Backpropagate `loss`, clip gradients at norm 1, step; the loss value."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+    return loss.item()
+
+
 def train(args) -> Path:
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
@@ -121,10 +138,7 @@ def train(args) -> Path:
     total = max(1, int(steps_per_epoch * args.epochs))
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
-    warmup = max(1, int(0.1 * total))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
-    )
+    scheduler = warmup_then_decay(optimizer, total, max(1, int(0.1 * total)))
     by_source = defaultdict(int)
     for p in pairs:
         by_source[p["source"]] += 1
@@ -138,12 +152,7 @@ def train(args) -> Path:
                 break
             rows = [pairs[i] for i in order[start : start + args.batch_size]]
             loss = batch_loss(model, tokenizer, rows, catalogs, args)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
+            losses.append(optimizer_step(loss, trainable, optimizer, scheduler))
             step += 1
             if step % args.log_every == 0 or step == total:
                 elapsed = time.perf_counter() - started
