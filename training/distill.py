@@ -40,6 +40,7 @@ from transformers import AutoModel, AutoTokenizer
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
 from sk_toolfilter.retrieval.gloss import with_english_gloss
+from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
 from sk_toolfilter.retrieval.text import split_query_parts, split_request_clauses, split_request_intents
 from training import export
 from training.build_pairs import composed_queries, pseudo_queries, real_queries
@@ -83,12 +84,12 @@ def request_texts(source: str, folder: Path, rng: random.Random, composed: int) 
 
 
 def teacher_vectors(texts: list[str], teacher: str, log) -> np.ndarray:
-    """The teacher's unit vectors of `texts`, read as the index reads a request (with the gloss)."""
+    """The teacher's unit vectors of `texts` (already read as the index reads a request: with the gloss)."""
     service = LocalEmbeddingGenerator(model=teacher).query_encoder
     out = []
     started = time.perf_counter()
     for start in range(0, len(texts), 256):
-        batch = [with_english_gloss(t) for t in texts[start : start + 256]]
+        batch = texts[start : start + 256]
         out.append(np.asarray(asyncio.run(service.generate_embeddings(batch)), dtype=np.float32))
         done = start + len(batch)
         rate = done / (time.perf_counter() - started)
@@ -167,7 +168,9 @@ def distill(args) -> Path:
     if args.max_texts:
         rows = rows[: args.max_texts]
     catalogs = Catalogs(sources, args.root, args.cache_dir)
-    targets = torch.from_numpy(teacher_vectors([t for _, t in rows], args.teacher, log))
+    # Requests as the index embeds them (Chinese text with its English gloss), glossed once for every epoch.
+    read = [with_english_gloss(t) for _, t in rows]
+    targets = torch.from_numpy(teacher_vectors(read, args.teacher, log))
     tokenizer = AutoTokenizer.from_pretrained(str(base_model_dir()))
     model = student_model([int(i) for i in args.init_layers.split(",")], args.start)
     model.train()
@@ -186,7 +189,7 @@ def distill(args) -> Path:
         for idx in length_buckets(lengths, args.batch_size, rng):
             if step >= total:
                 break
-            student = encode(model, tokenizer, [with_english_gloss(rows[i][1]) for i in idx], args.max_tokens)
+            student = encode(model, tokenizer, [read[i] for i in idx], args.max_tokens)
             teacher = targets[idx]
             loss = (1 - (student * teacher).sum(-1)).mean() * args.cos_weight
             by_source: dict[str, list[int]] = {}
@@ -216,7 +219,8 @@ def distill(args) -> Path:
     model.save_pretrained(str(hf))
     tokenizer.save_pretrained(str(hf))
     onnx_dir = args.out / "onnx"
-    export.export(hf, onnx_dir, args.id, description=f"{len(model.encoder.layer)}-layer student of {args.teacher}")
+    description = f"{len(model.encoder.layer)}-layer student of {args.teacher} (requests); tools: {GENERAL_MODEL_ID}"
+    export.export(hf, onnx_dir, args.id, description=description)
     (args.out / "distill_log.json").write_text(
         json.dumps(
             {

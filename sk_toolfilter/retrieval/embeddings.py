@@ -115,8 +115,9 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
 
 INLINE_QUERY_CHARS = 2_000
 """A request's texts up to this many characters embed in the calling thread once the model is loaded:
-with the default request encoder that is about a millisecond, less than handing the work to a worker
-thread and waking the event loop again (0.1–0.3 ms, more on a busy machine). Longer batches, and the
+a few milliseconds with the default request encoder (about one with ``minilm-l2-tools-v1``), where
+handing the work to a worker thread and waking the event loop again adds 0.1–0.3 ms (more on a busy
+machine). Longer batches, and the
 first call (which checks and loads the files), run in a worker thread so the event loop is not held."""
 
 
