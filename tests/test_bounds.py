@@ -69,13 +69,13 @@ class Churn:
 async def test_caches_stay_bounded_over_1500_reindexes(demo_kernel, hash_embedder, tmp_path):
     config = ToolFilterConfig(search_method="hybrid", embedding={"cache_dir": str(tmp_path / "c")})
     manager = await create_tool_filter(demo_kernel, config, embedding_service=hash_embedder)
-    manager._embedding_cache = EmbeddingCache(tmp_path / "c", max_entries=200)
+    manager._upkeep.embedding_cache = EmbeddingCache(tmp_path / "c", max_entries=200)
     for n in range(1500):
         demo_kernel.add_plugin(Churn(n), "Ops")
         await manager.refresh()
     assert len(manager.index.bm25.token_cache) == len(manager.index)
     assert len(manager.index.vectors_by_text()) == len(manager.index)
-    assert all(len(entries) <= 200 for entries in manager._embedding_cache._memory.values())
+    assert all(len(entries) <= 200 for entries in manager._upkeep.embedding_cache._memory.values())
     assert "Ops-status" in (await manager.select("report the service status")).names
 
 

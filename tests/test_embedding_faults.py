@@ -129,7 +129,7 @@ async def test_a_reindex_whose_embedding_fails_keeps_serving_and_retries_later(
     assert caplog.text.count("re-index could not embed") == 1
     hash_embedder.set_mode("ok")
     later = time.monotonic() + 31  # past the cooldown, without waiting for it
-    monkeypatch.setattr("sk_toolfilter.selection.manager.time.monotonic", lambda: later)
+    monkeypatch.setattr("sk_toolfilter.selection.catalog_upkeep.time.monotonic", lambda: later)
     await manager.select("track my parcel shipment")
     assert manager.index.missing_vectors == 0
 

@@ -111,13 +111,13 @@ async def test_plugins_added_or_removed_are_reflected_in_the_next_selection(tmp_
 async def test_a_selection_running_during_a_rebuild_never_names_a_removed_function(tmp_path, hash_embedder):
     kernel = build_demo_kernel(str(tmp_path / "s"))
     manager = await start(kernel, hash_embedder)
-    assert manager._refreshing.acquire()  # a rebuild is in progress elsewhere: this selection uses the old index
+    assert manager._upkeep.refreshing.acquire()  # a rebuild is in progress elsewhere: this selection uses the old index
     try:
         del kernel.plugins["Messaging"]
         assert not any(n.startswith("Messaging-") for n in await manager.filter_tools("send an email to bob"))
         assert (await manager.filter_tools("read the file"))[0] == "Files-read_file"
     finally:
-        manager._refreshing.release()
+        manager._upkeep.refreshing.release()
     await manager.filter_tools("x")
     assert "Messaging-send_email" not in manager.index
 

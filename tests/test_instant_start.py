@@ -88,7 +88,7 @@ async def test_a_request_during_the_switch_sees_one_whole_index(tmp_path):
     manager = await ToolFilterManager.from_source(Catalog(catalog()), config, embedding_service=embedder)
     embedder.gate.set()
     selections = []
-    while not manager._background.done():  # requests keep coming while the build runs and swaps
+    while not manager._upkeep.background.done():  # requests keep coming while the build runs and swaps
         selections.append(await manager.select("refund the invoice"))
         await asyncio.sleep(0)  # a selection that never suspends would starve the build
     selections.append(await manager.select("refund the invoice"))

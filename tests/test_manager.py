@@ -130,7 +130,7 @@ async def test_a_function_added_to_an_existing_plugin_is_indexed_at_the_next_dee
 ):
     from semantic_kernel.functions import kernel_function
 
-    import sk_toolfilter.selection.manager as manager_module
+    import sk_toolfilter.selection.catalog_upkeep as upkeep_module
 
     manager = await ToolFilterManager.from_kernel(demo_kernel, embedding_service=hash_embedder)
     await manager.filter_tools("hello")  # the deep check just ran: the next one is a second away
@@ -140,7 +140,7 @@ async def test_a_function_added_to_an_existing_plugin_is_indexed_at_the_next_dee
         return text
 
     demo_kernel.add_function("Text", translate_to_klingon)  # the plugin object stays the same
-    monkeypatch.setattr(manager_module.time, "monotonic", lambda: 10.0**9)  # ... and a second passes
+    monkeypatch.setattr(upkeep_module.time, "monotonic", lambda: 10.0**9)  # ... and a second passes
     assert "Text-translate_to_klingon" in await manager.filter_tools("translate this into Klingon")
 
 

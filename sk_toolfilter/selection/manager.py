@@ -2,37 +2,31 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from sk_toolfilter.basics.progress import ProgressCallback
-from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.errors import ConfigError, EmbeddingServiceError, IndexStoreError, UnknownToolError
+from sk_toolfilter.errors import ConfigError, UnknownToolError
 from sk_toolfilter.retrieval.bulk import collector_paused
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.cutoff import ToolDecision, apply_cutoff
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.encoders import EmbeddingService
-from sk_toolfilter.retrieval.faults import EmbeddingCircuit
-from sk_toolfilter.retrieval.index import ToolIndex, embedding_texts, known_vectors
+from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
 from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_tools
 from sk_toolfilter.retrieval.text import split_request_clauses
 from sk_toolfilter.selection.agent_loop import LoopInputs, plan_agent_loop
+from sk_toolfilter.selection.catalog_upkeep import Catalog, CatalogUpkeep, build_first_index
 from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
 from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
 from sk_toolfilter.selection.tool_source import (  # noqa: F401  (kernel_fingerprint: its 0.2 home)
-    DEEP_CHECK_SECONDS,
     KernelTools,
     ToolSource,
     kernel_fingerprint,
@@ -49,8 +43,6 @@ if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
     from semantic_kernel.contents import ChatHistory
 
-logger = library_logger(__name__)
-
 SettingsT = TypeVar("SettingsT", bound="PromptExecutionSettings")
 
 # Only a request's first characters are read for a list of actions (a pasted document is not one).
@@ -61,17 +53,6 @@ MIN_MATCH_SCORE = 0.3
 
 ConversationPins = Callable[["ChatHistory"], Sequence[tuple[str, str]]]
 """Tools a conversation asks to keep on offer, as ``(full_name, reason)`` pairs (e.g. found with discovery)."""
-
-
-@dataclass(frozen=True)
-class _Catalog:
-    """Everything derived from one index, swapped as a whole when the tools change."""
-
-    index: ToolIndex
-    searchable_mask: np.ndarray
-    searchable: set[str]
-    visible: set[str]
-    discovery_names: list[str]
 
 
 @dataclass(frozen=True)
@@ -108,38 +89,18 @@ class ToolFilterManager:
                 )
             if name not in index:
                 raise UnknownToolError(f"tool_filtering.always_include[{position}]", name, index.names)
-        self._catalog = self._describe(index)
-        self._source: ToolSource | None = None
-        self._fingerprint: tuple[Any, ...] | None = None
-        self._next_deep_check = 0.0
-        self._embedding_cache: EmbeddingCache | None = None
-        self._refreshing = threading.Lock()
-        self._retry_embedding_at = 0.0
+        self._upkeep = CatalogUpkeep(index, self.config, self.policy)
         self._conversation_pins: dict[str, ConversationPins] = {}
-        self._store: SharedIndex | None = None
         self._co_usage_table: CoUsageTable | None = None
         self.telemetry = Telemetry()
         """Spans and metrics of selections (off unless the app turns telemetry on)."""
-        self._background: asyncio.Task[None] | None = None
         self._token_counts: dict[str, int] = {}
-        self._catalog_tokens: tuple[_Catalog | None, int] = (None, 0)
+        self._catalog_tokens: tuple[Catalog | None, int] = (None, 0)
         index.circuit.on_incident = self.telemetry.embedding_incident
 
-    def _describe(self, index: ToolIndex) -> _Catalog:
-        plugin = self.config.discovery.plugin_name
-        searchable = [
-            not self.policy.is_hidden(t.full_name) and self.policy.is_searchable(t.full_name) and t.plugin != plugin
-            for t in index.tools
-        ]
-        return _Catalog(
-            index=index,
-            searchable_mask=np.array(searchable, dtype=bool),
-            searchable={t.full_name for t, ok in zip(index.tools, searchable, strict=True) if ok},
-            visible={t.full_name for t in index.tools if not self.policy.is_hidden(t.full_name)},
-            discovery_names=[t.full_name for t in index.tools if t.plugin == plugin]
-            if self.config.enabled and self.config.discovery.enabled
-            else [],
-        )
+    @property
+    def _catalog(self) -> Catalog:
+        return self._upkeep.catalog
 
     @property
     def index(self) -> ToolIndex:
@@ -221,74 +182,17 @@ class ToolFilterManager:
         progress: ProgressCallback | None,
         embed: bool = True,
     ) -> ToolFilterManager:
-        fingerprint = source.fingerprint(None)
-        crawled = source.crawl()
-        config = resolve_bare_names(config, [t.full_name for t in crawled])
-        policy = ToolPolicy(config)
-        unmatched = policy.unmatched([t.full_name for t in crawled])
-        if unmatched and config.strict:
-            raise ConfigError("; ".join(unmatched) + " (tool_filtering.strict is on)")
-        for message in unmatched:
-            logger.warning("sk-toolfilter: %s", message)
-        circuit = EmbeddingCircuit(
-            config.embedding.timeout_seconds, config.embedding.failure_threshold, config.embedding.cooldown_seconds
-        )
-        build = partial(
-            ToolIndex.build,
-            bm25_config=config.bm25,
-            batch_size=config.embedding.batch_size,
-            progress=progress,
-            cache=cache,
-            circuit=circuit,
-            precision=config.embedding.precision,
-        )
-        store = None
-        if config.index.store != "memory" and embedding_service is None:
-            logger.warning("sk-toolfilter: index.store applies to semantic and hybrid search; BM25 indexes in memory")
-        elif config.index.store != "memory" and embedding_service is not None:
-            store = await SharedIndex.open(config.index, embedding_service)
-            build = partial(store.build, publish=config.index.publish, **build.keywords)
-        tools = policy.apply(crawled)
-        limit = config.embedding.background_above
-        # Only a catalog larger than the limit can start in the background: a small one reads no cache here.
-        may_wait = (
-            embed and store is None and embedding_service is not None and limit is not None and len(tools) > limit
-        )
-        waiting = _tools_to_embed(tools, embedding_service, cache) if may_wait else 0
-        in_background = limit is not None and waiting > limit
+        first = await build_first_index(source, config, embedding_service, cache, progress, embed)
         try:
-            try:
-                index = await build(tools, embedding_service, embed_new=embed and not in_background)
-            except EmbeddingServiceError as exc:
-                if config.embedding.on_failure != "bm25":
-                    raise
-                # Start anyway: BM25 ranks every tool; a later selection (after the cooldown) embeds them.
-                logger.warning(
-                    "sk-toolfilter: the embedding service failed while indexing (%s); BM25 ranks the tools until "
-                    "it answers (embedding.on_failure: bm25)",
-                    exc,
-                )
-                index = await build(tools, embedding_service, embed_new=False)
-            if in_background:
-                index.vectors_pending = (
-                    f"{waiting} of {len(tools)} tools are being embedded in the background; BM25 ranks until all "
-                    "are ready"
-                )
-            manager = cls(index, config)
+            manager = cls(first.index, first.config)
         except BaseException:
-            if store is not None:
-                await store.aclose()
+            if first.store is not None:
+                await first.store.aclose()
             raise
-        if index.missing_vectors:
-            manager._retry_embedding_at = time.monotonic() + config.embedding.cooldown_seconds
-        manager._source, manager._fingerprint, manager._embedding_cache = source, fingerprint, cache
-        if index.vectors_pending:
-            manager._retry_embedding_at = float("inf")  # the background build embeds them, not a request
-            manager._background = asyncio.get_running_loop().create_task(manager._embed_in_background(progress))
-        manager._store = store
-        loop = config.agent_loop
-        if store is not None and loop.enabled and loop.co_usage:
-            manager._co_usage_table = store.co_usage_table(loop.co_usage_sync_seconds)
+        manager._upkeep.follow(source, first, cache, progress)
+        loop = first.config.agent_loop
+        if first.store is not None and loop.enabled and loop.co_usage:
+            manager._co_usage_table = first.store.co_usage_table(loop.co_usage_sync_seconds)
             if manager._co_usage_table is not None:
                 await manager._co_usage_table.load_into(manager.co_usage)
         return manager
@@ -296,7 +200,7 @@ class ToolFilterManager:
     @property
     def index_store(self) -> SharedIndex | None:
         """The shared store the index comes from (``index.store``), or None for an in-memory index."""
-        return self._store
+        return self._upkeep.store
 
     @property
     def co_usage_table(self) -> CoUsageTable | None:
@@ -306,59 +210,16 @@ class ToolFilterManager:
     async def vectors_ready(self) -> None:
         """Wait until the tools' vectors are built (at once unless an instant start is embedding them
         in the background: see ``embedding.background_above``)."""
-        if self._background is not None:
-            await asyncio.shield(self._background)
-
-    async def _embed_in_background(self, progress: ProgressCallback | None) -> None:
-        """Embed the tools an instant start left without vectors, then swap the complete index in whole."""
-        pending = self._catalog.index
-        service = pending.embedding_service
-        assert service is not None
-        options: dict[str, Any] = {
-            "bm25_config": self.config.bm25,
-            "batch_size": self.config.embedding.batch_size,
-            "cache": self._embedding_cache,
-            "circuit": pending.circuit,
-            "precision": pending.precision,
-        }
-        try:
-            with collector_paused():
-                complete = await ToolIndex.build(
-                    list(pending.tools), service, progress=progress, previous=pending, **options
-                )
-        except EmbeddingServiceError as exc:
-            logger.warning(
-                "sk-toolfilter: building the tool vectors in the background failed (%s); BM25 ranks the tools "
-                "until the embedding service answers",
-                exc,
-            )
-            pending.vectors_pending = None  # the usual retry after the cooldown takes over
-            self._retry_embedding_at = time.monotonic() + self.config.embedding.cooldown_seconds
-            return
-        while not self._refreshing.acquire(blocking=False):  # a re-index is swapping an index: after it
-            await asyncio.sleep(0.01)
-        try:
-            current = self._catalog.index
-            if current is not pending:  # the tools changed meanwhile: their list, with the vectors built
-                complete = await ToolIndex.build(list(current.tools), service, previous=complete, **options)
-            self._catalog = self._describe(complete)  # one whole index: BM25 before this line, hybrid after
-            self._retry_embedding_at = 0.0
-            method = self.config.search_method
-            logger.info("sk-toolfilter: the tool vectors are ready (%d tools); ranking with %s", len(complete), method)
-        finally:
-            self._refreshing.release()
+        await self._upkeep.vectors_ready()
 
     async def aclose(self) -> None:
         """Write what co-usage learned (``agent_loop.co_usage_file``, the shared store's co-usage
         table) and release the store's connections (selections keep working from memory)."""
-        if self._background is not None and not self._background.done():
-            self._background.cancel()
         if self._co_usage_file is not None:
             self._co_usage_file.flush(self.co_usage)
         if self._co_usage_table is not None:
             await self._co_usage_table.aclose(self.co_usage)
-        if self._store is not None:
-            await self._store.aclose()
+        await self._upkeep.aclose()
 
     async def refresh(self, *, force: bool = False) -> bool:
         """Re-index if the source's tools changed (or `force`); True when a new index was swapped in.
@@ -367,96 +228,18 @@ class ToolFilterManager:
         swapped in atomically; selections running meanwhile keep using the old one (and never emit
         a tool that is gone: names are checked against the source).
         """
-        source, store = self._source, self._store
-        if source is None:
-            return False
-        now = time.monotonic()
-        deep = now >= self._next_deep_check
-        if deep:
-            self._next_deep_check = now + DEEP_CHECK_SECONDS
-        fingerprint = source.fingerprint(None if deep else self._fingerprint)
-        retry = self.index.missing_vectors > 0 and now >= self._retry_embedding_at
-        new_version = store is not None and await store.new_version_available()
-        if fingerprint == self._fingerprint and not force and not retry and not new_version:
-            return False
-        if not self._refreshing.acquire(blocking=False):
-            return False  # another task is rebuilding; this selection uses the current index
-        try:
-            old = self.index
-            tools = self.policy.apply(source.crawl())
-            tools_changed = fingerprint != self._fingerprint
-
-            building = self._background is not None and not self._background.done()
-
-            async def build(embed_new: bool = True) -> ToolIndex:
-                common: dict[str, Any] = {
-                    "bm25_config": self.config.bm25,
-                    "batch_size": self.config.embedding.batch_size,
-                    "cache": self._embedding_cache,
-                    "previous": old,
-                    "embed_new": embed_new and not building,  # the background build embeds them
-                }
-                if store is not None and old.embedding_service is not None:
-                    try:
-                        return await store.build(
-                            tools,
-                            old.embedding_service,
-                            circuit=old.circuit,
-                            precision=old.precision,
-                            publish=self.config.index.publish and tools_changed,
-                            **common,
-                        )
-                    except IndexStoreError as exc:
-                        store.report_failure(exc)
-                        if not tools_changed:
-                            return old  # keep serving the catalog in memory
-                return await ToolIndex.build(tools, old.embedding_service, **common)
-
-            try:
-                with collector_paused():
-                    index = await build()
-            except EmbeddingServiceError as exc:
-                # Keep selecting: known tools keep their vectors, new ones are ranked by BM25 until
-                # a later selection (after the cooldown) embeds them. One warning per incident.
-                index = await build(embed_new=False)
-                self._retry_embedding_at = time.monotonic() + self.config.embedding.cooldown_seconds
-                if old.missing_vectors == 0:
-                    logger.warning(
-                        "sk-toolfilter: re-index could not embed %d new tool(s) (%s); BM25 ranks them "
-                        "until the embedding service answers",
-                        index.missing_vectors,
-                        exc,
-                    )
-            else:
-                if old.missing_vectors:
-                    logger.info("sk-toolfilter: the tools indexed without vectors are embedded now")
-            if index is old:
-                return False
-            if building:
-                index.vectors_pending = old.vectors_pending
-            if new_version and store is not None:
-                store.picked_up()
-            self._catalog = self._describe(index)
-            self._fingerprint = fingerprint
-            added = len(set(index.names) - set(old.names))
-            removed = len(set(old.names) - set(index.names))
-            logger.info("sk-toolfilter: re-indexed the tools (+%d / -%d tools, %d total)", added, removed, len(index))
-            return True
-        finally:
-            self._refreshing.release()
+        return await self._upkeep.refresh(force=force)
 
     @property
     def source(self) -> ToolSource | None:
         """What the manager follows (an SK kernel, an Agent Framework tool list), or None."""
-        return self._source
+        return self._upkeep.source
 
     def _source_names(self) -> list[str]:
-        """Every tool of the source the manager follows (hidden ones included), in its order."""
-        return [] if self._source is None else self._source.names()
+        return self._upkeep.source_names()
 
     def _exists(self, full_name: str) -> bool:
-        """The tool is still in its source (always true without a source to check)."""
-        return self._source is None or self._source.exists(full_name)
+        return self._upkeep.exists(full_name)
 
     # --- visibility ---------------------------------------------------------------------------
     def is_hidden(self, full_name: str) -> bool:
@@ -695,16 +478,6 @@ class ToolFilterManager:
         else:
             selection = await self.select_for_history(query, allowed=allowed)
         return clone_with_functions(base_settings, selection.names)
-
-
-def _tools_to_embed(
-    tools: Sequence[ToolMetadata], service: EmbeddingService | None, cache: EmbeddingCache | None
-) -> int:
-    """How many of `tools` have no vector in the cache (all of them without one)."""
-    if service is None or not tools:
-        return 0
-    _, missing = known_vectors(embedding_texts(tools), {}, cache, service)
-    return len(tools) if missing is None else int(missing.sum())
 
 
 def _cap_total(
