@@ -1,5 +1,6 @@
 """Intent coverage and small talk on the dev halves: recall@5 and complete@5 by how many tools a
-request needs, and how often a request that needs no tool sends a catalog tool.
+request needs, how often a request that needs no tool sends a catalog tool, and how many dev requests
+(each needs a tool) are judged small talk and sent none.
 
     python benchmarks/intent_benchmark.py [--data ../shared/benchmarks] [--model minilm-l6-tools-v1]
         [--datasets metatool,bfcl,seal_tools,livemcpbench]
@@ -26,10 +27,9 @@ from sk_toolfilter.measure.evaluation import load_queries
 from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
 from sk_toolfilter.retrieval.cutoff import apply_cutoff
 from sk_toolfilter.retrieval.search import rank_tools
+from sk_toolfilter.retrieval.small_talk import SMALL_TALK_EXAMPLES
 
-TUNING = ["hi", "hello!", "thanks!", "thank you so much", "what can you do?", "ok", "good morning", "who are you?",
-          "bye", "cool, thanks", "how are you today?", "never mind", "yes please", "no", "hmm", "lol", "great job",
-          "can you help me?", "sorry", "that's all for now"]  # fmt: skip
+TUNING = list(SMALL_TALK_EXAMPLES)
 HELD_OUT = ["hey there", "thx", "what are you able to help with?", "good night", "okay cool", "nice!", "are you a bot?",
             "see you later", "perfect, that's it", "no thanks", "hello, how's it going?", "awesome", "cheers", "I see",
             "what's up", "sure", "goodbye!", "much appreciated", "who made you?", "wow"]  # fmt: skip
@@ -47,9 +47,10 @@ async def sends_a_tool(index: ToolIndex, request: str, config: ToolFilterConfig)
 
 
 async def measure(index: ToolIndex, queries: list[Any], config: ToolFilterConfig) -> dict[str, Any]:
-    rows = []
+    rows, judged_small_talk = [], 0
     for query in queries:
         ranking = await rank_tools(index, query.query, config, limit=10)
+        judged_small_talk += ranking.no_tool_reason is not None
         top5 = {t.full_name for t in ranking.tools[:5]}
         gold = set(query.gold)
         rows.append((len(gold), len(gold & top5) / len(gold), float(gold <= top5)))
@@ -66,6 +67,7 @@ async def measure(index: ToolIndex, queries: list[Any], config: ToolFilterConfig
         "complete@5": float(table[:, 2].mean()),
         "by_need": by_need,
         "small_talk": (tuning, held_out),
+        "judged_small_talk": judged_small_talk,
     }
 
 
@@ -77,8 +79,9 @@ async def main(data: Path, model: str, datasets: list[str]) -> None:
     cache = EmbeddingCache(Path.home() / ".cache" / "sk-toolfilter" / "benchmarks")
     service = cached(LocalEmbeddingGenerator(model=model), cache)
     print(f"model {model}; recall@5 / complete@5 (queries) by tools needed; small talk: requests sending a tool\n")
-    print("| dataset | configuration | recall@5 | complete@5 | 1 | 2 | 3 | 4+ | small talk tuning / held-out |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    columns = "recall@5 | complete@5 | 1 | 2 | 3 | 4+ | small talk tuning / held-out | dev requests judged small talk"
+    print(f"| dataset | configuration | {columns} |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in datasets:
         tools = [t for t, _ in load_catalog(data / name / "tools.jsonl")]
         queries = load_queries(data / name / "dev.jsonl")
@@ -92,7 +95,8 @@ async def main(data: Path, model: str, datasets: list[str]) -> None:
             print(
                 f"| {name} | {label} | {result['recall@5']:.4f} | {result['complete@5']:.4f} | "
                 + " | ".join(cells)
-                + f" | {tuning}/{len(TUNING)} / {held_out}/{len(HELD_OUT)} |",
+                + f" | {tuning}/{len(TUNING)} / {held_out}/{len(HELD_OUT)}"
+                + f" | {result['judged_small_talk']}/{len(queries)} |",
                 flush=True,
             )
 

@@ -145,3 +145,66 @@ async def test_a_request_that_names_a_tool_or_asks_for_one_is_not_small_talk(fil
     manager = await create_tool_filter(files_kernel, ToolFilterConfig())
     assert "Weather-forecast" in await manager.filter_tools("hi! Weather-forecast please")
     assert "Weather-current_weather" in await manager.filter_tools("hi, what's the weather in Oslo right now?")
+
+
+class Memory:
+    """The registry's knowledge-graph memory server, as plugin functions: nothing in these texts says
+    'remember' or 'forget', so a request phrased as conversation links to them only weakly."""
+
+    @kernel_function(description="Create multiple new entities in the knowledge graph")
+    def create_entities(self, entities: Annotated[str, "entities to create"]) -> str:
+        return entities
+
+    @kernel_function(description="Add new observations to existing entities in the knowledge graph")
+    def add_observations(self, observations: Annotated[str, "observations to add"]) -> str:
+        return observations
+
+    @kernel_function(description="Delete multiple entities and their associated relations from the knowledge graph")
+    def delete_entities(self, names: Annotated[str, "entity names"]) -> str:
+        return names
+
+    @kernel_function(description="Open specific nodes in the knowledge graph by their names")
+    def open_nodes(self, names: Annotated[str, "entity names"]) -> str:
+        return names
+
+
+ABOUT_SOMETHING = [
+    "Remember that Alice works at Contoso as a data engineer",
+    "Forget everything about Bob",
+    "Who does Alice work for?",
+    "What do you know about Alice?",
+    "Keep in mind that I prefer meetings in the morning",
+]
+
+
+async def test_a_request_about_something_is_never_small_talk_however_weakly_the_encoder_links_it(files_kernel):
+    files_kernel.add_plugin(Memory(), "Memory")
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig())
+    for request in ABOUT_SOMETHING:
+        decisions = await manager.explain(request)
+        assert not any("small talk" in d.reason for d in decisions), (request, decisions)
+        catalog = [d for d in decisions if d.full_name not in DISCOVERY]
+        # Ranked as usual: a tool with evidence is offered, or explain shows the closest ones and why not.
+        assert any(d.kept for d in catalog) or (catalog and all("no evidence" in d.reason for d in catalog)), decisions
+    for request in SMALL_TALK:  # the same catalog: small talk still sends none
+        assert set(await manager.filter_tools(request)) == DISCOVERY, request
+
+
+def test_small_talk_has_at_most_one_word_outside_the_words_of_small_talk():
+    from sk_toolfilter.retrieval.small_talk import may_be_small_talk, subject_words
+
+    assert subject_words("much appreciated") == ["appreci"]
+    assert subject_words("你好") == []  # Chinese is read through its English gloss
+    assert all(may_be_small_talk(r) for r in ["much appreciated", "good night", "are you a bot?", "谢谢你"])
+    assert not any(may_be_small_talk(r) for r in ABOUT_SOMETHING)
+    assert not may_be_small_talk("hi " + "the quarterly revenue report for Contoso " * 10_000)  # read from the start
+
+
+async def test_a_request_no_tool_has_evidence_for_sends_only_the_pins_and_explain_shows_the_closest(files_kernel):
+    files_kernel.add_plugin(Memory(), "Memory")
+    # A floor no cosine reaches, and a request sharing no word with any tool: no evidence at all.
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig(semantic_floor=0.99))
+    assert set(await manager.filter_tools("Forget everything about Bob")) == DISCOVERY
+    closest = [d for d in await manager.explain("Forget everything about Bob") if d.full_name not in DISCOVERY]
+    assert len(closest) == 3 and not any(d.kept for d in closest)
+    assert all("no evidence: cosine" in d.reason and "semantic_floor 0.99" in d.reason for d in closest), closest

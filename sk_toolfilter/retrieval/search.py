@@ -19,7 +19,7 @@ from sk_toolfilter.retrieval.fusion import (
 )
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
-from sk_toolfilter.retrieval.small_talk import judge_small_talk
+from sk_toolfilter.retrieval.small_talk import judge_small_talk, may_be_small_talk
 from sk_toolfilter.retrieval.text import split_request_intents
 
 logger = library_logger(__name__)
@@ -55,6 +55,9 @@ class Ranking:
     fallback_reason: str | None = None
     no_tool_reason: str | None = None
     """Set when the request has no real evidence for any tool (small talk): only tools it names are sent."""
+    without_evidence: list[tuple[str, str]] = field(default_factory=list)
+    """When no tool has evidence: the closest few by cosine, as ``(full_name, why it is not ranked)``
+    pairs for ``explain`` (they are never sent)."""
 
 
 async def rank_tools(
@@ -114,7 +117,7 @@ async def rank_tools(
     whole = scored[0]
     method, final, cosines = whole.method, whole.final, whole.raw.get("semantic")
     no_tool_reason = None
-    if vectors is not None and cosines is not None and config.no_tool_margin is not None:
+    if vectors is not None and cosines is not None and config.no_tool_margin is not None and may_be_small_talk(query):
         small_talk = await index.small_talk_vectors()
         if small_talk is not None:
             allowed_cosines = cosines if mask is None else cosines[mask]
@@ -125,6 +128,9 @@ async def rank_tools(
         order = _interleave([order, *(rank_order(s.final, limit).tolist() for s in scored[1:])])
         final = np.maximum.reduce([s.final for s in scored])
 
+    without_evidence = []
+    if not order and cosines is not None and no_tool_reason is None:
+        without_evidence = _closest_without_evidence(index, cosines, mask, config, lexical=method == "hybrid")
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     order = list(dict.fromkeys([*named, *order]))[:limit]
     named_set = set(named)
@@ -137,7 +143,30 @@ async def rank_tools(
         )
         for i in order
     ]
-    return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason)
+    return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason, without_evidence)
+
+
+def _closest_without_evidence(
+    index: ToolIndex,
+    cosines: np.ndarray,
+    mask: np.ndarray | None,
+    config: ToolFilterConfig,
+    *,
+    lexical: bool,
+    count: int = 3,
+) -> list[tuple[str, str]]:
+    """The `count` tools closest to a request that no tool has evidence for, and why each is not ranked."""
+    no_word = " and it shares no word with the request" if lexical else ""
+    candidates = np.flatnonzero(mask) if mask is not None else np.arange(len(cosines))
+    closest = candidates[np.argsort(-cosines[candidates], kind="stable")[:count]]
+    return [
+        (
+            index.tools[i].full_name,
+            f"no evidence: cosine {float(cosines[i]):.2f} is at or below semantic_floor "
+            f"{config.semantic_floor:.2f}{no_word}",
+        )
+        for i in closest
+    ]
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,15 @@ at least as close to one of them as to any tool — closer than the best tool's 
 ``no_tool_margin`` — the request has no real evidence for a tool: only pinned tools (and tools the
 request names) are sent, and ``explain`` says why.
 
-The descriptions and the margin were chosen on a list of 20 small-talk requests and the dev halves
-(README, Benchmarks): requests of the dev sets cut this way are 0–0.8 %; on 20 other small-talk
-requests 85–100 % send no catalog tool.
+Small talk has no subject: a request with more than :data:`MAX_SUBJECT_WORDS` words outside
+English stopwords and the small-talk descriptions' own words ("Remember that Alice works at
+Contoso", "Forget everything about Bob") is about something, and is never judged small talk however
+weakly the encoder links it to a tool: a catalog the encoder never saw is ranked as usual (the
+other signals, BM25 and the request's parts, still count) rather than sent nothing.
+
+The descriptions, the margin and the subject-word limit were chosen on a list of 20 small-talk
+requests and the dev halves (README, Benchmarks): requests of the dev sets cut this way are
+0–0.8 %; on 20 other small-talk requests 85–100 % send no catalog tool.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sk_toolfilter.retrieval.gloss import with_english_gloss
+from sk_toolfilter.retrieval.text import CJK_RUN, tokenize
+
 SMALL_TALK: tuple[str, ...] = (
     "hello: greet the assistant. hi, hey, good morning, good evening, how are you",
     "thanks: thank the assistant or acknowledge its answer. thank you, thanks, ok, great, cool, perfect, got it",
@@ -25,6 +34,34 @@ SMALL_TALK: tuple[str, ...] = (
     "about the assistant: ask what the assistant is, who made it or what it can help with",
     "reply: answer yes or no, agree, apologize, laugh, react with an interjection",
 )
+
+
+SMALL_TALK_EXAMPLES: tuple[str, ...] = (
+    "hi", "hello!", "thanks!", "thank you so much", "what can you do?", "ok", "good morning", "who are you?",
+    "bye", "cool, thanks", "how are you today?", "never mind", "yes please", "no", "hmm", "lol", "great job",
+    "can you help me?", "sorry", "that's all for now",
+)  # fmt: skip
+"""The 20 small-talk requests the descriptions, the margin and the subject words were tuned on (the
+benchmark's held-out list was never used to choose anything)."""
+
+MAX_SUBJECT_WORDS = 1
+"""Small talk carries at most one word outside the words of small talk (``SMALL_TALK`` and
+``SMALL_TALK_EXAMPLES``): "much appreciated", "good night", "are you a bot?" each have one."""
+
+MAX_READ_CHARS = 1000  # a request this long is about something; its first words tell
+_SMALL_TALK_WORDS = frozenset(tokenize(" ".join(SMALL_TALK + SMALL_TALK_EXAMPLES)))
+
+
+def subject_words(request: str) -> list[str]:
+    """The request's words (stemmed) outside English stopwords and the words of small talk itself;
+    Chinese is read through its English gloss."""
+    words = tokenize(with_english_gloss(request[:MAX_READ_CHARS]))
+    return [t for t in words if t not in _SMALL_TALK_WORDS and not CJK_RUN.search(t)]
+
+
+def may_be_small_talk(request: str) -> bool:
+    """False for a request about something (more than :data:`MAX_SUBJECT_WORDS` subject words)."""
+    return len(subject_words(request)) <= MAX_SUBJECT_WORDS
 
 
 @dataclass(frozen=True)

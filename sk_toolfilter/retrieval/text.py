@@ -17,7 +17,7 @@ import Stemmer
 _WORD_RUN = re.compile(r"[^\W_]+")
 # Zero-width boundaries inside a run: fooBar, HTTPServer, abc123, 123abc.
 _INNER_BOUNDARY = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
 
 STOPWORDS = frozenset(
     """
@@ -59,7 +59,7 @@ def _normalize_word(word: str) -> tuple[str, ...]:
     # Compatibility-fold first (accents off, "𝐀" → "A", "ﬁ" → "fi"), then lowercase.
     folded = "".join(ch for ch in unicodedata.normalize("NFKD", word) if not unicodedata.combining(ch)) or word
     folded = folded.lower()
-    if _CJK.search(folded):
+    if CJK_RUN.search(folded):
         return _cjk_tokens(folded)
     return (folded,)
 
@@ -67,7 +67,7 @@ def _normalize_word(word: str) -> tuple[str, ...]:
 def _cjk_tokens(word: str) -> tuple[str, ...]:
     tokens: list[str] = []
     pos = 0
-    for match in _CJK.finditer(word):
+    for match in CJK_RUN.finditer(word):
         if match.start() > pos:
             tokens.append(word[pos : match.start()])
         run = match.group()

@@ -340,6 +340,7 @@ class ToolFilterManager:
         decisions = apply_cutoff(
             [t for t in ranking.tools if self._exists(t.full_name)], config, no_tool_reason=ranking.no_tool_reason
         )
+        decisions += [ToolDecision(name, False, f"cut: {why}") for name, why in ranking.without_evidence]
         names = [d.full_name for d in decisions if d.kept]
         budget = self._budget(loop_turn)
         # Counted on the mask: on a large catalog no per-tool list is built on this path.
