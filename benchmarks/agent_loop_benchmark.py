@@ -1,7 +1,7 @@
 """Agent loops on BFCL v4 multi-turn (dev half): is the next tool on offer at every step?
 
     python benchmarks/agent_loop_benchmark.py [--data ../shared/benchmarks] [--limit N] [--variants all|default|caching]
-        [--framework semantic-kernel|agent-framework]
+        [--framework semantic-kernel|agent-framework] [--co-usage agent|conversation] [--model ID]
 
 Every step is replayed through the real ``FilteredChatCompletion`` around a real
 ``OpenAIChatCompletion`` on a recording transport (the same path as ``sk-toolfilter eval
@@ -12,7 +12,8 @@ request's and tool tokens as billed with OpenAI's prompt caching (cached prefix 
 ``sk_toolfilter.measure.caching``; ``--variants caching`` compares fresh and sticky lists), and
 selection time per request; the base category
 separately, because long_context conversations repeat the user turns of their base twin and the
-co-usage learner has seen those turns by then.
+co-usage learner has seen those turns by then. ``--co-usage conversation`` starts every conversation
+with no co-usage: no other conversation of the set (a twin included) can help it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import argparse
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sk_toolfilter.agents.agent import open_toolset
 from sk_toolfilter.agents.agent_file import FRAMEWORKS, Framework, parse_agent
@@ -45,6 +46,7 @@ async def run(
     limit: int | None,
     keep: Callable[[str], bool] | None = None,
     framework: Framework = "semantic-kernel",
+    co_usage_scope: Literal["agent", "conversation"] = "agent",
 ) -> dict[str, dict[str, float]]:
     """Figures of one configuration (an agent file's ``tool_filtering`` block); `keep` picks
     conversations by id (cross-validation folds, see ``training/conversation_folds.py``)."""
@@ -63,7 +65,9 @@ async def run(
         source="benchmark",
     )
     async with await open_toolset(spec) as toolset:
-        replay = await replay_conversations(toolset.kernel, toolset.manager, steps, framework=framework)
+        replay = await replay_conversations(
+            toolset.kernel, toolset.manager, steps, framework=framework, co_usage_scope=co_usage_scope
+        )
     return {"all": replay.summary(), **replay.by_category()}
 
 
@@ -78,6 +82,13 @@ def main() -> None:
         choices=FRAMEWORKS,
         help="replay through the SK wrapper or Agent Framework's chat middleware",
     )
+    parser.add_argument(
+        "--co-usage",
+        default="agent",
+        choices=["agent", "conversation"],
+        help="co-usage shared by all conversations (a long-running agent) or started empty for each one",
+    )
+    parser.add_argument("--model", help="embedding.model (default: the shipped model)")
     args = parser.parse_args()
     names = {"all": list(VARIANTS), "default": ["default"], "caching": ["default", "sticky lists"]}[args.variants]
     print(
@@ -86,7 +97,10 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
-        figures = asyncio.run(run(Path(args.data), VARIANTS[name], args.limit, framework=args.framework))
+        overrides = VARIANTS[name] | ({"embedding": {"model": args.model}} if args.model else {})
+        figures = asyncio.run(
+            run(Path(args.data), overrides, args.limit, framework=args.framework, co_usage_scope=args.co_usage)
+        )
         a, b = figures["all"], figures.get("base", figures["all"])
         print(
             f"| {name} | {a['step_recall']:.3f} | {a['first_step_recall']:.3f} | {a['later_step_recall']:.3f} "

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
@@ -187,6 +187,7 @@ async def replay_conversations(
     encoding: str = "o200k_base",
     progress: ProgressCallback | None = None,
     framework: Framework = "semantic-kernel",
+    co_usage_scope: Literal["agent", "conversation"] = "agent",
 ) -> ConversationReplay:
     """Send every step through the filtering wrapper on a recording transport and score what went out.
 
@@ -195,6 +196,11 @@ async def replay_conversations(
     behaves as in a live agent. ``seconds`` is the selection time for the request. With
     ``framework="agent-framework"`` each step goes through Agent Framework's real OpenAI chat client
     and :class:`~sk_toolfilter.agent_framework.ToolFilterMiddleware` instead of the SK wrapper.
+
+    ``co_usage_scope``: with ``"agent"`` co-usage learned in one conversation serves the next ones
+    (a long-running agent; a replayed set's twin conversations then help each other); with
+    ``"conversation"`` every conversation starts with no co-usage (a new deployment, and an
+    estimate no other conversation of the set can leak into).
     """
     unknown = sorted({g for s in steps for g in s.gold if g not in manager.index})
     if unknown:
@@ -212,6 +218,8 @@ async def replay_conversations(
     for number, step in enumerate(ordered, 1):
         extends = step.conversation == current and step.messages[:seen] == previous
         if not extends:
+            if co_usage_scope == "conversation" and step.conversation != current:
+                manager.co_usage.clear()
             seen, current = 0, step.conversation
         seconds = await send(step.messages[seen:], not extends)
         seen, previous = len(step.messages), step.messages

@@ -75,6 +75,13 @@ class CoUsage:
                 added += 1
         return added
 
+    def clear(self) -> None:
+        """Forget every turn (what a new deployment knows)."""
+        with self._lock:
+            self._seen.clear()
+            self._turns.clear()
+            self._pairs.clear()
+
     def turns(self) -> list[tuple[str, tuple[str, ...]]]:
         """The remembered turns as (fingerprint, calls), oldest first."""
         with self._lock:
