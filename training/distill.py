@@ -40,7 +40,7 @@ from transformers import AutoModel, AutoTokenizer
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
 from sk_toolfilter.retrieval.gloss import with_english_gloss
-from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
+from sk_toolfilter.retrieval.local_models import TOOL_SIDE_MODEL_ID
 from sk_toolfilter.retrieval.text import split_query_parts, split_request_clauses, split_request_intents
 from training import export
 from training.build_pairs import composed_queries, pseudo_queries, real_queries
@@ -219,7 +219,7 @@ def distill(args) -> Path:
     model.save_pretrained(str(hf))
     tokenizer.save_pretrained(str(hf))
     onnx_dir = args.out / "onnx"
-    description = f"{len(model.encoder.layer)}-layer student of {args.teacher} (requests); tools: {GENERAL_MODEL_ID}"
+    description = f"{len(model.encoder.layer)}-layer student of {args.teacher} (requests); tools: {TOOL_SIDE_MODEL_ID}"
     export.export(hf, onnx_dir, args.id, description=description)
     (args.out / "distill_log.json").write_text(
         json.dumps(

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID, sha256_of
+from sk_toolfilter.retrieval.local_models import TOOL_SIDE_MODEL_ID, sha256_of
 
 TOKENIZER = (
     Path(__file__).resolve().parent.parent
@@ -62,8 +62,8 @@ def export(hf_dir: Path, out: Path, model_id: str, *, description: str = "") -> 
     manifest = {
         "id": model_id,
         "description": description,
-        # Asymmetric: this encoder embeds requests; the general model embeds the tools.
-        "documents": GENERAL_MODEL_ID,
+        # Asymmetric: this encoder embeds requests; the general model's weights (as dynamic int8) embed tools.
+        "documents": TOOL_SIDE_MODEL_ID,
         "dimensions": int(model.config.hidden_size),
         "pooling": "mean",
         "max_length": 256,

@@ -79,13 +79,15 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
                     f"{f.manifest or f.id}: dimensions: {f.dimensions}, but local models have {self.dimensions} "
                     "(tool_filtering.embedding.model)"
                 )
-        self.ai_model_id = files.id  # caches are keyed by it: switching models never mixes vectors
+        # Caches and shared indexes are keyed by it: tool vectors by the model that embeds tools (request
+        # encoders sharing a tool side share them), request vectors by the request encoder.
+        self.ai_model_id = document_files.id
         self._hybrid_weights = files.hybrid_weights
         options = {"max_length": self.max_length, "batch_size": self.batch_size}
         self._documents = OnnxEncoder(document_files, **options)
         if files.documents:
             self._queries = OnnxEncoder(files, **options)
-            self._query_service = LocalQueryEncoder(ai_model_id=f"{self.ai_model_id}:query", encoder=self._queries)
+            self._query_service = LocalQueryEncoder(ai_model_id=f"{files.id}:query", encoder=self._queries)
 
     @property
     def query_encoder(self) -> LocalQueryEncoder | None:

