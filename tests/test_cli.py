@@ -386,3 +386,49 @@ def test_a_base_url_that_is_no_url_is_a_config_error_at_load(bm25_agent, monkeyp
     assert main(["chat", str(bm25_agent)]) == 2  # the bundled agent reads it as model.base_url
     err = capsys.readouterr().err
     assert str(bm25_agent) in err and "model.base_url" in err and "is not an http(s) URL" in err
+
+
+def two_turn_conversation(entry: str, request: str) -> list[dict]:
+    """A finished turn (find, then order) and the next turn's first request: co-usage learns the turn."""
+    first = conversation_steps()
+    for step in first:
+        step["id"], step["entry"] = step["id"].replace("a/", f"{entry}/"), entry
+        step["messages"][0] = {"role": "user", "content": request}
+    done = [
+        *first[1]["messages"],
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "shop-place_order", "arguments": '{"product_id": "k1"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": "ordered"},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "open a support ticket about the late delivery"},
+    ]
+    gold = ["support-open_ticket"]
+    return [*first, {"id": f"{entry}/t1/s0", "entry": entry, "turn": 1, "step": 0, "messages": done, "gold": gold}]
+
+
+@pytest.mark.parametrize(("scope", "turns_learned"), [("agent", 2), ("conversation", 1)])
+async def test_a_replay_can_start_every_conversation_with_no_co_usage(scope, turns_learned, tmp_path):
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import parse_agent
+    from sk_toolfilter.measure.conversations import load_steps, replay_conversations
+
+    lines = two_turn_conversation("a", "find a blue kettle and order it")
+    lines += two_turn_conversation("b", "find a red teapot and order it")
+    (tmp_path / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in lines))
+    tools = [{"type": "catalog", "name": "shop", "path": str(FIXTURES / "tools.jsonl")}]
+    spec = parse_agent({"name": "t", "tools": tools, "tool_filtering": {"search_method": "bm25"}}, source="test")
+    async with await open_toolset(spec) as toolset:
+        await replay_conversations(
+            toolset.kernel, toolset.manager, load_steps(tmp_path / "steps.jsonl"), co_usage_scope=scope
+        )
+        # Each conversation finished one turn; only the agent-wide scope still remembers the first one's.
+        assert len(toolset.manager.co_usage) == turns_learned
