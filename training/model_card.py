@@ -33,7 +33,7 @@ def write(
         "",
         f"- Format: int8 ONNX (dynamic quantization, per channel), {size_mb:.1f} MB; 384 dimensions, mean",
         "  pooling, L2-normalized; onnxruntime, no torch. Trained against the general file's tool vectors;",
-        "  served with its dynamic-int8 export (1.8x the texts per second, vectors within cosine 0.987).",
+        "  served with its dynamic-int8 export (1.8x the texts per second, vectors within cosine 0.984).",
         "- Loss: InfoNCE over every tool of the query's catalog (the tool side is frozen, so the whole catalog",
         "  is the negative set); the hard negatives mined with the previous BM25 + MiniLM hybrid get an additive",
         "  margin; other gold tools of a query are masked, never pushed away.",

@@ -31,7 +31,7 @@ GENERAL_MODEL_ID = "all-MiniLM-L6-v2-int8"
 
 TOOL_SIDE_MODEL_ID = "all-MiniLM-L6-v2-dynamic-int8"
 """What embeds tools for both request encoders above: the general model's weights exported as dynamic
-int8 (``training/fast_documents.py``; ~1.8x its texts per second, vectors within cosine 0.987)."""
+int8 (``training/fast_documents.py``; ~1.8x its texts per second, vectors within cosine 0.984)."""
 
 DEFAULT_MODEL_ID = TOOL_MODEL_ID
 
