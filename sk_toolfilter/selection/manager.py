@@ -170,32 +170,20 @@ class ToolFilterManager:
             embedding_service = create_embedding_service(config.embedding)
         cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache and embedding_service else None
         with collector_paused():
-            return await cls._index_source(source, config, embedding_service, cache, progress, embed)
-
-    @classmethod
-    async def _index_source(
-        cls,
-        source: ToolSource,
-        config: ToolFilterConfig,
-        embedding_service: EmbeddingService | None,
-        cache: EmbeddingCache | None,
-        progress: ProgressCallback | None,
-        embed: bool = True,
-    ) -> ToolFilterManager:
-        first = await build_first_index(source, config, embedding_service, cache, progress, embed)
-        try:
-            manager = cls(first.index, first.config)
-        except BaseException:
-            if first.store is not None:
-                await first.store.aclose()
-            raise
-        manager._upkeep.follow(source, first, cache, progress)
-        loop = first.config.agent_loop
-        if first.store is not None and loop.enabled and loop.co_usage:
-            manager._co_usage_table = first.store.co_usage_table(loop.co_usage_sync_seconds)
-            if manager._co_usage_table is not None:
-                await manager._co_usage_table.load_into(manager.co_usage)
-        return manager
+            first = await build_first_index(source, config, embedding_service, cache, progress, embed)
+            try:
+                manager = cls(first.index, first.config)
+            except BaseException:
+                if first.store is not None:
+                    await first.store.aclose()
+                raise
+            manager._upkeep.follow(source, first, cache, progress)
+            loop = first.config.agent_loop
+            if first.store is not None and loop.enabled and loop.co_usage:
+                manager._co_usage_table = first.store.co_usage_table(loop.co_usage_sync_seconds)
+                if manager._co_usage_table is not None:
+                    await manager._co_usage_table.load_into(manager.co_usage)
+            return manager
 
     @property
     def index_store(self) -> SharedIndex | None:
