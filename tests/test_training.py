@@ -20,7 +20,7 @@ TOY = Path(__file__).parent / "fixtures" / "tiny_benchmark"
 
 def test_the_pipeline_rebuilds_a_loadable_int8_model_with_a_card(tmp_path):
     from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
-    from sk_toolfilter.retrieval.local_models import read_manifest, sha256_of
+    from sk_toolfilter.retrieval.local_models import TOOL_SIDE_MODEL_ID, read_manifest, sha256_of
     from training import rebuild
 
     out, model_dir = tmp_path / "run", tmp_path / "model"
@@ -33,12 +33,13 @@ def test_the_pipeline_rebuilds_a_loadable_int8_model_with_a_card(tmp_path):
     assert all(p["positive_id"] in p["gold_ids"] and not set(p["negative_ids"]) & set(p["gold_ids"]) for p in pairs)
 
     manifest = read_manifest(model_dir)
-    assert manifest.documents == "all-MiniLM-L6-v2-int8"  # asymmetric: the general model embeds the tools
+    assert manifest.documents == TOOL_SIDE_MODEL_ID  # asymmetric: the general model's weights embed the tools
     assert sha256_of(manifest.model_file) == manifest.model_sha256
     assert manifest.model_file.stat().st_size < 30_000_000  # int8
 
     model = LocalEmbeddingGenerator(model=str(model_dir))
-    assert model.ai_model_id.startswith("toy-model@")  # a model from a folder is keyed by its content
+    assert model.query_encoder.ai_model_id.startswith("toy-model@")  # a folder model is keyed by its content
+    assert model.ai_model_id == TOOL_SIDE_MODEL_ID  # tool vectors: shared with the shipped models
     queries = model.embed_queries_sync(["check the price of NVDA", "hello"])
     assert queries.shape == (2, 384) and np.allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-4)
 
@@ -59,9 +60,9 @@ def test_a_student_distilled_from_the_shipped_teacher_loads_with_the_same_tool_v
     argv = ["--out", str(tmp_path), "--root", str(TOY), "--sources", "toy", "--max-texts", "24", "--epochs", "1"]
     onnx = distill.distill(distill.parse_args([*argv, "--batch-size", "8", "--threads", "1", "--id", "toy-student"]))
     student = LocalEmbeddingGenerator(model=str(onnx))
-    general = LocalEmbeddingGenerator(model="all-MiniLM-L6-v2-int8")
+    shipped = LocalEmbeddingGenerator()
     tool = "get stock info: Current price and volume of a stock symbol. Parameters: symbol"
-    assert np.allclose(student.embed_sync([tool]), general.embed_sync([tool]), atol=1e-6)
+    assert np.allclose(student.embed_sync([tool]), shipped.embed_sync([tool]), atol=1e-6)  # the same tool side
     requests = student.embed_queries_sync(["check the price of NVDA"])
     assert requests.shape == (1, 384) and np.isclose(np.linalg.norm(requests), 1.0, atol=1e-4)
     assert json.loads((tmp_path / "distill_log.json").read_text())["texts"] == 24
