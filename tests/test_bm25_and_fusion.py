@@ -7,7 +7,13 @@ from hypothesis import strategies as st
 
 from sk_toolfilter.config import BM25Config
 from sk_toolfilter.retrieval.bm25 import BM25Index
-from sk_toolfilter.retrieval.fusion import normalize_by_max, normalize_cosine, rank_order, reciprocal_rank_fusion
+from sk_toolfilter.retrieval.fusion import (
+    normalize_by_max,
+    normalize_cosine,
+    rank_order,
+    reciprocal_rank_fusion,
+    zscore_blend,
+)
 
 CONFIG = BM25Config(k1=2.0, b=0.5, stemming=False)
 
@@ -60,6 +66,57 @@ def test_cosines_below_the_floor_score_zero():
 
 def test_rank_order_breaks_ties_by_catalog_position_and_skips_zeros():
     assert rank_order(np.array([0.5, 0.0, 0.9, 0.5])).tolist() == [2, 0, 3]
+
+
+@pytest.mark.parametrize("layout", ["random", "ascending", "descending", "few positive", "ties"])
+@pytest.mark.parametrize("size", [300, 5_000, 60_000])
+def test_rank_order_of_a_large_catalog_is_the_exact_top(layout, size):
+    """The best `limit` of a large catalog come from a sampled threshold: the result must be exactly
+    the first `limit` of a full sort (score descending, catalog position ascending), zeros excluded."""
+    rng = np.random.default_rng(size)
+    scores = rng.random(size).astype(np.float32)
+    if layout == "ascending":
+        scores.sort()
+    elif layout == "descending":
+        scores = np.sort(scores)[::-1].copy()
+    elif layout == "few positive":
+        scores[rng.random(size) > 0.01] = 0
+    elif layout == "ties":
+        scores = np.round(scores, 1) * (rng.random(size) > 0.5)
+    positive = np.flatnonzero(scores > 0)
+    reference = positive[np.lexsort((positive, -scores[positive]))]
+    for limit in (1, 5, 20, 100):
+        assert rank_order(scores, limit).tolist() == reference[:limit].tolist()
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_zscore_blend_is_the_weighted_sum_of_z_scores(masked):
+    """The blend (computed as one affine map in float32) against the definition in float64: z-scores
+    over the catalog or its allowed part, weighted, summed, clipped at 0, zero without evidence,
+    divided by the best."""
+    rng = np.random.default_rng(7)
+    bm25 = np.maximum(rng.normal(0.0, 2.0, 3000), 0).astype(np.float32)
+    semantic = rng.normal(0.2, 0.1, 3000).astype(np.float32)
+    mask = rng.random(3000) > 0.3 if masked else None
+    if mask is not None:
+        bm25, semantic = np.where(mask, bm25, np.float32(0)), np.where(mask, semantic, np.float32(0))
+    evidence = (bm25 > 0) | (semantic > 0.2)
+    weights = {"bm25": 0.3, "semantic": 0.7}
+
+    def z(raw):
+        sample = raw.astype(np.float64)[mask] if mask is not None else raw.astype(np.float64)
+        return (raw.astype(np.float64) - sample.mean()) / sample.std()
+
+    expected = np.maximum(0.3 * z(bm25) + 0.7 * z(semantic), 0) * evidence
+    expected /= expected.max()
+    fused = zscore_blend({"bm25": bm25, "semantic": semantic}, weights, evidence, mask)
+    assert fused == pytest.approx(expected, abs=1e-5)
+    assert rank_order(fused, 20).tolist() == rank_order(expected, 20).tolist()
+
+
+def test_zscore_blend_of_constant_scores_is_all_zero():
+    flat = np.full(10, 0.5, dtype=np.float32)
+    assert not zscore_blend({"semantic": flat}, {}, np.ones(10, dtype=bool)).any()
 
 
 def test_rrf_matches_hand_computed_fusion_and_is_normalized():

@@ -31,28 +31,28 @@ def apply_cutoff(
     kept_count = 0
     previous: float | None = None
     cut_by_gap = False
+    beyond_top_k = f"cut: beyond top_k={config.top_k}"  # the reasons that name no score, formatted once
+    no_tool = f"cut: {no_tool_reason}"
+    after_gap = f"cut: after a score gap (below {config.autocut_ratio:.2f} x the previous score)"
+    threshold = config.similarity_threshold
     for scored in ranked:
-        gap = previous is not None and scored.score < config.autocut_ratio * previous
+        score = scored.score
         if kept_count >= config.top_k:
-            reason, kept = f"cut: beyond top_k={config.top_k}", False
+            reason, kept = beyond_top_k, False
         elif scored.name_match:
             reason, kept = "kept: the query names this tool", True
         elif no_tool_reason is not None:
-            reason, kept = f"cut: {no_tool_reason}", False
+            reason, kept = no_tool, False
         elif config.cutoff == "autocut":
-            cut_by_gap = cut_by_gap or gap
+            cut_by_gap = cut_by_gap or (previous is not None and score < config.autocut_ratio * previous)
             kept = not cut_by_gap
-            reason = (
-                f"cut: after a score gap (below {config.autocut_ratio:.2f} x the previous score)"
-                if cut_by_gap
-                else f"kept: score {scored.score:.2f}, no gap before it"
-            )
-        elif scored.score >= config.similarity_threshold:
-            reason, kept = f"kept: score {scored.score:.2f} >= threshold {config.similarity_threshold:.2f}", True
+            reason = after_gap if cut_by_gap else f"kept: score {score:.2f}, no gap before it"
+        elif score >= threshold:
+            reason, kept = f"kept: score {score:.2f} >= threshold {threshold:.2f}", True
         else:
-            reason, kept = f"cut: score {scored.score:.2f} < threshold {config.similarity_threshold:.2f}", False
+            reason, kept = f"cut: score {score:.2f} < threshold {threshold:.2f}", False
         kept_count += kept
         if not scored.name_match:
-            previous = scored.score
-        decisions.append(ToolDecision(scored.full_name, kept, reason, scored.score, scored.method_scores))
+            previous = score
+        decisions.append(ToolDecision(scored.full_name, kept, reason, score, scored.method_scores))
     return decisions

@@ -14,6 +14,7 @@ _IDENTIFIER = re.compile(r"[\w][\w\-.:/]*[\w]|[\w]", re.UNICODE)
 
 SEPARATORS = ("-", ".", "_", ":", "/", "__")
 """How a query may join a plugin and a function name (``Email-send_email``, ``Email.send_email``…)."""
+_SEPARATOR = re.compile("|".join(re.escape(sep) for sep in SEPARATORS))
 
 
 @lru_cache(maxsize=65536)
@@ -48,6 +49,8 @@ class NameMatcher:
         self._exact, self._parts = exact, parts
 
     def _positions(self, word: str) -> list[int]:
+        if _SEPARATOR.search(word) is None:  # most words: one lookup, no spelling to split
+            return self._exact.get(word, [])
         found = set(self._exact.get(word, ()))
         for sep in SEPARATORS:
             start = word.find(sep)

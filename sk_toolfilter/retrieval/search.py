@@ -134,14 +134,10 @@ async def rank_tools(
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     order = list(dict.fromkeys([*named, *order]))[:limit]
     named_set = set(named)
+    finals = final[order].tolist() if order else []
     ranked = [
-        ScoredTool(
-            tool=index.tools[i],
-            score=1.0 if i in named_set else float(final[i]),
-            method_scores=whole.method_scores(i),
-            name_match=i in named_set,
-        )
-        for i in order
+        ScoredTool(index.tools[i], 1.0 if i in named_set else score, scores, name_match=i in named_set)
+        for i, score, scores in zip(order, finals, whole.method_scores_of(order), strict=True)
     ]
     return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason, without_evidence)
 
@@ -180,12 +176,18 @@ class _TextScores:
     raw: dict[str, np.ndarray]
     scale: dict[str, tuple[float, float]]
 
-    def method_scores(self, i: int) -> dict[str, float]:
-        """Each method's [0, 1] score of tool `i` (what ``normalize_by_max`` / ``normalize_cosine`` give)."""
-        return {
-            m: max(float(self.raw[m][i]) - offset, 0.0) / top if top > 0 else 0.0
+    def method_scores_of(self, tools: list[int]) -> list[dict[str, float]]:
+        """Each method's [0, 1] score of each of `tools` (what ``normalize_by_max`` / ``normalize_cosine``
+        give), computed for these tools only."""
+        columns = {
+            m: (np.maximum(self.raw[m][tools].astype(np.float64) - offset, 0.0) / top).tolist()
+            if top > 0
+            else [0.0] * len(tools)
             for m, (offset, top) in self.scale.items()
         }
+        if not columns:
+            return [{} for _ in tools]
+        return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
 
 
 def _score_text(
