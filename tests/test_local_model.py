@@ -194,3 +194,20 @@ def test_a_manifest_with_other_dimensions_is_a_config_error_naming_the_manifest(
     (model_copy / "model.json").write_text(json.dumps({**manifest, "dimensions": 999}))
     with pytest.raises(ConfigError, match=r"model\.json: dimensions: 999, but local models have 384"):
         LocalEmbeddingGenerator(model=str(model_copy))
+
+
+def test_a_request_tokenized_in_the_calling_thread_pads_like_the_tokenizer_batch():
+    """Small batches (a request and its intents) skip ``encode_batch``: the model must see exactly the
+    ids and attention mask the tokenizer's own batch padding gives, whatever the lengths."""
+    from sk_toolfilter.retrieval.encoders import SERIAL_TOKENIZE, OnnxEncoder
+    from sk_toolfilter.retrieval.local_models import resolve_local_model
+
+    encoder = OnnxEncoder(resolve_local_model(TOOL_MODEL_ID))
+    encoder.load()
+    texts = ["hi", "Book a flight to Paris, then reserve a hotel room near the Louvre", " ", "查询天气", "x " * 300]
+    for size in range(1, len(texts) + 1):
+        ids, mask = encoder._tokenize(texts[:size])
+        reference = encoder._tokenizer.encode_batch(texts[:size])
+        assert ids.tolist() == [e.ids for e in reference]
+        assert mask.tolist() == [e.attention_mask for e in reference]
+    assert len(texts) <= SERIAL_TOKENIZE  # the texts above took the serial path

@@ -66,3 +66,33 @@ def test_a_student_distilled_from_the_shipped_teacher_loads_with_the_same_tool_v
     requests = student.embed_queries_sync(["check the price of NVDA"])
     assert requests.shape == (1, 384) and np.isclose(np.linalg.norm(requests), 1.0, atol=1e-4)
     assert json.loads((tmp_path / "distill_log.json").read_text())["texts"] == 24
+
+
+def test_intent_pairs_pair_each_step_of_a_request_with_the_tool_it_asks_for():
+    import asyncio
+
+    from training.intent_pairs import intent_pairs
+
+    def pair(tool: str, text: str) -> dict:
+        return {
+            "source": "toy",
+            "kind": "query",
+            "query": "Book a flight to Paris for Friday, then reserve a hotel room near the Louvre",
+            "positive": text,
+            "positive_id": tool,
+            "gold_ids": ["Travel-book_flight", "Travel-reserve_hotel"],
+            "negatives": [],
+            "negative_ids": ["Travel-rent_car"],
+        }
+
+    pairs = [
+        pair("Travel-book_flight", "book_flight: Book a plane ticket between two airports on a date."),
+        pair("Travel-reserve_hotel", "reserve_hotel: Reserve a hotel room in a city for some nights."),
+        {**pair("Travel-book_flight", "x"), "kind": "pseudo", "query": "Book a plane ticket", "gold_ids": ["x"]},
+    ]
+    made = asyncio.run(intent_pairs(pairs, min_gap=0.05, min_query_parts=3))
+    assert [(p["kind"], p["query"], p["positive_id"]) for p in made] == [
+        ("intent", "Book a flight to Paris for Friday", "Travel-book_flight"),
+        ("intent", "reserve a hotel room near the Louvre", "Travel-reserve_hotel"),
+    ]
+    assert all(p["negative_ids"] == ["Travel-rent_car"] and len(p["gold_ids"]) == 2 for p in made)
