@@ -205,9 +205,9 @@ def test_a_request_tokenized_in_the_calling_thread_pads_like_the_tokenizer_batch
     encoder = OnnxEncoder(resolve_local_model(TOOL_MODEL_ID))
     encoder.load()
     texts = ["hi", "Book a flight to Paris, then reserve a hotel room near the Louvre", " ", "查询天气", "x " * 300]
+    assert len(texts) <= SERIAL_TOKENIZE  # every batch below takes the serial path
     for size in range(1, len(texts) + 1):
         ids, mask = encoder._tokenize(texts[:size])
         reference = encoder._tokenizer.encode_batch(texts[:size])
         assert ids.tolist() == [e.ids for e in reference]
         assert mask.tolist() == [e.attention_mask for e in reference]
-    assert len(texts) <= SERIAL_TOKENIZE  # the texts above took the serial path

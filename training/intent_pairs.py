@@ -27,6 +27,7 @@ from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
 from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
 from sk_toolfilter.retrieval.text import split_request_intents
+from training.build_pairs import _read_jsonl
 
 
 def requests_with_several_tools(pairs: list[dict]) -> dict[tuple[str, str], dict[str, dict]]:
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the pair file with the intent pairs appended")
     parser.add_argument("--min-gap", type=float, default=0.05)
     args = parser.parse_args(argv)
-    pairs = [json.loads(line) for line in args.pairs.read_text(encoding="utf-8").splitlines() if line.strip()]
+    pairs = _read_jsonl(args.pairs)
     made = asyncio.run(intent_pairs(pairs, args.min_gap, ToolFilterConfig().min_query_parts))
     with args.out.open("w", encoding="utf-8") as out:
         for pair in [*pairs, *made]:

@@ -136,13 +136,11 @@ class BM25Index:
     def raw_scores(self, query: str) -> np.ndarray:
         """Raw BM25 score of every tool (0 where no query term occurs): the sum of its terms' rows,
         added up in one ``bincount`` over the rows' entries."""
-        indptr, indices, data = self._indptr, self._indices, self._data
+        indptr = self._indptr
         rows = [row for row in map(self.vocabulary.get, query_tokens(query, self.config)) if row is not None]
-        if len(rows) <= 1:
-            scores = np.zeros(self.size, dtype=np.float32)
-            for row in rows:  # a row names each tool once
-                scores[indices[indptr[row] : indptr[row + 1]]] = data[indptr[row] : indptr[row + 1]]
-            return scores
-        tools = np.concatenate([indices[indptr[row] : indptr[row + 1]] for row in rows])
-        weights = np.concatenate([data[indptr[row] : indptr[row + 1]] for row in rows])
+        if not rows:
+            return np.zeros(self.size, dtype=np.float32)
+        spans = [slice(indptr[row], indptr[row + 1]) for row in rows]
+        tools = np.concatenate([self._indices[span] for span in spans])
+        weights = np.concatenate([self._data[span] for span in spans])
         return np.bincount(tools, weights=weights, minlength=self.size).astype(np.float32)

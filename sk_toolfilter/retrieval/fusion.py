@@ -151,7 +151,9 @@ def _mean_and_sd(scores: np.ndarray, mask: np.ndarray | None) -> tuple[float, fl
     Two single-threaded passes (einsum, not BLAS: no thread pool to wake); the mean accumulates in
     float64, the sum of squares in the scores' own precision (float32: relative error ~1e-7 at 5,000 tools).
     """
-    scores = np.asarray(scores) if np.asarray(scores).dtype.kind == "f" else np.asarray(scores, dtype=np.float64)
+    scores = np.asarray(scores)
+    if scores.dtype.kind != "f":
+        scores = scores.astype(np.float64)
     sample = scores if mask is None else scores[mask]
     n = sample.size
     if n == 0:

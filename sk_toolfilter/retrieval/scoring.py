@@ -51,13 +51,10 @@ class CatalogVectors:
             return np.vecdot(self._vectors, query.astype(np.float32, copy=False))
         import simsimd
 
-        query = np.asarray(query, dtype=np.float32)
-        peak = float(np.abs(query).max(initial=0.0))  # the query's codes, as _quantize makes them
-        scale = peak / 127.0 if peak > 0 else 1.0
-        codes = np.clip(np.rint(query / np.float32(scale)), -127, 127).astype(np.int8)[None, :]
+        codes, scale = _quantize(np.asarray(query, dtype=np.float32)[None, :])
         dots = np.asarray(simsimd.cdist(codes, self._codes, metric="dot"), dtype=np.float32)[0]
         dots *= self._scale  # in place: no catalog-sized temporary
-        dots *= np.float32(scale)
+        dots *= scale[0]
         return dots
 
 

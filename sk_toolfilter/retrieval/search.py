@@ -134,7 +134,7 @@ async def rank_tools(
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     order = list(dict.fromkeys([*named, *order]))[:limit]
     named_set = set(named)
-    finals = final[order].tolist() if order else []
+    finals = final[order].tolist()
     ranked = [
         ScoredTool(index.tools[i], 1.0 if i in named_set else score, scores, name_match=i in named_set)
         for i, score, scores in zip(order, finals, whole.method_scores_of(order), strict=True)
@@ -185,8 +185,6 @@ class _TextScores:
             else [0.0] * len(tools)
             for m, (offset, top) in self.scale.items()
         }
-        if not columns:
-            return [{} for _ in tools]
         return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
 
 
