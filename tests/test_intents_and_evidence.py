@@ -101,6 +101,41 @@ def test_a_request_is_split_at_its_steps_not_at_every_and():
     ]
 
 
+def test_words_that_add_a_request_start_an_intent():
+    # "Also, ..." opening a later sentence, or "and also" / ", also" inside one, adds a request.
+    assert split_request_intents("Will it rain in Oslo tomorrow? Also, what do houses cost there?") == [
+        "Will it rain in Oslo tomorrow?",
+        "Also, what do houses cost there?",
+    ]
+    assert split_request_intents("Additionally, file it. Thanks. Bye now.") != []  # 3 sentences, as before
+    assert split_request_intents("Suggest a course on statistics and also recommend relaxing music") == [
+        "Suggest a course on statistics",
+        "recommend relaxing music",
+    ]
+    # A piece too short to be a request stays with its neighbour, before or after it.
+    assert split_request_intents("If possible, also give me the forecast for Rome") == []
+    # "also" that does not add a request does not split.
+    assert split_request_intents("Is the museum also open on Sundays? Thanks a lot.") == []
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "Create a file 'plan.txt' with the text 'improve product quality this quarter'. "
+        "Also, change 'product quality' to 'customer satisfaction' in it.",
+        "Create a file 'plan.txt' with the text 'improve product quality' "
+        "and also change 'product quality' to 'customer satisfaction'",
+    ],
+)
+async def test_a_request_that_adds_a_second_request_gets_its_tool(files_kernel, request_text):
+    config = ToolFilterConfig(top_k=3, similarity_threshold=0.0)
+    covered = await (await create_tool_filter(files_kernel, config)).filter_tools(request_text)
+    assert "Files-replace_in_file" in covered, covered
+    assert "Files-create_file" in covered, covered
+    whole = await create_tool_filter(files_kernel, config.model_copy(update={"split_queries": False}))
+    assert "Files-replace_in_file" not in await whole.filter_tools(request_text)
+
+
 async def test_a_two_step_request_gets_each_steps_tool_before_near_duplicates_of_the_first(files_kernel):
     config = ToolFilterConfig(top_k=3, similarity_threshold=0.0)
     manager = await create_tool_filter(files_kernel, config)

@@ -153,35 +153,58 @@ def split_request_clauses(request: str) -> list[str]:
 
 
 # Inside a sentence, words that start the next step of a request: "create the file, then change
-# a word in it", "book the flight and after that a hotel". Plain "and" and commas are not among
-# them: they join the objects of one action as often as two actions ("median and variance").
-_STEP_BOUNDARY = re.compile(r"(?:,\s*|\s+)(?:and\s+)?(?:then|after\s+that|afterwards)\s+", re.IGNORECASE)
+# a word in it", "book the flight and after that a hotel", "find a course and also recommend some
+# music". Plain "and" and commas are not among them: they join the objects of one action as often
+# as two actions ("median and variance").
+_STEP_BOUNDARY = re.compile(
+    r"(?:,\s*|\s+)(?:and\s+)?(?:then|after\s+that|afterwards)\s+"
+    r"|(?:,\s*|\s+)and\s+also\s+|,\s*(?:also|additionally)\s+",
+    re.IGNORECASE,
+)
+# A sentence that opens by adding to the one before ("Also, …", "Additionally …") asks for more.
+_ADDED_SENTENCE = re.compile(
+    r"^(?:also|additionally|in\s+addition|besides|moreover|furthermore|on\s+top\s+of\s+that)\b", re.IGNORECASE
+)
+
+
+def _steps_of(sentence: str) -> list[str]:
+    """The steps of one sentence; a piece with fewer than ``MIN_CLAUSE_WORDS`` content words joins
+    its neighbour ("If possible, also give me …" stays one step)."""
+    steps: list[str] = []
+    carried = ""
+    for piece in _STEP_BOUNDARY.split(sentence):
+        piece = f"{carried} {piece.strip()}".strip()
+        carried = ""
+        if len(tokenize(piece, stem=False)) >= MIN_CLAUSE_WORDS:
+            steps.append(piece)
+        elif steps:
+            steps[-1] += " " + piece
+        else:
+            carried = piece
+    if carried:
+        steps.append(carried)
+    return steps
 
 
 def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
-    """The intents of a request, or [] when it reads as one: every step a sequencing word starts
-    ("…, then …", "… and after that …") is one, and so is every sentence of a request with at least
-    `min_sentences` sentences (:func:`split_query_parts`). A piece with fewer than
-    ``MIN_CLAUSE_WORDS`` content words stays with the piece before it.
+    """The intents of a request, or [] when it reads as one: every step a sequencing or adding
+    word starts ("…, then …", "… and after that …", "… and also …") is one; every sentence is one
+    when a sentence after the first opens by adding to it ("… today? Also, …") or the request has
+    at least `min_sentences` sentences (:func:`split_query_parts`). A piece with fewer than
+    ``MIN_CLAUSE_WORDS`` content words stays with its neighbour.
 
     >>> split_request_intents("Create Work Plan.txt with the agenda, then replace 'quality' with 'care'")
     ['Create Work Plan.txt with the agenda', "replace 'quality' with 'care'"]
+    >>> split_request_intents("Will it rain today? Also, what do houses cost here?")
+    ['Will it rain today?', 'Also, what do houses cost here?']
     >>> split_request_intents("Determine the median and variance of 3, 4, 5.")
     []
     """
     sentences = split_query_parts(request)
-    intents: list[str] = []
-    for sentence in sentences:
-        merged: list[str] = []
-        for piece in _STEP_BOUNDARY.split(sentence):
-            piece = piece.strip()
-            if merged and len(tokenize(piece, stem=False)) < MIN_CLAUSE_WORDS:
-                merged[-1] += " " + piece
-            elif piece:
-                merged.append(piece)
-        intents += merged
+    intents = [step for sentence in sentences for step in _steps_of(sentence)]
     stepped = len(intents) > len(sentences)
-    return intents if stepped or len(sentences) >= min_sentences else []
+    added = any(_ADDED_SENTENCE.match(sentence) for sentence in sentences[1:])
+    return intents if stepped or added or len(sentences) >= min_sentences else []
 
 
 def clean_text(text: str) -> str:
