@@ -233,6 +233,31 @@ def test_small_talk_has_at_most_one_word_outside_the_words_of_small_talk():
     assert all(may_be_small_talk(r) for r in ["much appreciated", "good night", "are you a bot?", "谢谢你"])
     assert not any(may_be_small_talk(r) for r in ABOUT_SOMETHING)
     assert not may_be_small_talk("hi " + "the quarterly revenue report for Contoso " * 10_000)  # read from the start
+    assert subject_words("you're the best") == ["best"]  # what is left of a contraction is no subject
+
+
+class Assistant:
+    """Tools a subjectless request reads close to: its cosines alone would send them."""
+
+    @kernel_function(description="List what this assistant can do and the tasks it can help you with.")
+    def capabilities(self) -> str:
+        return ""
+
+    @kernel_function(description="Confirm or decline the pending action: yes or no.")
+    def confirm_action(self, answer: Annotated[str, "yes or no"]) -> str:
+        return answer
+
+
+async def test_a_request_that_names_nothing_sends_only_the_pins_whatever_its_cosines(files_kernel):
+    files_kernel.add_plugin(Assistant(), "Assistant")
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig())
+    for request in ["what can you do?", "yes please", "no thanks", "ok got it", "are you there?"]:
+        assert set(await manager.filter_tools(request)) == DISCOVERY, request
+        cut = [d for d in await manager.explain(request) if not d.kept]
+        assert all("names nothing a tool could act on" in d.reason for d in cut), cut
+    # With the check off, "what can you do?" reads closest to the capabilities tool, which is sent.
+    off = await create_tool_filter(files_kernel, ToolFilterConfig(no_tool_margin=None))
+    assert "Assistant-capabilities" in await off.filter_tools("what can you do?")
 
 
 async def test_a_request_no_tool_has_evidence_for_sends_only_the_pins_and_explain_shows_the_closest(files_kernel):

@@ -19,7 +19,7 @@ from sk_toolfilter.retrieval.fusion import (
 )
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
-from sk_toolfilter.retrieval.small_talk import judge_small_talk, may_be_small_talk
+from sk_toolfilter.retrieval.small_talk import MAX_SUBJECT_WORDS, judge_small_talk, subject_words
 from sk_toolfilter.retrieval.text import split_request_intents
 
 logger = library_logger(__name__)
@@ -117,11 +117,14 @@ async def rank_tools(
     whole = scored[0]
     method, final, cosines = whole.method, whole.final, whole.raw.get("semantic")
     no_tool_reason = None
-    if vectors is not None and cosines is not None and config.no_tool_margin is not None and may_be_small_talk(query):
-        small_talk = await index.small_talk_vectors()
+    if vectors is not None and cosines is not None and config.no_tool_margin is not None:
+        subjects = subject_words(query)
+        small_talk = await index.small_talk_vectors() if len(subjects) <= MAX_SUBJECT_WORDS else None
         if small_talk is not None:
             allowed_cosines = cosines if mask is None else cosines[mask]
-            verdict = judge_small_talk(vectors[0], small_talk, allowed_cosines, config.no_tool_margin)
+            verdict = judge_small_talk(
+                vectors[0], small_talk, allowed_cosines, config.no_tool_margin, subjectless=not subjects
+            )
             no_tool_reason = verdict.reason() if verdict is not None else None
     order = rank_order(final, limit).tolist()
     if len(scored) > 1:

@@ -7,6 +7,10 @@ at least as close to one of them as to any tool — closer than the best tool's 
 ``no_tool_margin`` — the request has no real evidence for a tool: only pinned tools (and tools the
 request names) are sent, and ``explain`` says why.
 
+A request with no subject at all — no word outside English stopwords and the words of small talk
+("what can you do?", "no thanks", "ok got it") — gives a tool nothing to act on: it is small talk
+whatever its cosines (no dev request, each of which needs a tool, is subjectless).
+
 Small talk has no subject: a request with more than :data:`MAX_SUBJECT_WORDS` words outside
 English stopwords and the small-talk descriptions' own words ("Remember that Alice works at
 Contoso", "Forget everything about Bob") is about something, and is never judged small talk however
@@ -14,9 +18,10 @@ weakly the encoder links it to a tool: a catalog the encoder never saw is ranked
 other signals, BM25 and the request's parts, still count) rather than sent nothing.
 
 The descriptions, the margin and the subject-word limit were chosen on a list of 20 small-talk
-requests and the dev halves (README, Benchmarks): 1 of the dev sets' 4,138 requests is cut this
-way with the general model, none with the shipped one (24 before the subject-word rule); on 20
-other small-talk requests 85–100 % send no catalog tool.
+requests and the dev halves (docs: intents and evidence): 1 of the dev sets' 4,138 requests is cut
+this way with the general model, none with the shipped one (24 before the subject-word rule); of 20
+small-talk requests written after these rules were final, 7–9 % still send a catalog tool (65–81 %
+without the check).
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ MAX_SUBJECT_WORDS = 1
 ``SMALL_TALK_EXAMPLES``): "much appreciated", "good night", "are you a bot?" each have one."""
 
 MAX_READ_CHARS = 1000  # a request this long is about something; its first words tell
-_SMALL_TALK_WORDS = frozenset(tokenize(" ".join(SMALL_TALK + SMALL_TALK_EXAMPLES)))
+# What is left of an English contraction once the tokenizer splits at the apostrophe ("you're").
+_CONTRACTION_TAILS = frozenset({"re", "ve", "ll", "d", "m", "s", "t"})
+_SMALL_TALK_WORDS = frozenset(tokenize(" ".join(SMALL_TALK + SMALL_TALK_EXAMPLES))) | _CONTRACTION_TAILS
 
 
 def subject_words(request: str) -> list[str]:
@@ -72,24 +79,32 @@ class SmallTalkVerdict:
     small_talk: float
     best_tool: float
     closest: str
+    subjectless: bool = False
 
     def reason(self) -> str:
         topic = self.closest.split(":", 1)[0]
+        names_nothing = " and names nothing a tool could act on" if self.subjectless else ""
         return (
             f"the request reads as small talk ({topic!r} {self.small_talk:.2f} vs the best tool "
-            f"{self.best_tool:.2f}): no tool has real evidence"
+            f"{self.best_tool:.2f}){names_nothing}: no tool has real evidence"
         )
 
 
 def judge_small_talk(
-    query_vector: np.ndarray, small_talk_vectors: np.ndarray, tool_cosines: np.ndarray, margin: float
+    query_vector: np.ndarray,
+    small_talk_vectors: np.ndarray,
+    tool_cosines: np.ndarray,
+    margin: float,
+    *,
+    subjectless: bool = False,
 ) -> SmallTalkVerdict | None:
-    """A verdict when the request is small talk (closer to it than to the best tool + `margin`), else None."""
+    """A verdict when the request is small talk (closer to it than to the best tool + `margin`, or
+    `subjectless`: no word a tool could act on), else None."""
     if small_talk_vectors.size == 0 or tool_cosines.size == 0:
         return None
     similarities = small_talk_vectors @ np.asarray(query_vector, dtype=np.float32)
     closest = int(np.argmax(similarities))
     best_tool = float(np.max(tool_cosines))
-    if float(similarities[closest]) <= best_tool + margin:
+    if not subjectless and float(similarities[closest]) <= best_tool + margin:
         return None
-    return SmallTalkVerdict(float(similarities[closest]), best_tool, SMALL_TALK[closest])
+    return SmallTalkVerdict(float(similarities[closest]), best_tool, SMALL_TALK[closest], subjectless)
