@@ -68,3 +68,33 @@ SOURCES: tuple[Source, ...] = (
 BY_NAME = {s.name: s for s in SOURCES}
 # The datasets a leave-one-dataset-out run can hold out (bfcl_multiturn is measured by the loop benchmark).
 RETRIEVAL_SETS = ("metatool", "bfcl", "seal_tools", "livemcpbench")
+
+
+@dataclass(frozen=True)
+class ExternalCatalog:
+    """A public tool catalog outside the benchmarks: tool texts only (pseudo-queries), no requests."""
+
+    name: str
+    repository: str
+    commit: str
+    licence: str
+    use: str
+
+
+# Converted by ``training.external_catalogs`` from a clone at the pinned commit.
+EXTERNAL_CATALOGS: tuple[ExternalCatalog, ...] = (
+    ExternalCatalog(
+        "mcp_registry",
+        "docker/mcp-registry",
+        "818bf169b365e7b7d5b117352e32757c54844718",
+        "MIT",
+        "servers/*/tools.json in the history of that commit (each file's last version) -> pseudo-queries",
+    ),
+    ExternalCatalog(
+        "github_mcp",
+        "github/github-mcp-server",
+        "64a49f34d076b6f5917dae1424521d43c7bcae84",
+        "MIT",
+        "pkg/github/__toolsnaps__/*.snap (one MCP tool schema each) -> pseudo-queries",
+    ),
+)
