@@ -1,6 +1,7 @@
 """Intent coverage (a request with several steps gets each step's tool) and small talk (no evidence,
 no catalog tool), on a real kernel with the shipped model."""
 
+import re
 from typing import Annotated
 
 import pytest
@@ -116,6 +117,38 @@ def test_words_that_add_a_request_start_an_intent():
     assert split_request_intents("If possible, also give me the forecast for Rome") == []
     # "also" that does not add a request does not split.
     assert split_request_intents("Is the museum also open on Sundays? Thanks a lot.") == []
+
+
+@pytest.mark.parametrize("padding", [" " * 20_000, "\t \u00a0" * 5_000, " then" * 4_000, ", also" * 3_000])
+def test_splitting_a_padded_request_does_linear_work(monkeypatch, padding):
+    """A request padded with whitespace or step words once cost seconds to split: a boundary pattern
+    retried every shorter run of whitespace, and short pieces were re-tokenized as they grew."""
+    from sk_toolfilter.retrieval import text
+
+    patterns_read, tokenized = [], []
+    real_tokenize = text.tokenize
+
+    class Recording:
+        def __init__(self, pattern):
+            self.pattern = pattern
+
+        def split(self, string):
+            patterns_read.append(string)
+            return self.pattern.split(string)
+
+    def counting_tokenize(piece, **kwargs):
+        tokenized.append(len(piece))
+        return real_tokenize(piece, **kwargs)
+
+    monkeypatch.setattr(text, "_STEP_BOUNDARY", Recording(text._STEP_BOUNDARY))
+    monkeypatch.setattr(text, "_CLAUSE_BOUNDARY", Recording(text._CLAUSE_BOUNDARY))
+    monkeypatch.setattr(text, "tokenize", counting_tokenize)
+    request = f"book a flight to Oslo{padding} and then rent a car at the airport"
+    intents = text.split_request_intents(request)
+    text.split_request_clauses(request)
+    assert patterns_read and not any(re.search(r"\s\s", s) for s in patterns_read)  # single-spaced only
+    assert sum(tokenized) <= 3 * len(request)  # each piece tokenized once, not once per growth
+    assert intents[0].startswith("book a flight to Oslo") and intents[-1] == "rent a car at the airport"
 
 
 @pytest.mark.parametrize(
