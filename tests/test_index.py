@@ -186,3 +186,17 @@ def test_int8_vectors_score_close_to_float32_in_a_quarter_of_the_memory():
         assert best in np.argsort(-int8.scores(query))[:3]
     assert int8.nbytes * 3.9 < exact.nbytes
     assert np.abs(int8.float32() - vectors).max() < 0.01  # the dequantized view used by re-indexing
+
+
+def test_a_query_is_quantized_exactly_as_a_catalog_row():
+    from sk_toolfilter.retrieval.scoring import _quantize, _quantize_one
+
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((200, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows[0] = 0.0  # no peak: scale 1
+    codes, scales = _quantize(rows)
+    for row, expected_codes, expected_scale in zip(rows, codes, scales, strict=True):
+        one_codes, one_scale = _quantize_one(row)
+        assert one_codes.shape == (1, 384) and one_codes.dtype == np.int8
+        assert np.array_equal(one_codes[0], expected_codes) and one_scale == expected_scale

@@ -51,10 +51,10 @@ class CatalogVectors:
             return np.vecdot(self._vectors, query.astype(np.float32, copy=False))
         import simsimd
 
-        codes, scale = _quantize(np.asarray(query, dtype=np.float32)[None, :])
+        codes, scale = _quantize_one(np.asarray(query, dtype=np.float32))
         dots = np.asarray(simsimd.cdist(codes, self._codes, metric="dot"), dtype=np.float32)[0]
         dots *= self._scale  # in place: no catalog-sized temporary
-        dots *= scale[0]
+        dots *= scale
         return dots
 
 
@@ -69,6 +69,16 @@ def _quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         np.clip(block, -127, 127, out=block)
         codes[start : start + QUANTIZE_ROWS] = block
     return codes, scale
+
+
+def _quantize_one(vector: np.ndarray) -> tuple[np.ndarray, np.float32]:
+    """:func:`_quantize` of one query vector (the same codes and scale) in a few small operations:
+    its blocks and temporaries cost more than the work for a single row."""
+    peak = np.abs(vector).max()
+    scale = peak / np.float32(127.0) if peak > 0 else np.float32(1.0)
+    codes = np.rint(vector / scale)
+    np.clip(codes, -127, 127, out=codes)
+    return codes.astype(np.int8)[None, :], scale
 
 
 QUANTIZE_ROWS = 4096
