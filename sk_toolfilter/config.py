@@ -326,8 +326,9 @@ class ToolFilterConfig(StrictConfig):
         ge=-1.0,
         le=1.0,
         description="Small talk sends no catalog tool: a request closer to a description of small talk (greetings, "
-        "thanks, questions about the assistant) than to its best tool's cosine + this margin sends only pinned and "
-        "named tools (sk_toolfilter.retrieval.small_talk). null turns the check off.",
+        "thanks, questions about the assistant) than to its best tool's cosine + this margin, or naming nothing "
+        "beyond stopwords and small talk's own words ('what can you do?'), sends only pinned and named tools "
+        "(sk_toolfilter.retrieval.small_talk). null turns the check off.",
     )
     cutoff: Literal["threshold", "autocut"] = Field(
         default="threshold",
