@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sk_toolfilter import ConfigError, ToolFilterConfig, ToolFilterManager, ToolIndex
 from sk_toolfilter.agents.agent_file import parse_agent
 from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
-from sk_toolfilter.retrieval.text import split_request_clauses, tokenize
+from sk_toolfilter.retrieval.text import split_request_clauses, split_request_intents, tokenize
 from tests.conftest import HashEmbedder
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -63,12 +63,34 @@ def test_any_query_on_any_catalog_returns_real_names(catalog, query):
 )
 def test_the_needs_of_any_request_are_non_empty_pieces_of_it_in_order(request):
     needs = split_request_clauses(request)
+    single_spaced = " ".join(request.split())  # runs of whitespace are read as one space
     position = 0
     for need in needs:
         assert need and need == need.strip()
-        found = request.find(need, position)
+        found = single_spaced.find(need, position)
         assert found >= 0, (request, need)
         position = found + len(need)
+
+
+@SETTINGS
+@given(
+    request=st.lists(
+        st.one_of(
+            texts,
+            st.sampled_from([", then ", " and also ", ", also ", ". Also, ", ". ", "\n", "  ", "book a flight"]),
+        ),
+        max_size=12,
+    ).map("".join)
+)
+def test_the_intents_of_any_request_are_non_empty_pieces_of_it_in_order(request):
+    intents = split_request_intents(request)
+    single_spaced = " ".join(request.split())
+    position = 0
+    for intent in intents:
+        assert intent and intent == intent.strip()
+        found = single_spaced.find(intent, position)
+        assert found >= 0, (request, intent)
+        position = found + len(intent)
 
 
 @given(text=st.text(max_size=500))

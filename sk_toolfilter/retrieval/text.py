@@ -164,8 +164,8 @@ def split_request_clauses(request: str) -> list[str]:
 # music". Plain "and" and commas are not among them: they join the objects of one action as often
 # as two actions ("median and variance").
 _STEP_BOUNDARY = re.compile(
-    r"(?:,\s*|\s+)(?:and\s+)?(?:then|after\s+that|afterwards)\s+"
-    r"|(?:,\s*|\s+)and\s+also\s+|,\s*(?:also|additionally)\s+",
+    r"((?:,\s*|\s+)(?:and\s+)?(?:then|after\s+that|afterwards)\s+"
+    r"|(?:,\s*|\s+)and\s+also\s+|,\s*(?:also|additionally)\s+)",
     re.IGNORECASE,
 )
 # A sentence that opens by adding to the one before ("Also, …", "Additionally …") asks for more.
@@ -175,27 +175,27 @@ _ADDED_SENTENCE = re.compile(
 
 
 def _steps_of(sentence: str) -> list[str]:
-    """The steps of one sentence; a piece with fewer than ``MIN_CLAUSE_WORDS`` content words joins
-    its neighbour ("If possible, also give me …" stays one step). Each piece is tokenized once."""
+    """The steps of one sentence, each a piece of it; a piece with fewer than ``MIN_CLAUSE_WORDS``
+    content words joins its neighbour, the words between them kept ("If possible, also give me …"
+    stays one step). Each piece is tokenized once."""
+    pieces = _STEP_BOUNDARY.split(sentence)  # text, separator, text, ...
     steps: list[str] = []
-    carried: list[str] = []  # short pieces before the first step, waiting to join it
-    carried_words = 0
-    for piece in _STEP_BOUNDARY.split(sentence):
-        piece = piece.strip()
-        if not piece:
-            continue
-        words = carried_words + len(tokenize(piece, stem=False))
-        if words >= MIN_CLAUSE_WORDS:
-            steps.append(" ".join([*carried, piece]))
-            carried, carried_words = [], 0
-        elif steps:
-            steps[-1] += " " + piece
+    pending, pending_words = "", 0  # short text before the first step, waiting to join it
+    for position in range(0, len(pieces), 2):
+        separator = pieces[position - 1] if position else ""
+        text = pieces[position]
+        words = len(tokenize(text, stem=False))
+        if steps and words < MIN_CLAUSE_WORDS:
+            steps[-1] += separator + text
+        elif pending_words + words >= MIN_CLAUSE_WORDS:
+            steps.append(pending + separator + text if pending.strip() else text)
+            pending, pending_words = "", 0
         else:
-            carried.append(piece)
-            carried_words = words
-    if carried:
-        steps.append(" ".join(carried))
-    return steps
+            pending = pending + separator + text if pending.strip() else text
+            pending_words += words
+    if pending.strip():
+        steps.append(pending)
+    return [step.strip() for step in steps if step.strip()]
 
 
 def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
