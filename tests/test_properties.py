@@ -62,14 +62,7 @@ def test_any_query_on_any_catalog_returns_real_names(catalog, query):
     ).map("".join)
 )
 def test_the_needs_of_any_request_are_non_empty_pieces_of_it_in_order(request):
-    needs = split_request_clauses(request)
-    single_spaced = " ".join(request.split())  # runs of whitespace are read as one space
-    position = 0
-    for need in needs:
-        assert need and need == need.strip()
-        found = single_spaced.find(need, position)
-        assert found >= 0, (request, need)
-        position = found + len(need)
+    assert_in_order_pieces(split_request_clauses(request), request)
 
 
 @SETTINGS
@@ -83,14 +76,19 @@ def test_the_needs_of_any_request_are_non_empty_pieces_of_it_in_order(request):
     ).map("".join)
 )
 def test_the_intents_of_any_request_are_non_empty_pieces_of_it_in_order(request):
-    intents = split_request_intents(request)
+    assert_in_order_pieces(split_request_intents(request), request)
+
+
+def assert_in_order_pieces(pieces: list[str], request: str) -> None:
+    """Each piece is non-empty, stripped, and found after the previous one in the request (its runs
+    of whitespace read as one space)."""
     single_spaced = " ".join(request.split())
     position = 0
-    for intent in intents:
-        assert intent and intent == intent.strip()
-        found = single_spaced.find(intent, position)
-        assert found >= 0, (request, intent)
-        position = found + len(intent)
+    for piece in pieces:
+        assert piece and piece == piece.strip()
+        found = single_spaced.find(piece, position)
+        assert found >= 0, (request, piece)
+        position = found + len(piece)
 
 
 @given(text=st.text(max_size=500))
