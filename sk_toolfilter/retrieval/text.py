@@ -144,19 +144,26 @@ def split_request_clauses(request: str) -> list[str]:
     actions of a list joined by commas, "and" or "then". A piece with fewer than
     ``MIN_CLAUSE_WORDS`` content words stays with the piece before it: "buy bread and butter" is
     one need, "average 3, 5 and 10, then round it" two."""
-    needs = []
-    for part in _single_spaced(split_query_parts(request)):
-        pieces = _CLAUSE_BOUNDARY.split(part)  # text, separator, text, ...
-        merged: list[str] = []
-        for position in range(0, len(pieces), 2):
-            text = pieces[position]
-            too_short = len(tokenize(text, stem=False)) < MIN_CLAUSE_WORDS
-            if merged and (too_short or len(tokenize(merged[-1], stem=False)) < MIN_CLAUSE_WORDS):
-                merged[-1] += pieces[position - 1] + text
-            else:
-                merged.append(text)
-        needs += [m.strip() for m in merged if m.strip()]
-    return needs
+    return [need for part in _single_spaced(split_query_parts(request)) for need in _pieces(_CLAUSE_BOUNDARY, part)]
+
+
+def _pieces(boundary: re.Pattern[str], text: str) -> list[str]:
+    """`text` cut at `boundary` (a pattern with one group: the separator). A piece with fewer than
+    ``MIN_CLAUSE_WORDS`` content words joins the piece before it, the separator between them kept;
+    a short first piece joins the next. Each piece is tokenized once."""
+    parts = boundary.split(text)  # text, separator, text, ...
+    merged: list[str] = []
+    last_words = 0  # content words of merged[-1]
+    for position in range(0, len(parts), 2):
+        piece = parts[position]
+        words = len(tokenize(piece, stem=False))
+        if merged and (words < MIN_CLAUSE_WORDS or last_words < MIN_CLAUSE_WORDS):
+            merged[-1] += parts[position - 1] + piece
+            last_words += words
+        else:
+            merged.append(piece)
+            last_words = words
+    return [m.strip() for m in merged if m.strip()]
 
 
 # Inside a sentence, words that start the next step of a request: "create the file, then change
@@ -174,30 +181,6 @@ _ADDED_SENTENCE = re.compile(
 )
 
 
-def _steps_of(sentence: str) -> list[str]:
-    """The steps of one sentence, each a piece of it; a piece with fewer than ``MIN_CLAUSE_WORDS``
-    content words joins its neighbour, the words between them kept ("If possible, also give me …"
-    stays one step). Each piece is tokenized once."""
-    pieces = _STEP_BOUNDARY.split(sentence)  # text, separator, text, ...
-    steps: list[str] = []
-    pending, pending_words = "", 0  # short text before the first step, waiting to join it
-    for position in range(0, len(pieces), 2):
-        separator = pieces[position - 1] if position else ""
-        text = pieces[position]
-        words = len(tokenize(text, stem=False))
-        if steps and words < MIN_CLAUSE_WORDS:
-            steps[-1] += separator + text
-        elif pending_words + words >= MIN_CLAUSE_WORDS:
-            steps.append(pending + separator + text if pending.strip() else text)
-            pending, pending_words = "", 0
-        else:
-            pending = pending + separator + text if pending.strip() else text
-            pending_words += words
-    if pending.strip():
-        steps.append(pending)
-    return [step.strip() for step in steps if step.strip()]
-
-
 def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
     """The intents of a request, or [] when it reads as one: every step a sequencing or adding
     word starts ("…, then …", "… and after that …", "… and also …") is one; every sentence is one
@@ -213,7 +196,7 @@ def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
     []
     """
     sentences = _single_spaced(split_query_parts(request))
-    intents = [step for sentence in sentences for step in _steps_of(sentence)]
+    intents = [step for sentence in sentences for step in _pieces(_STEP_BOUNDARY, sentence)]
     stepped = len(intents) > len(sentences)
     added = any(_ADDED_SENTENCE.match(sentence) for sentence in sentences[1:])
     return intents if stepped or added or len(sentences) >= min_sentences else []
