@@ -61,13 +61,11 @@ class CatalogVectors:
 def _quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """int8 codes with each row's largest component at ±127, and each row's scale (float32)."""
     peak = np.maximum(vectors.max(axis=1), -vectors.min(axis=1))
-    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    scale = np.where(peak > 0, peak / CODE_MAX, 1.0).astype(np.float32)
     codes = np.empty(vectors.shape, dtype=np.int8)
     for start in range(0, len(vectors), QUANTIZE_ROWS):  # in blocks: no catalog-sized temporaries
         block = vectors[start : start + QUANTIZE_ROWS] / scale[start : start + QUANTIZE_ROWS, None]
-        np.rint(block, out=block)
-        np.clip(block, -127, 127, out=block)
-        codes[start : start + QUANTIZE_ROWS] = block
+        codes[start : start + QUANTIZE_ROWS] = _rounded(block)
     return codes, scale
 
 
@@ -75,10 +73,16 @@ def _quantize_one(vector: np.ndarray) -> tuple[np.ndarray, np.float32]:
     """:func:`_quantize` of one query vector (the same codes and scale) in a few small operations:
     its blocks and temporaries cost more than the work for a single row."""
     peak = np.abs(vector).max()
-    scale = peak / np.float32(127.0) if peak > 0 else np.float32(1.0)
-    codes = np.rint(vector / scale)
-    np.clip(codes, -127, 127, out=codes)
-    return codes.astype(np.int8)[None, :], scale
+    scale = peak / np.float32(CODE_MAX) if peak > 0 else np.float32(1.0)
+    return _rounded(vector / scale).astype(np.int8)[None, :], scale
 
 
+def _rounded(scaled: np.ndarray) -> np.ndarray:
+    """Scaled components (float32, changed in place) rounded and clipped to the codes' range."""
+    np.rint(scaled, out=scaled)
+    np.clip(scaled, -CODE_MAX, CODE_MAX, out=scaled)
+    return scaled
+
+
+CODE_MAX = 127  # a row's largest component, as an int8 code
 QUANTIZE_ROWS = 4096
