@@ -19,6 +19,8 @@ TOY = Path(__file__).parent / "fixtures" / "tiny_benchmark"
 
 
 def test_the_pipeline_rebuilds_a_loadable_int8_model_with_a_card(tmp_path):
+    import torch
+
     from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
     from sk_toolfilter.retrieval.local_models import TOOL_SIDE_MODEL_ID, read_manifest, sha256_of
     from training import rebuild
@@ -47,6 +49,17 @@ def test_the_pipeline_rebuilds_a_loadable_int8_model_with_a_card(tmp_path):
     assert 0.0 <= metrics["toy"]["hybrid"]["recall@5"] <= 1.0
     card = (model_dir / "MODEL_CARD.md").read_text()
     assert "## Sources" in card and "| toy | (a local dev set)" in card
+
+    # A student of this model (a leave-one-out teacher, say) starts from its layers, not the shipped model's.
+    from training import distill
+    from training.teacher_weights import teacher_model
+
+    student = distill.student_model([0, 5], "teacher", str(model_dir)).state_dict()
+    rebuilt = teacher_model(model_dir / "model.onnx").state_dict()
+    shipped = teacher_model().state_dict()
+    key = "encoder.layer.1.attention.self.query.weight"  # the student's second layer: the teacher's sixth
+    assert torch.equal(student[key], rebuilt[key.replace("layer.1", "layer.5")])
+    assert not torch.equal(student[key], shipped[key.replace("layer.1", "layer.5")])
 
 
 def test_a_student_distilled_from_the_shipped_teacher_loads_with_the_same_tool_vectors(tmp_path):

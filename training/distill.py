@@ -45,6 +45,7 @@ from sk_toolfilter.retrieval.text import split_query_parts, split_request_clause
 from training import export
 from training.build_pairs import composed_queries, pseudo_queries, real_queries
 from training.sources import BENCHMARKS, SOURCES
+from training.teacher_weights import SHIPPED
 from training.train import Catalogs, base_model_dir, encode, optimizer_step, warmup_then_decay
 
 TEACHER = "minilm-l6-tools-v1"
@@ -97,13 +98,24 @@ def teacher_vectors(texts: list[str], teacher: str, log) -> np.ndarray:
     return np.concatenate(out)
 
 
-def student_model(layers: list[int], start: str = "teacher"):
-    """The teacher's network (``start="teacher"``, rebuilt from its int8 file) or the general model's
-    (``"general"``) cut to `layers` (indices into its six layers, kept in order)."""
+def teacher_onnx_file(teacher: str) -> Path:
+    """The int8 file of `teacher`: a folder holding ``model.onnx`` or a bundled model id."""
+    folder = Path(teacher)
+    if not (folder / "model.onnx").is_file():
+        folder = SHIPPED.parent / teacher
+    if not (folder / "model.onnx").is_file():
+        raise FileNotFoundError(f"teacher {teacher!r}: no model.onnx in that folder nor a bundled model of that id")
+    return folder / "model.onnx"
+
+
+def student_model(layers: list[int], start: str = "teacher", teacher: str = TEACHER):
+    """`teacher`'s network (``start="teacher"``, rebuilt from its int8 file) or the general model's
+    (``"general"``) cut to `layers` (indices into its six layers, kept in order). A leave-one-out
+    student must start from its own teacher's layers: the shipped teacher was trained on every set."""
     if start == "teacher":
         from training.teacher_weights import teacher_model
 
-        model = teacher_model()
+        model = teacher_model(teacher_onnx_file(teacher))
     else:
         model = AutoModel.from_pretrained(str(base_model_dir()))
     model.encoder.layer = torch.nn.ModuleList([model.encoder.layer[i] for i in layers])
@@ -172,7 +184,7 @@ def distill(args) -> Path:
     read = [with_english_gloss(t) for _, t in rows]
     targets = torch.from_numpy(teacher_vectors(read, args.teacher, log))
     tokenizer = AutoTokenizer.from_pretrained(str(base_model_dir()))
-    model = student_model([int(i) for i in args.init_layers.split(",")], args.start)
+    model = student_model([int(i) for i in args.init_layers.split(",")], args.start, args.teacher)
     model.train()
     if args.freeze_embeddings:
         for parameter in model.embeddings.parameters():
