@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from sk_toolfilter.config import BM25Config
 from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.fusion import (
+    float32_threshold,
     normalize_by_max,
     normalize_cosine,
     rank_order,
@@ -163,3 +164,15 @@ def test_vectorized_bm25_equals_the_textbook_formula(docs, query):
     got = index.raw_scores(" ".join(query)) if docs else []
     assert len(got) == len(docs)
     assert all(abs(a - b) < 1e-5 for a, b in zip(got, expected, strict=False))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=-1.5, max_value=1.5, allow_nan=False), st.integers(min_value=0, max_value=2**32 - 1))
+def test_a_float32_threshold_keeps_exactly_the_scores_above_the_float64_floor(floor, seed):
+    """Evidence compares float32 cosines with the floor without a float64 copy: the same tools pass."""
+    threshold = float32_threshold(floor)
+    nearest = np.float32(floor)
+    around = np.array([nearest, *(np.nextafter(nearest, np.float32(s * np.inf)) for s in (-1, 1))], dtype=np.float32)
+    scores = np.concatenate([around, np.random.default_rng(seed).uniform(-1.5, 1.5, 1000).astype(np.float32)])
+    assert threshold.dtype == np.float32
+    assert np.array_equal(scores > threshold, scores.astype(np.float64) > floor)

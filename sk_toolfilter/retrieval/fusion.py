@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 
 import numpy as np
 
@@ -30,6 +31,14 @@ def normalize_cosine(cosines: np.ndarray, floor: float) -> np.ndarray:
     values = _floating(cosines)
     shifted = values - values.dtype.type(floor)  # a new array, normalized in place
     return _normalize_in_place(np.fmax(shifted, values.dtype.type(0.0), out=shifted))
+
+
+@lru_cache(maxsize=64)
+def float32_threshold(value: float) -> np.float32:
+    """The float32 `t` for which ``x > t`` equals ``x > value`` on every float32 `x`: float32 scores
+    compare with it without a float64 copy of the catalog."""
+    threshold = np.float32(value)
+    return threshold if float(threshold) <= value else np.nextafter(threshold, np.float32(-np.inf))
 
 
 def _floating(scores: np.ndarray) -> np.ndarray:
@@ -58,8 +67,9 @@ def rank_order(scores: np.ndarray, limit: int | None = None) -> np.ndarray:
     candidates = _likely_top(scores, limit) if limit is not None else None
     positive = np.flatnonzero(scores > 0) if candidates is None else candidates
     if limit is not None and len(positive) > 4 * limit:
-        kth = np.partition(scores[positive], len(positive) - limit)[len(positive) - limit]
-        positive = positive[scores[positive] >= kth]
+        values = scores[positive]  # a copy: partitioned in place (np.partition's wrapper costs more here)
+        values.partition(len(positive) - limit)
+        positive = positive[scores[positive] >= values[len(positive) - limit]]
     order = positive[np.lexsort((positive, -scores[positive]))]
     return order if limit is None else order[:limit]
 
@@ -83,7 +93,8 @@ def _likely_top(scores: np.ndarray, limit: int) -> np.ndarray | None:
     rank = math.ceil(3 * limit / step) + 1  # about 3 x limit tools expected above the guess
     if len(sample) < rank:
         return None
-    guess = np.partition(sample, len(sample) - rank)[len(sample) - rank]
+    sample.partition(len(sample) - rank)  # a copy of the sampled scores: partitioned in place
+    guess = sample[len(sample) - rank]
     candidates = np.flatnonzero(scores >= guess)
     return candidates if len(candidates) >= limit else None
 

@@ -256,6 +256,8 @@ class ToolIndex:
             known.move_to_end(text)
         while len(known) > QUERY_VECTORS_KEPT:
             known.popitem(last=False)
+        if len(texts) == 1:  # a copy (as np.stack gives): callers never share the kept vector
+            return vectors[texts[0]][None, :].copy()
         return np.stack([vectors[t] for t in texts])
 
     async def _embed_batch(self, texts: list[str]) -> np.ndarray:

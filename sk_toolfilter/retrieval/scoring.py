@@ -80,7 +80,8 @@ def _quantize_one(vector: np.ndarray) -> tuple[np.ndarray, np.float32]:
 def _rounded(scaled: np.ndarray) -> np.ndarray:
     """Scaled components (float32, changed in place) rounded and clipped to the codes' range."""
     np.rint(scaled, out=scaled)
-    np.clip(scaled, -CODE_MAX, CODE_MAX, out=scaled)
+    np.minimum(scaled, CODE_MAX, out=scaled)  # np.clip's checks cost more than a query's whole row
+    np.maximum(scaled, -CODE_MAX, out=scaled)
     return scaled
 
 

@@ -11,6 +11,7 @@ from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
 from sk_toolfilter.errors import EmbeddingServiceError
 from sk_toolfilter.retrieval.fusion import (
+    float32_threshold,
     normalize_by_max,
     normalize_cosine,
     rank_order,
@@ -30,7 +31,7 @@ MAX_QUERY_CHARS = 20_000
 MAX_QUERY_PARTS = 8
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: ~20 are built per request, and a frozen one costs 4x to build
 class ScoredTool:
     """One tool's place in a ranking: final score, the score of each method, exact-name hit."""
 
@@ -182,13 +183,16 @@ class _TextScores:
     def method_scores_of(self, tools: list[int]) -> list[dict[str, float]]:
         """Each method's [0, 1] score of each of `tools` (what ``normalize_by_max`` / ``normalize_cosine``
         give), computed for these tools only."""
-        columns = {
-            m: (np.maximum(self.raw[m][tools].astype(np.float64) - offset, 0.0) / top).tolist()
+        columns = [
+            (np.maximum(self.raw[m][tools].astype(np.float64) - offset, 0.0) / top).tolist()
             if top > 0
             else [0.0] * len(tools)
             for m, (offset, top) in self.scale.items()
-        }
-        return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+        ]
+        if len(columns) == 2:  # hybrid: one dict display per tool (no zip per row)
+            first, second = self.scale
+            return [{first: a, second: b} for a, b in zip(*columns, strict=True)]
+        return [dict(zip(self.scale, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 def _score_text(
@@ -211,7 +215,7 @@ def _score_text(
     if mask is not None:
         raw = {m: np.where(mask, r, np.float32(0.0)) for m, r in raw.items()}
     # The best raw score of each method sets its scale (BM25 scores are never negative).
-    scale = {m: (offsets[m], float(np.max(r)) - offsets[m]) for m, r in raw.items()}
+    scale = {m: (offsets[m], float(r.max()) - offsets[m]) for m, r in raw.items()}
     if len(raw) == 1:
         method = next(iter(raw))
         final = normalize_by_max(raw[method]) if method == "bm25" else normalize_cosine(raw[method], offsets[method])
@@ -227,7 +231,7 @@ def _score_text(
         final = reciprocal_rank_fusion(normalized, k=config.rrf_k, weights=weights)
     else:
         # Evidence: a shared term, or a cosine above the floor (where each method's [0, 1] score > 0).
-        evidence = (raw["bm25"] > 0) | (raw["semantic"] > np.float64(config.semantic_floor))
+        evidence = (raw["bm25"] > 0) | (raw["semantic"] > float32_threshold(config.semantic_floor))
         final = zscore_blend(raw, weights, evidence, mask)
     return _TextScores("hybrid", final, raw, scale)
 

@@ -152,6 +152,8 @@ def _pieces(boundary: re.Pattern[str], text: str) -> list[str]:
     ``MIN_CLAUSE_WORDS`` content words joins the piece before it, the separator between them kept;
     a short first piece joins the next. Each piece is tokenized once."""
     parts = boundary.split(text)  # text, separator, text, ...
+    if len(parts) == 1:  # no boundary: nothing to count (most requests)
+        return [text.strip()] if text.strip() else []
     merged: list[str] = []
     last_words = 0  # content words of merged[-1]
     for position in range(0, len(parts), 2):

@@ -38,6 +38,7 @@ class Catalog:
 
     index: ToolIndex
     searchable_mask: np.ndarray
+    searchable_count: int  # True entries of the mask, counted once
     searchable: set[str]
     visible: set[str]
     discovery_names: list[str]
@@ -53,6 +54,7 @@ def describe_catalog(index: ToolIndex, config: ToolFilterConfig, policy: ToolPol
     return Catalog(
         index=index,
         searchable_mask=np.array(searchable, dtype=bool),
+        searchable_count=sum(searchable),
         searchable={t.full_name for t, ok in zip(index.tools, searchable, strict=True) if ok},
         visible={t.full_name for t in index.tools if not policy.is_hidden(t.full_name)},
         discovery_names=[t.full_name for t in index.tools if t.plugin == plugin]

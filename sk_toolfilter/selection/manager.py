@@ -316,13 +316,20 @@ class ToolFilterManager:
     ) -> Selection:
         await self.refresh()
         config, catalog = self.config, self._catalog
-        candidates = catalog.searchable_mask
+        candidates, count = catalog.searchable_mask, catalog.searchable_count
         if allowed is not None:
             candidates = candidates & catalog.index.mask_of(allowed)
+            count = int(np.count_nonzero(candidates))
         loop_turn = turn if turn is not None and config.agent_loop.enabled else None
         needs = self._needs(loop_turn.request) if loop_turn is not None else []
+        every_tool = count == len(catalog.index)  # nothing to mask out (the ranking skips its masking passes)
         ranking = await rank_tools(
-            catalog.index, query, config, limit=max(config.top_k * 4, 20), allowed=candidates, prefetch=needs
+            catalog.index,
+            query,
+            config,
+            limit=max(config.top_k * 4, 20),
+            allowed=None if every_tool else candidates,
+            prefetch=needs,
         )
         # Functions removed while this (older) index was in use are dropped before the cut, not after it.
         decisions = apply_cutoff(
@@ -331,8 +338,7 @@ class ToolFilterManager:
         decisions += [ToolDecision(name, False, f"cut: {why}") for name, why in ranking.without_evidence]
         names = [d.full_name for d in decisions if d.kept]
         budget = self._budget(loop_turn)
-        # Counted on the mask: on a large catalog no per-tool list is built on this path.
-        everything_fits = int(np.count_nonzero(candidates)) <= budget
+        everything_fits = count <= budget  # counted on the mask: no per-tool list on this path
         if everything_fits:
             # Filtering would save nothing and could only hide a tool: every candidate is sent (the
             # caller's own filters, exclusions and visibility still narrowed the candidates).
