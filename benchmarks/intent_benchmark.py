@@ -10,7 +10,8 @@ Three configurations run the real pipeline (``rank_tools`` and the cut): the pre
 intent coverage. Small talk is measured on lists of 20 requests each: ``TUNING`` (used to
 choose ``no_tool_margin`` and the small-talk descriptions), ``HELD_OUT`` and ``HELD_OUT_2`` (held
 out when the margin was chosen; their misses were read when the subjectless rule was designed) and
-``FRESH`` (written after that rule was final, before it was measured). Tool and query embeddings
+``FRESH`` (written after that rule was final, before it was measured), ``FRESH_2`` (written before
+closed-class words were set aside, measured before and after). Tool and query embeddings
 are cached on disk, so re-runs only pay for ranking.
 """
 
@@ -43,7 +44,19 @@ FRESH = ["hey!", "thank you!", "what else can you do?", "ok, bye", "how are you 
          "are you still there?", "good evening!", "great, thanks a lot", "who are you exactly?", "can you help?",
          "sorry, never mind", "that's it", "hello?", "okay", "thanks, bye!", "what is this?", "all good",
          "nothing else"]  # fmt: skip
-SMALL_TALK_LISTS = {"tuning": TUNING, "held out": HELD_OUT, "held out 2": HELD_OUT_2, "fresh": FRESH}
+# Written before closed-class words (indefinite pronouns, a few adverbs) were set aside, and measured
+# before and after that change.
+FRESH_2 = ["morning!", "thanks so much", "is there anything else you can help with?", "bye for now",
+           "how's your day?", "no, I'm good", "yeah", "hold on a second", "good job", "that's all for now",
+           "who built this?", "are you real?", "oops, my mistake", "hmm", "cool, thanks", "what do you think?",
+           "let me think about it", "you're funny", "nah", "see ya"]  # fmt: skip
+SMALL_TALK_LISTS = {
+    "tuning": TUNING,
+    "held out": HELD_OUT,
+    "held out 2": HELD_OUT_2,
+    "fresh": FRESH,
+    "fresh 2": FRESH_2,
+}
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "before (sentences from 3, no small-talk check)": {"no_tool_margin": None, "_steps": False},

@@ -7,9 +7,10 @@ at least as close to one of them as to any tool — closer than the best tool's 
 ``no_tool_margin`` — the request has no real evidence for a tool: only pinned tools (and tools the
 request names) are sent, and ``explain`` says why.
 
-A request with no subject at all — no word outside English stopwords and the words of small talk
-("what can you do?", "no thanks", "ok got it") — gives a tool nothing to act on: it is small talk
-whatever its cosines (no dev request, each of which needs a tool, is subjectless).
+A request with no subject at all — no word outside English stopwords, closed-class words (indefinite
+pronouns, adverbs of degree and time) and the words of small talk ("what can you do?", "no thanks",
+"anything else?") — gives a tool nothing to act on: it is small talk whatever its cosines (no dev
+request, each of which needs a tool, is subjectless).
 
 Small talk has no subject: a request with more than :data:`MAX_SUBJECT_WORDS` words outside
 English stopwords and the small-talk descriptions' own words ("Remember that Alice works at
@@ -57,7 +58,17 @@ MAX_SUBJECT_WORDS = 1
 MAX_READ_CHARS = 1000  # a request this long is about something; its first words tell
 # What is left of an English contraction once the tokenizer splits at the apostrophe ("you're").
 _CONTRACTION_TAILS = frozenset({"re", "ve", "ll", "d", "m", "s", "t"})
-_SMALL_TALK_WORDS = frozenset(tokenize(" ".join(SMALL_TALK + SMALL_TALK_EXAMPLES))) | _CONTRACTION_TAILS
+# English closed-class words the stopword list lacks (it keeps words BM25 can match on): indefinite
+# pronouns and adverbs of degree, time and doubt. They name nothing a tool could act on.
+_CLOSED_CLASS = (
+    "anything anyone anybody anywhere something someone somebody somewhere everything everyone everybody "
+    "everywhere nothing nobody nowhere none else either neither another whatever whoever whichever whenever "
+    "wherever however ever never yet still already quite rather really maybe perhaps almost even though "
+    "although unless whether"
+)
+_SMALL_TALK_WORDS = (
+    frozenset(tokenize(" ".join((*SMALL_TALK, *SMALL_TALK_EXAMPLES, _CLOSED_CLASS)))) | _CONTRACTION_TAILS
+)
 
 
 def subject_words(request: str) -> list[str]:
