@@ -40,12 +40,11 @@ from transformers import AutoModel, AutoTokenizer
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
 from sk_toolfilter.retrieval.gloss import with_english_gloss
-from sk_toolfilter.retrieval.local_models import TOOL_SIDE_MODEL_ID
+from sk_toolfilter.retrieval.local_models import TOOL_SIDE_MODEL_ID, resolve_local_model
 from sk_toolfilter.retrieval.text import split_query_parts, split_request_clauses, split_request_intents
 from training import export
 from training.build_pairs import composed_queries, pseudo_queries, real_queries
 from training.sources import BENCHMARKS, SOURCES
-from training.teacher_weights import SHIPPED
 from training.train import Catalogs, base_model_dir, encode, optimizer_step, warmup_then_decay
 
 TEACHER = "minilm-l6-tools-v1"
@@ -98,16 +97,6 @@ def teacher_vectors(texts: list[str], teacher: str, log) -> np.ndarray:
     return np.concatenate(out)
 
 
-def teacher_onnx_file(teacher: str) -> Path:
-    """The int8 file of `teacher`: a folder holding ``model.onnx`` or a bundled model id."""
-    folder = Path(teacher)
-    if not (folder / "model.onnx").is_file():
-        folder = SHIPPED.parent / teacher
-    if not (folder / "model.onnx").is_file():
-        raise FileNotFoundError(f"teacher {teacher!r}: no model.onnx in that folder nor a bundled model of that id")
-    return folder / "model.onnx"
-
-
 def student_model(layers: list[int], start: str = "teacher", teacher: str = TEACHER):
     """`teacher`'s network (``start="teacher"``, rebuilt from its int8 file) or the general model's
     (``"general"``) cut to `layers` (indices into its six layers, kept in order). A leave-one-out
@@ -115,7 +104,8 @@ def student_model(layers: list[int], start: str = "teacher", teacher: str = TEAC
     if start == "teacher":
         from training.teacher_weights import teacher_model
 
-        model = teacher_model(teacher_onnx_file(teacher))
+        # The same model `teacher_vectors` embeds with: a shipped id or a folder with a model.json.
+        model = teacher_model(resolve_local_model(teacher).model_file)
     else:
         model = AutoModel.from_pretrained(str(base_model_dir()))
     model.encoder.layer = torch.nn.ModuleList([model.encoder.layer[i] for i in layers])
