@@ -50,12 +50,20 @@ FRESH_2 = ["morning!", "thanks so much", "is there anything else you can help wi
            "how's your day?", "no, I'm good", "yeah", "hold on a second", "good job", "that's all for now",
            "who built this?", "are you real?", "oops, my mistake", "hmm", "cool, thanks", "what do you think?",
            "let me think about it", "you're funny", "nah", "see ya"]  # fmt: skip
+# Written before the small-talk descriptions were extended to the dialogue acts of ISO 24617-2 (time
+# management, apologies and self-correction, questions about the assistant), measured before and after.
+FRESH_3 = ["hey, how's it going?", "thanks, that really helped", "wait a minute", "sorry, wrong window",
+           "what model are you?", "who created you?", "good evening", "talk to you later", "lmao",
+           "that's not what I meant", "can we start over?", "you there?", "never mind, I figured it out",
+           "nice one", "are you human?", "appreciate it!", "one sec", "cheers mate", "how old are you?",
+           "have a nice day"]  # fmt: skip
 SMALL_TALK_LISTS = {
     "tuning": TUNING,
     "held out": HELD_OUT,
     "held out 2": HELD_OUT_2,
     "fresh": FRESH,
     "fresh 2": FRESH_2,
+    "fresh 3": FRESH_3,
 }
 
 CONFIGS: dict[str, dict[str, Any]] = {
