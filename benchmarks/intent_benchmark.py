@@ -57,6 +57,11 @@ FRESH_3 = ["hey, how's it going?", "thanks, that really helped", "wait a minute"
            "that's not what I meant", "can we start over?", "you there?", "never mind, I figured it out",
            "nice one", "are you human?", "appreciate it!", "one sec", "cheers mate", "how old are you?",
            "have a nice day"]  # fmt: skip
+# Written with FRESH_3, measured only after the change FRESH_3's misses were read for: the clean figure.
+FRESH_4 = ["yo", "thank you kindly", "brb", "my bad", "who are you working for?", "are you an AI?",
+           "good night, talk tomorrow", "that makes sense", "hang on", "welcome back", "please hold",
+           "sorry about that", "you rock", "what's your purpose?", "where are you from?", "fine, thanks",
+           "I'm back", "forget it", "whoops", "what version are you?"]  # fmt: skip
 SMALL_TALK_LISTS = {
     "tuning": TUNING,
     "held out": HELD_OUT,
@@ -64,6 +69,7 @@ SMALL_TALK_LISTS = {
     "fresh": FRESH,
     "fresh 2": FRESH_2,
     "fresh 3": FRESH_3,
+    "fresh 4": FRESH_4,
 }
 
 CONFIGS: dict[str, dict[str, Any]] = {
