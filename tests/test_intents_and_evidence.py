@@ -304,3 +304,129 @@ async def test_a_request_no_tool_has_evidence_for_sends_only_the_pins_and_explai
     closest = [d for d in await manager.explain("Forget everything about Bob") if d.full_name not in DISCOVERY]
     assert len(closest) == 3 and not any(d.kept for d in closest)
     assert all("no evidence: cosine" in d.reason and "semantic_floor 0.99" in d.reason for d in closest), closest
+
+
+# Conversation the five descriptions missed: no word of it is in small talk's vocabulary, and none of it is
+# an exemplar (checked below); each is a paraphrase of CLINC's conversational intents or a dialogue act.
+CONVERSATION = [
+    "are you a robot?", "just a moment", "thanks a million", "sorry, my fault", "okay, understood",
+    "who is your creator?", "do you own a dog?", "give me a sec", "where do you live?",
+    "do you keep any pets at home?", "what company built you?", "how many years old are you?",
+]  # fmt: skip
+SHORT_TOOL_REQUESTS = {
+    "what's the weather like?": "Weather-current_weather",
+    "what's the forecast?": "Weather-forecast",
+    "create a folder": "Files-create_folder",
+    "post a greeting in the team channel": "Messaging-post_greeting",
+    "save a note about the meeting": "Files-save_note_file",
+}
+
+
+async def test_conversation_like_the_exemplars_sends_only_the_pins_and_explain_names_the_example(files_kernel):
+    from sk_toolfilter.retrieval.small_talk import load_exemplars
+
+    exemplars = {t.lower().strip("?!. ") for t in load_exemplars().texts}
+    assert not any(r.lower().strip("?!. ") in exemplars for r in CONVERSATION)  # paraphrases, not copies
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig())
+    for request in CONVERSATION:
+        assert set(await manager.filter_tools(request)) == DISCOVERY, request
+    # Three subject words: beyond the descriptions' reach, the exemplars decide, and explain names the closest.
+    cut = [d for d in await manager.explain("do you keep any pets at home?") if not d.kept]
+    assert cut and all("reads as small talk (like '" in d.reason for d in cut), cut
+    assert all("the closest request for a tool" in d.reason for d in cut), cut
+    # Short requests for a tool are compared with the same exemplars and still get their tool.
+    for request, tool in SHORT_TOOL_REQUESTS.items():
+        assert tool in await manager.filter_tools(request), request
+
+
+def test_names_numbers_quotations_and_other_scripts_are_content_marks():
+    from sk_toolfilter.retrieval.small_talk import content_marks
+
+    assert content_marks("Who does Alice work for?") == ["Alice"]
+    assert content_marks("Alice works at Contoso") == ["Contoso"]  # a sentence's first word may be any word
+    assert content_marks("ID 3726") == ["3726"]
+    assert content_marks('what does "hola" mean?') == ['"hola"']
+    assert content_marks("hey do 거실 에어컨 실행") == ["거실", "에어컨", "실행"]
+    assert content_marks("Привет") == ["Привет"]
+    for conversation in ["thanks. I'm back", "Hi! Are you an AI?", "你好", "ok, I'll wait", "café?"]:
+        assert content_marks(conversation) == [], conversation
+
+
+async def test_a_short_request_naming_someone_is_ranked_even_when_it_reads_like_an_exemplar(
+    files_kernel, monkeypatch
+):
+    from sk_toolfilter.retrieval import search
+
+    files_kernel.add_plugin(Memory(), "Memory")
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig())
+    # Close to CLINC's "who do you work for" and "what are your hobbies", but they name someone.
+    requests = ["Who does Alice work for?", "What are Alice's hobbies?"]
+    for request in requests:
+        assert not any("small talk" in d.reason for d in await manager.explain(request)), request
+    monkeypatch.setattr(search, "content_marks", lambda request: [])  # without the names: judged small talk
+    for request in requests:
+        assert any("small talk (like" in d.reason for d in await manager.explain(request)), request
+
+
+def test_the_exemplars_come_from_clinc150s_train_split_at_a_pinned_commit():
+    import json
+
+    from sk_toolfilter.retrieval.small_talk import EXEMPLARS_FILE, load_exemplars
+
+    content = json.loads(EXEMPLARS_FILE.read_text())
+    source = content["source"]
+    assert source["repository"] == "clinc/oos-eval" and len(source["commit"]) == 40
+    assert source["licence"].startswith("CC BY 3.0") and "train split" in source["file"]
+    exemplars = load_exemplars()
+    assert len(exemplars.no_tool) > 400 and len(exemplars.tool_request) > 2000
+    assert not set(exemplars.no_tool) & set(exemplars.tool_request)
+    # None of the benchmark's small-talk lists is among them (those lists measure the check).
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from intent_benchmark import SMALL_TALK_LISTS
+
+    lists = {r.lower().strip(" ?!.") for rs in SMALL_TALK_LISTS.values() for r in rs}
+    assert not lists & {t.lower().strip(" ?!.") for t in exemplars.texts}
+
+
+async def test_the_shipped_exemplar_vectors_are_what_the_request_encoder_gives():
+    import numpy as np
+
+    from sk_toolfilter import LocalEmbeddingGenerator
+    from sk_toolfilter.retrieval.encoders import embedding_model_id, query_encoder
+    from sk_toolfilter.retrieval.small_talk import load_exemplars, shipped_exemplar_vectors
+
+    for model in ["minilm-l6-tools-v1", "minilm-l2-tools-v1", "all-MiniLM-L6-v2-int8"]:
+        service = LocalEmbeddingGenerator(model=model)
+        stored = shipped_exemplar_vectors(embedding_model_id(query_encoder(service)), 384)
+        assert stored is not None, model
+        texts = load_exemplars().texts
+        sample = list(range(0, len(texts), 97))
+        fresh = service.embed_queries_sync([texts[i] for i in sample])
+        # Same texts, same encoder: int8 inference differs a little by CPU, so compare with a bound.
+        assert np.min(np.sum(stored[sample] * fresh, axis=1)) > 0.97, model
+    assert shipped_exemplar_vectors("some-other-model", 384) is None
+
+
+async def test_a_model_without_shipped_exemplar_vectors_embeds_them_once_and_judges_alike(files_kernel):
+    from sk_toolfilter import LocalEmbeddingGenerator
+    from sk_toolfilter.retrieval.small_talk import load_exemplars
+
+    calls: list[int] = []
+
+    class Counting(LocalEmbeddingGenerator):
+        """The general model under another name: no shipped vectors match it."""
+
+        async def generate_embeddings(self, texts, settings=None, **kwargs):
+            calls.append(len(texts))
+            return await super().generate_embeddings(texts, settings, **kwargs)
+
+    service = Counting(model="all-MiniLM-L6-v2-int8", ai_model_id="general-under-another-name")
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig(), embedding_service=service)
+    for request in ["are you a robot?", "thanks a million", "who is your creator?"]:
+        assert set(await manager.filter_tools(request)) == DISCOVERY, request
+    embedded_for_small_talk = sum(calls) - len(manager.index.tools)
+    assert embedded_for_small_talk < len(load_exemplars().texts) + 50  # once, not once per request
+    assert "Weather-forecast" in await manager.filter_tools("what's the forecast?")

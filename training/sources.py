@@ -98,3 +98,23 @@ EXTERNAL_CATALOGS: tuple[ExternalCatalog, ...] = (
         "pkg/github/__toolsnaps__/*.snap (one MCP tool schema each) -> pseudo-queries",
     ),
 )
+
+
+@dataclass(frozen=True)
+class UtteranceSource:
+    """A public set of labelled utterances (no tools): what small talk is compared with."""
+
+    repository: str
+    commit: str
+    licence: str
+    use: str
+
+
+# Read by ``training.small_talk_exemplars`` from a clone at the pinned commit (train split only).
+SMALL_TALK_SOURCE = UtteranceSource(
+    "clinc/oos-eval",
+    "828f8093932c8fe6ca7936c3d2e52903b1c523de",
+    "CC BY 3.0 (Larson et al., 2019, 'An Evaluation Dataset for Intent Classification and Out-of-Scope Prediction')",
+    "train split: utterances of 15 conversational intents (no tool) and of the 133 others but cancel and repeat "
+    "(tool requests) -> sk_toolfilter/retrieval/data/small_talk_exemplars.json",
+)

@@ -29,7 +29,7 @@ from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.names import NameMatcher
 from sk_toolfilter.retrieval.scoring import CatalogVectors, Precision
-from sk_toolfilter.retrieval.small_talk import SMALL_TALK
+from sk_toolfilter.retrieval.small_talk import SMALL_TALK, SmallTalkVectors, load_exemplars, shipped_exemplar_vectors
 
 logger = library_logger(__name__)
 
@@ -84,7 +84,7 @@ class ToolIndex:
         self._batcher = QueryBatcher(self._embed_batch)
         # Every request of an agent loop ranks the same turn request again: its vector is reused.
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._small_talk: np.ndarray | None = None
+        self._small_talk: SmallTalkVectors | None = None
         self.vectors_pending: str | None = None
         """Set while the tools' vectors are built in the background: why this index ranks with BM25."""
         self.fusion_weights = fitted_weights(embedding_service)
@@ -281,24 +281,47 @@ class ToolIndex:
 
         return await self.circuit.call(call)
 
-    async def small_talk_vectors(self) -> np.ndarray | None:
-        """The :data:`~sk_toolfilter.retrieval.small_talk.SMALL_TALK` descriptions embedded like tools
-        (once per index), or None without embeddings or when the service fails (then no request is
-        judged small talk)."""
+    async def small_talk_vectors(self) -> SmallTalkVectors | None:
+        """What small talk is judged against (once per index): the
+        :data:`~sk_toolfilter.retrieval.small_talk.SMALL_TALK` descriptions embedded like tools, and the
+        exemplars embedded like requests — precomputed for the shipped request encoders, else embedded
+        once here (through the disk cache when the service has one). None without embeddings or when the
+        service fails (then no request is judged small talk); without the exemplars when only they fail."""
         if self._small_talk is None and self.embedding_service is not None and self._vectors is not None:
             service, dims = self.embedding_service, self._vectors.shape[1]
 
-            async def call(timeout: float) -> np.ndarray:
+            async def descriptions(timeout: float) -> np.ndarray:
                 return await embed_texts(service, list(SMALL_TALK), timeout=timeout)
 
             try:
-                vectors = await self.circuit.call(call)
+                vectors = await self.circuit.call(descriptions)
             except EmbeddingServiceError as exc:
                 logger.debug("sk-toolfilter: small-talk descriptions not embedded (%s)", exc)
                 return None
             if vectors.shape[1] == dims:
-                self._small_talk = vectors
+                self._small_talk = SmallTalkVectors(vectors, *await self._exemplar_vectors(dims))
         return self._small_talk
+
+    async def _exemplar_vectors(self, dims: int) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+        """The small-talk exemplars' vectors (no-tool utterances, tool requests) by the request encoder."""
+        assert self.embedding_service is not None
+        encoder = query_encoder(self.embedding_service)
+        exemplars = load_exemplars()
+        vectors = shipped_exemplar_vectors(embedding_model_id(encoder), dims)
+        if vectors is None:
+
+            async def call(timeout: float) -> np.ndarray:
+                return await embed_texts(encoder, exemplars.texts, timeout=timeout)
+
+            try:
+                vectors = await self.circuit.call(call)
+            except EmbeddingServiceError as exc:
+                logger.debug("sk-toolfilter: small-talk exemplars not embedded (%s)", exc)
+                return None, None
+            if vectors.shape[1] != dims:
+                return None, None
+        split = len(exemplars.no_tool)
+        return vectors[:split], vectors[split:]
 
     def cosine_scores(self, query_vector: np.ndarray) -> np.ndarray:
         """Cosine similarity of every tool to a unit query vector (rows are unit vectors).

@@ -20,7 +20,13 @@ from sk_toolfilter.retrieval.fusion import (
 )
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
-from sk_toolfilter.retrieval.small_talk import MAX_SUBJECT_WORDS, judge_small_talk, subject_words
+from sk_toolfilter.retrieval.small_talk import (
+    MAX_EXEMPLAR_SUBJECT_WORDS,
+    MAX_SUBJECT_WORDS,
+    content_marks,
+    judge_small_talk,
+    subject_words,
+)
 from sk_toolfilter.retrieval.text import split_request_intents
 
 logger = library_logger(__name__)
@@ -120,11 +126,17 @@ async def rank_tools(
     no_tool_reason = None
     if vectors is not None and cosines is not None and config.no_tool_margin is not None:
         subjects = subject_words(query)
-        small_talk = await index.small_talk_vectors() if len(subjects) <= MAX_SUBJECT_WORDS else None
+        short = len(subjects) <= max(MAX_SUBJECT_WORDS, MAX_EXEMPLAR_SUBJECT_WORDS)
+        small_talk = await index.small_talk_vectors() if short else None
         if small_talk is not None:
             allowed_cosines = cosines if mask is None else cosines[mask]
             verdict = judge_small_talk(
-                vectors[0], small_talk, allowed_cosines, config.no_tool_margin, subjectless=not subjects
+                vectors[0],
+                small_talk,
+                allowed_cosines,
+                config.no_tool_margin,
+                subject_count=len(subjects),
+                marks=bool(content_marks(query)),
             )
             no_tool_reason = verdict.reason() if verdict is not None else None
     order = rank_order(final, limit).tolist()
@@ -133,8 +145,10 @@ async def rank_tools(
         final = np.maximum.reduce([s.final for s in scored])
 
     without_evidence = []
-    if not order and cosines is not None and no_tool_reason is None:
+    if not order and cosines is not None:
         without_evidence = _closest_without_evidence(index, cosines, mask, config, lexical=method == "hybrid")
+        if no_tool_reason is not None:  # small talk: that is the reason the user needs to read
+            without_evidence = [(name, f"{why}; and {no_tool_reason}") for name, why in without_evidence]
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     order = list(dict.fromkeys([*named, *order]))[:limit]
     named_set = set(named)
