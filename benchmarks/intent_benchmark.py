@@ -11,8 +11,15 @@ intent coverage. Small talk is measured on lists of 20 requests each: ``TUNING``
 choose ``no_tool_margin`` and the small-talk descriptions), ``HELD_OUT`` and ``HELD_OUT_2`` (held
 out when the margin was chosen; their misses were read when the subjectless rule was designed) and
 ``FRESH`` (written after that rule was final, before it was measured), ``FRESH_2`` (written before
-closed-class words were set aside, measured before and after). Tool and query embeddings
-are cached on disk, so re-runs only pay for ranking.
+closed-class words were set aside, measured before and after), ``FRESH_3`` and ``FRESH_4`` (written
+before the exemplars; FRESH_3's misses were read while they were built, FRESH_4 was measured only
+once they were final). None of these requests is an exemplar.
+
+With ``--clinc PATH`` (a clone of clinc/oos-eval) it also measures on CLINC150's validation and test
+splits — the exemplars come from its train split only — with and without the exemplars: how often
+its 15 conversational intents send a catalog tool, and how often its other intents' requests (each
+needs a tool) are judged small talk. Tool and query embeddings are cached on disk, so re-runs only
+pay for ranking.
 """
 
 from __future__ import annotations
@@ -112,7 +119,56 @@ def config_for(settings: dict[str, Any]) -> ToolFilterConfig:
     return ToolFilterConfig.model_validate({k: v for k, v in settings.items() if not k.startswith("_")})
 
 
-async def main(data: Path, model: str, datasets: list[str]) -> None:
+def read_clinc(clone: Path) -> dict[str, dict[str, list[str]]]:
+    """CLINC150's validation and test splits at the exemplars' commit: conversational / other requests."""
+    import json
+    import subprocess
+
+    from sk_toolfilter.retrieval.small_talk import EXEMPLARS_FILE
+
+    source = json.loads(EXEMPLARS_FILE.read_text())["source"]
+    show = ["git", "-C", str(clone), "show", f"{source['commit']}:data/data_full.json"]
+    full = json.loads(subprocess.run(show, capture_output=True, text=True, check=True).stdout)
+    conversational, either = set(source["no_tool_intents"]), {"cancel", "repeat"}
+    return {
+        split: {
+            "small talk": [t for t, intent in full[split] if intent in conversational],
+            "tool requests": [t for t, intent in full[split] if intent not in conversational | either],
+        }
+        for split in ("val", "test")
+    }
+
+
+class exemplars_enabled:
+    """Turn the exemplar check off (the descriptions and the subjectless rule still judge)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __enter__(self) -> None:
+        from sk_toolfilter.retrieval import small_talk
+
+        self._original = small_talk.EXEMPLAR_MARGIN
+        if not self.enabled:
+            small_talk.EXEMPLAR_MARGIN = float("inf")
+
+    def __exit__(self, *exc: object) -> None:
+        from sk_toolfilter.retrieval import small_talk
+
+        small_talk.EXEMPLAR_MARGIN = self._original
+
+
+async def clinc_rates(index: ToolIndex, clinc: dict[str, dict[str, list[str]]], config: ToolFilterConfig) -> list[str]:
+    cells = []
+    for requests in clinc.values():
+        sent = [await sends_a_tool(index, r, config) for r in requests["small talk"]]
+        rankings = [await rank_tools(index, r, config, limit=5) for r in requests["tool requests"]]
+        judged = [ranking.no_tool_reason is not None for ranking in rankings]
+        cells += [f"{np.mean(sent):.3f} ({len(sent)})", f"{np.mean(judged):.4f} ({len(judged)})"]
+    return cells
+
+
+async def main(data: Path, model: str, datasets: list[str], clinc_clone: Path | None = None) -> None:
     cache = EmbeddingCache(Path.home() / ".cache" / "sk-toolfilter" / "benchmarks")
     service = cached(LocalEmbeddingGenerator(model=model), cache)
     print(f"model {model}; recall@5 / complete@5 (queries) by tools needed; small talk: requests sending a tool\n")
@@ -120,6 +176,7 @@ async def main(data: Path, model: str, datasets: list[str]) -> None:
     columns = f"recall@5 | complete@5 | 1 | 2 | 3 | 4+ | small talk sending a tool ({lists}) | dev judged small talk"
     print(f"| dataset | configuration | {columns} |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    indexes: dict[str, ToolIndex] = {}
     for name in datasets:
         tools = [t for t, _ in load_catalog(data / name / "tools.jsonl")]
         queries = load_queries(data / name / "dev.jsonl")
@@ -137,6 +194,21 @@ async def main(data: Path, model: str, datasets: list[str]) -> None:
                 + f" | {result['judged_small_talk']}/{len(queries)} |",
                 flush=True,
             )
+        indexes[name] = index
+    if clinc_clone is None:
+        return
+    clinc = read_clinc(clinc_clone)
+    print("\nCLINC150 (the exemplars come from its train split): small talk sending a catalog tool, and requests")
+    print("of its other intents (each needs a tool) judged small talk")
+    print(
+        "| dataset | exemplars | val: small talk sending a tool | val: tool requests judged small talk | test | test |"
+    )  # noqa: E501
+    print("|---|---|---|---|---|---|")
+    for name, index in indexes.items():
+        for enabled in (False, True):
+            with exemplars_enabled(enabled):
+                cells = await clinc_rates(index, clinc, ToolFilterConfig())
+            print(f"| {name} | {'on (default)' if enabled else 'off'} | " + " | ".join(cells) + " |", flush=True)
 
 
 class steps_enabled:
@@ -165,5 +237,6 @@ if __name__ == "__main__":
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
     parser.add_argument("--model", default="minilm-l6-tools-v1")
     parser.add_argument("--datasets", default="metatool,bfcl,seal_tools,livemcpbench")
+    parser.add_argument("--clinc", type=Path, default=None, help="a clone of clinc/oos-eval (CLINC150)")
     args = parser.parse_args()
-    asyncio.run(main(args.data, args.model, [d for d in args.datasets.split(",") if d]))
+    asyncio.run(main(args.data, args.model, [d for d in args.datasets.split(",") if d], args.clinc))

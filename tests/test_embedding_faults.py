@@ -74,7 +74,8 @@ async def test_malformed_vectors_at_query_time_fall_back_to_bm25(tmp_path, hash_
 
 async def test_a_request_listing_actions_costs_one_embedding_call_and_falls_back_whole(tmp_path, hash_embedder):
     manager = await start(build_demo_kernel(str(tmp_path)), hash_embedder, timeout_seconds=0.3)
-    await manager.filter_tools("warm up")  # the first request also embeds the small-talk descriptions, once
+    await manager.filter_tools("warm up")  # the first request also embeds the small-talk descriptions, once,
+    await manager.index.small_talk_ready()  # and starts embedding the exemplars in the background
     for mode in ("ok", "hang"):
         history = ChatHistory()
         history.add_user_message(f"Send an email to bob, add 2 and 3, then tell me the time in Tokyo ({mode})")
@@ -143,6 +144,7 @@ async def test_a_slow_service_within_its_timeout_serves_a_thousand_concurrent_se
     # The reference rankings come from a twin index, so `manager` has no query vector to reuse yet.
     twin = await start(build_demo_kernel(str(tmp_path / "twin")), HashEmbedder(), timeout_seconds=1.0)
     sequential = {q: names(await rank_tools(twin.index, q, twin.config)) for q in set(queries)}
+    await manager.index.small_talk_ready()  # embedded once per index (a model without shipped vectors)
     hash_embedder.set_mode("ok", delay=0.2)
     calls = hash_embedder.calls
     rankings = await asyncio.gather(*(rank_tools(manager.index, q, manager.config) for q in queries))

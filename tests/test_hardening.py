@@ -97,7 +97,8 @@ def test_two_processes_sharing_a_cache_keep_both_writes(tmp_path):
 async def test_plugins_added_or_removed_are_reflected_in_the_next_selection(tmp_path, hash_embedder):
     kernel = build_demo_kernel(str(tmp_path / "s"))
     manager = await start(kernel, hash_embedder)
-    await manager.filter_tools("warm up")  # the first request also embeds the small-talk descriptions, once
+    await manager.filter_tools("warm up")  # the first request also embeds the small-talk descriptions, once,
+    await manager.index.small_talk_ready()  # and the exemplars in the background (no shipped vectors)
     before = hash_embedder.texts_embedded
     kernel.add_plugin(InvoicePlugin(), "Billing")
     assert (await manager.filter_tools("refund the invoice"))[0] == "Billing-refund_invoice"

@@ -189,13 +189,13 @@ def test_int8_vectors_score_close_to_float32_in_a_quarter_of_the_memory():
 
 
 def test_a_query_is_quantized_exactly_as_a_catalog_row():
-    from sk_toolfilter.retrieval.scoring import _quantize, _quantize_one
+    from sk_toolfilter.retrieval.scoring import _quantize_one, quantize_rows
 
     rng = np.random.default_rng(7)
     rows = rng.standard_normal((200, 384)).astype(np.float32)
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
     rows[0] = 0.0  # no peak: scale 1
-    codes, scales = _quantize(rows)
+    codes, scales = quantize_rows(rows)
     for row, expected_codes, expected_scale in zip(rows, codes, scales, strict=True):
         one_codes, one_scale = _quantize_one(row)
         assert one_codes.shape == (1, 384) and one_codes.dtype == np.int8

@@ -352,9 +352,7 @@ def test_names_numbers_quotations_and_other_scripts_are_content_marks():
         assert content_marks(conversation) == [], conversation
 
 
-async def test_a_short_request_naming_someone_is_ranked_even_when_it_reads_like_an_exemplar(
-    files_kernel, monkeypatch
-):
+async def test_a_short_request_naming_someone_is_ranked_even_when_it_reads_like_an_exemplar(files_kernel, monkeypatch):
     from sk_toolfilter.retrieval import search
 
     files_kernel.add_plugin(Memory(), "Memory")
@@ -423,10 +421,17 @@ async def test_a_model_without_shipped_exemplar_vectors_embeds_them_once_and_jud
             calls.append(len(texts))
             return await super().generate_embeddings(texts, settings, **kwargs)
 
-    service = Counting(model="all-MiniLM-L6-v2-int8", ai_model_id="general-under-another-name")
+    service = Counting(model="all-MiniLM-L6-v2-int8")
+    service.ai_model_id = "general-under-another-name"  # so that no shipped vectors match it
     manager = await create_tool_filter(files_kernel, ToolFilterConfig(), embedding_service=service)
-    for request in ["are you a robot?", "thanks a million", "who is your creator?"]:
-        assert set(await manager.filter_tools(request)) == DISCOVERY, request
-    embedded_for_small_talk = sum(calls) - len(manager.index.tools)
-    assert embedded_for_small_talk < len(load_exemplars().texts) + 50  # once, not once per request
+    request = "do you keep any pets at home?"  # three subject words: only an exemplar can tell
+    first = await manager.index.small_talk_vectors()
+    assert first is not None and first.no_tool is None  # embedding in the background; descriptions judge
+    ready = await manager.index.small_talk_ready()
+    assert ready is not None and ready.no_tool is not None
+    before = sum(calls)
+    for text in [request, "are you a robot?", "who is your creator?"]:
+        assert set(await manager.filter_tools(text)) == DISCOVERY, text
+    assert sum(calls) - before <= 3  # each request's own vector; the exemplars were embedded once
+    assert sum(calls) < len(load_exemplars().texts) + 200
     assert "Weather-forecast" in await manager.filter_tools("what's the forecast?")

@@ -14,9 +14,10 @@ from a local clone so a rebuild reads exactly the same texts:
 
 CLINC's validation and test splits are never read here: ``benchmarks/intent_benchmark.py`` measures
 on them, and on its own small-talk lists, none of which is an exemplar (the few CLINC utterances equal
-to one, "thank you!", "what's up", are left out). With ``--vectors`` it also writes the exemplars' vectors for the shipped request encoders
-(int8 codes and a scale per row, keyed by the encoder file's sha256), so no process embeds them at
-run time; any other embedding model embeds them once, at its first short request.
+to one, "thank you!", "what's up", are left out). With ``--vectors`` it also writes the exemplars'
+vectors for the shipped request encoders (int8 codes and a scale per row, with a digest of the texts),
+so no process embeds them at run time; any other embedding model embeds them once, at its first short
+request.
 
     python -m training.small_talk_exemplars --clinc PATH [--vectors]
 """

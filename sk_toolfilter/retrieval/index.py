@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -85,6 +87,8 @@ class ToolIndex:
         # Every request of an agent loop ranks the same turn request again: its vector is reused.
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._small_talk: SmallTalkVectors | None = None
+        self._small_talk_lock = asyncio.Lock()
+        self._exemplar_task: asyncio.Task[tuple[CatalogVectors, CatalogVectors] | None] | None = None
         self.vectors_pending: str | None = None
         """Set while the tools' vectors are built in the background: why this index ranks with BM25."""
         self.fusion_weights = fitted_weights(embedding_service)
@@ -150,6 +154,7 @@ class ToolIndex:
         )
         if previous is not None and previous.embedding_service is embedding_service:
             index._small_talk = previous._small_talk  # same service, same vectors: never embedded twice
+            index._exemplar_task = previous._exemplar_task
         return index
 
     @classmethod
@@ -283,45 +288,66 @@ class ToolIndex:
 
     async def small_talk_vectors(self) -> SmallTalkVectors | None:
         """What small talk is judged against (once per index): the
-        :data:`~sk_toolfilter.retrieval.small_talk.SMALL_TALK` descriptions embedded like tools, and the
-        exemplars embedded like requests — precomputed for the shipped request encoders, else embedded
-        once here (through the disk cache when the service has one). None without embeddings or when the
-        service fails (then no request is judged small talk); without the exemplars when only they fail."""
+        :data:`~sk_toolfilter.retrieval.small_talk.SMALL_TALK` descriptions embedded like tools and, when
+        ready, the exemplars embedded like requests. They are precomputed for the shipped request
+        encoders; another model embeds them once in the background (through the disk cache when the
+        service has one) and the descriptions alone judge until then (:meth:`small_talk_ready` waits).
+        None without embeddings or when the service fails (then no request is judged small talk)."""
         if self._small_talk is None and self.embedding_service is not None and self._vectors is not None:
-            service, dims = self.embedding_service, self._vectors.shape[1]
-
-            async def descriptions(timeout: float) -> np.ndarray:
-                return await embed_texts(service, list(SMALL_TALK), timeout=timeout)
-
-            try:
-                vectors = await self.circuit.call(descriptions)
-            except EmbeddingServiceError as exc:
-                logger.debug("sk-toolfilter: small-talk descriptions not embedded (%s)", exc)
-                return None
-            if vectors.shape[1] == dims:
-                self._small_talk = SmallTalkVectors(vectors, *await self._exemplar_vectors(dims))
+            async with self._small_talk_lock:  # concurrent first requests embed the descriptions once
+                if self._small_talk is None:
+                    self._small_talk = await self._first_small_talk_vectors(self._vectors.shape[1])
+        task = self._exemplar_task
+        if self._small_talk is not None and self._small_talk.no_tool is None and task is not None and task.done():
+            exemplars = None if task.cancelled() else task.result()
+            if exemplars is not None:
+                no_tool, tool_request = exemplars
+                self._small_talk = dataclasses.replace(self._small_talk, no_tool=no_tool, tool_request=tool_request)
         return self._small_talk
 
-    async def _exemplar_vectors(self, dims: int) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
-        """The small-talk exemplars' vectors (no-tool utterances, tool requests) by the request encoder."""
+    async def small_talk_ready(self) -> SmallTalkVectors | None:
+        """:meth:`small_talk_vectors` once the exemplars are embedded too (or have failed)."""
+        vectors = await self.small_talk_vectors()
+        if vectors is None or self._exemplar_task is None:
+            return vectors
+        await asyncio.wait({self._exemplar_task})
+        return await self.small_talk_vectors()
+
+    async def _first_small_talk_vectors(self, dims: int) -> SmallTalkVectors | None:
         assert self.embedding_service is not None
-        encoder = query_encoder(self.embedding_service)
-        exemplars = load_exemplars()
-        vectors = shipped_exemplar_vectors(embedding_model_id(encoder), dims)
-        if vectors is None:
+        service = self.embedding_service
 
-            async def call(timeout: float) -> np.ndarray:
-                return await embed_texts(encoder, exemplars.texts, timeout=timeout)
+        async def descriptions(timeout: float) -> np.ndarray:
+            return await embed_texts(service, list(SMALL_TALK), timeout=timeout)
 
-            try:
-                vectors = await self.circuit.call(call)
-            except EmbeddingServiceError as exc:
-                logger.debug("sk-toolfilter: small-talk exemplars not embedded (%s)", exc)
-                return None, None
-            if vectors.shape[1] != dims:
-                return None, None
-        split = len(exemplars.no_tool)
-        return vectors[:split], vectors[split:]
+        try:
+            vectors = await self.circuit.call(descriptions)
+        except EmbeddingServiceError as exc:
+            logger.debug("sk-toolfilter: small-talk descriptions not embedded (%s)", exc)
+            return None
+        if vectors.shape[1] != dims:
+            return None
+        encoder = query_encoder(service)
+        shipped = shipped_exemplar_vectors(embedding_model_id(encoder), dims)
+        if shipped is not None:
+            return SmallTalkVectors(vectors, *_split_exemplars(shipped))
+        self._exemplar_task = asyncio.create_task(self._embed_exemplars(encoder, dims))
+        return SmallTalkVectors(vectors)
+
+    async def _embed_exemplars(
+        self, encoder: EmbeddingService, dims: int
+    ) -> tuple[CatalogVectors, CatalogVectors] | None:
+        """The exemplars embedded by `encoder` (a model without shipped vectors), or None when it fails."""
+
+        async def call(timeout: float) -> np.ndarray:
+            return await embed_texts(encoder, load_exemplars().texts, batch_size=EXEMPLAR_BATCH, timeout=timeout)
+
+        try:
+            vectors = await self.circuit.call(call)
+        except EmbeddingServiceError as exc:
+            logger.debug("sk-toolfilter: small-talk exemplars not embedded; descriptions alone judge (%s)", exc)
+            return None
+        return _split_exemplars(vectors) if vectors.shape[1] == dims else None
 
     def cosine_scores(self, query_vector: np.ndarray) -> np.ndarray:
         """Cosine similarity of every tool to a unit query vector (rows are unit vectors).
@@ -408,3 +434,13 @@ def known_vectors(
     zero = np.zeros(size, dtype=np.float32)
     missing = np.array([v is None for v in vectors], dtype=bool)
     return np.stack([zero if v is None else v for v in vectors]).astype(np.float32), missing
+
+
+EXEMPLAR_BATCH = 256
+"""Exemplars per service call when a model without shipped vectors embeds them (a few calls, not 50)."""
+
+
+def _split_exemplars(vectors: np.ndarray) -> tuple[CatalogVectors, CatalogVectors]:
+    """The exemplars' vectors as (no-tool utterances, tool requests), each scored row by row."""
+    split = len(load_exemplars().no_tool)
+    return CatalogVectors(vectors[:split]), CatalogVectors(vectors[split:])

@@ -27,7 +27,7 @@ class CatalogVectors:
         self.precision: Precision = precision
         self.shape: tuple[int, int] = (int(vectors.shape[0]), int(vectors.shape[1]))
         if precision == "int8":
-            self._codes, self._scale = _quantize(vectors)
+            self._codes, self._scale = quantize_rows(vectors)
             self._vectors: np.ndarray | None = None
         else:
             self._vectors = vectors
@@ -58,7 +58,7 @@ class CatalogVectors:
         return dots
 
 
-def _quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def quantize_rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """int8 codes with each row's largest component at ±127, and each row's scale (float32)."""
     peak = np.maximum(vectors.max(axis=1), -vectors.min(axis=1))
     scale = np.where(peak > 0, peak / CODE_MAX, 1.0).astype(np.float32)
@@ -70,7 +70,7 @@ def _quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _quantize_one(vector: np.ndarray) -> tuple[np.ndarray, np.float32]:
-    """:func:`_quantize` of one query vector (the same codes and scale) in a few small operations:
+    """:func:`quantize_rows` of one query vector (the same codes and scale) in a few small operations:
     its blocks and temporaries cost more than the work for a single row."""
     peak = np.abs(vector).max()
     scale = peak / np.float32(CODE_MAX) if peak > 0 else np.float32(1.0)

@@ -14,15 +14,14 @@ request, each of which needs a tool, is subjectless).
 
 Small talk has no subject: a request with more than :data:`MAX_SUBJECT_WORDS` words outside
 English stopwords and the small-talk descriptions' own words ("Remember that Alice works at
-Contoso", "Forget everything about Bob") is about something, and is never judged small talk however
-weakly the encoder links it to a tool: a catalog the encoder never saw is ranked as usual (the
-other signals, BM25 and the request's parts, still count) rather than sent nothing.
+Contoso", "Forget everything about Bob") is about something, and the descriptions never judge it
+small talk however weakly the encoder links it to a tool: a catalog the encoder never saw is ranked
+as usual (the other signals, BM25 and the request's parts, still count) rather than sent nothing.
+Only the examples below may judge a request of up to :data:`MAX_EXEMPLAR_SUBJECT_WORDS` subject
+words, and never one that names someone or something (:func:`content_marks`).
 
 The descriptions, the margin and the subject-word limit were chosen on a list of 20 small-talk
-requests and the dev halves (docs: intents and evidence): 1 of the dev sets' 4,138 requests is cut
-this way with the general model, none with the shipped one (24 before the subject-word rule); of 20
-small-talk requests written before the closed-class words were set aside, 11–14 % still send a catalog
-tool with them (65–81 % of another such list without the check).
+requests and the dev halves (docs: intents and evidence).
 
 **Examples of conversation.** A short request is also compared with utterances that need no tool and
 with short requests that do (:func:`load_exemplars`: CLINC150's train split, CC BY 3.0, and a few
@@ -32,7 +31,8 @@ no content marks (:func:`content_marks`: a name, a number, a quotation, a word i
 does not read), its closest no-tool utterance is :data:`EXEMPLAR_MARGIN` closer than its closest tool
 request, and :data:`EXEMPLAR_OVER_TOOL` closer than its best tool. Chosen on CLINC's validation split
 and the dev halves; measured on CLINC's test split and lists written before the change
-(``benchmarks/intent_benchmark.py``).
+(``benchmarks/intent_benchmark.py``): on CLINC's test split, small talk sending a catalog tool fell from
+59 % to 7 % (shipped model); 3 of the dev halves' 4,138 requests are judged small talk.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from sk_toolfilter.retrieval.gloss import with_english_gloss
+from sk_toolfilter.retrieval.scoring import CatalogVectors, quantize_rows
 from sk_toolfilter.retrieval.text import CJK_RUN, tokenize
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -165,12 +166,10 @@ def _vectors_file(request_model_id: str) -> Path:
 
 def save_exemplar_vectors(request_model_id: str, vectors: np.ndarray) -> Path:
     """Keep the exemplars' vectors for a shipped request encoder (int8 codes and a scale per row)."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    scales = np.maximum(np.abs(vectors).max(axis=1), 1e-12) / 127.0
-    codes = np.clip(np.rint(vectors / scales[:, None]), -127, 127).astype(np.int8)
+    codes, scales = quantize_rows(np.asarray(vectors, dtype=np.float32))
     path = _vectors_file(request_model_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(path, codes=codes, scales=scales.astype(np.float32), digest=load_exemplars().digest)
+    np.savez_compressed(path, codes=codes, scales=scales, digest=load_exemplars().digest)
     return path
 
 
@@ -190,11 +189,11 @@ def shipped_exemplar_vectors(request_model_id: str, dimensions: int) -> np.ndarr
 @dataclass(frozen=True)
 class SmallTalkVectors:
     """What a request is compared with: the :data:`SMALL_TALK` descriptions (embedded like tools) and,
-    when available, the exemplars (embedded like requests)."""
+    when available, the exemplars (embedded like requests; scored row by row, never through BLAS)."""
 
     descriptions: np.ndarray
-    no_tool: np.ndarray | None = None
-    tool_request: np.ndarray | None = None
+    no_tool: CatalogVectors | None = None
+    tool_request: CatalogVectors | None = None
 
 
 def may_be_small_talk(request: str) -> bool:
@@ -247,23 +246,18 @@ def judge_small_talk(
     query = np.asarray(query_vector, dtype=np.float32)
     best_tool = float(np.max(tool_cosines))
     if subject_count <= MAX_SUBJECT_WORDS and small_talk.descriptions.size:
-        similarities = small_talk.descriptions @ query
+        similarities = np.vecdot(small_talk.descriptions, query)
         closest = int(np.argmax(similarities))
         if subject_count == 0 or float(similarities[closest]) > best_tool + margin:
             description = SMALL_TALK[closest]
             return SmallTalkVerdict(float(similarities[closest]), best_tool, description, subject_count == 0)
-    if (
-        marks
-        or subject_count > MAX_EXEMPLAR_SUBJECT_WORDS
-        or small_talk.no_tool is None
-        or small_talk.tool_request is None
-        or not small_talk.no_tool.size
-        or not small_talk.tool_request.size
-    ):
+    if marks or subject_count > MAX_EXEMPLAR_SUBJECT_WORDS:
         return None
-    no_tool = small_talk.no_tool @ query
+    if small_talk.no_tool is None or small_talk.tool_request is None:
+        return None
+    no_tool = small_talk.no_tool.scores(query)
     closest = int(np.argmax(no_tool))
-    nearest, tool_request = float(no_tool[closest]), float(np.max(small_talk.tool_request @ query))
+    nearest, tool_request = float(no_tool[closest]), float(np.max(small_talk.tool_request.scores(query)))
     if nearest < tool_request + EXEMPLAR_MARGIN or nearest < best_tool + EXEMPLAR_OVER_TOOL:
         return None
     return SmallTalkVerdict(nearest, best_tool, load_exemplars().no_tool[closest], tool_request=tool_request)
