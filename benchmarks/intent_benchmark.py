@@ -202,7 +202,7 @@ async def main(data: Path, model: str, datasets: list[str], clinc_clone: Path | 
     print("of its other intents (each needs a tool) judged small talk")
     print(
         "| dataset | exemplars | val: small talk sending a tool | val: tool requests judged small talk | test | test |"
-    )  # noqa: E501
+    )
     print("|---|---|---|---|---|---|")
     for name, index in indexes.items():
         for enabled in (False, True):

@@ -244,3 +244,27 @@ async def test_an_http_server_that_is_not_there_fails_fast_without_echoing_crede
     assert "ConnectError" in message or "connect" in message.lower()
     for secret in ("s3cret", "k3y", "hunter2"):
         assert secret not in message
+
+
+# ------------------------------------------------------------------------------- weak evidence
+async def test_a_lone_incidental_word_sends_no_tool_the_encoder_finds_unrelated(tmp_path):
+    """Six registry servers in one agent (the issue's setting). "Remember that Alice works at Contoso as a
+    data engineer" reaches no tool's semantic floor; BM25 alone matched "data" in the gzip tool's text and
+    "working" in git's, and sent them. A shared word now counts only where the encoder agrees: only the
+    pins are sent, and explain says why the word-sharing tool was not enough."""
+    from sk_toolfilter.agents.agent import open_toolset
+
+    everything = cases(tmp_path)
+    spec = parse_agent(
+        {"name": "six", "tools": [{"type": "mcp", "name": NAMES[s], **everything[s].source} for s in NAMES]},
+        base_dir=tmp_path,
+    )
+    async with await open_toolset(spec) as tools:
+        for request in ["Remember that Alice works at Contoso as a data engineer", "Forget everything about Bob"]:
+            selection = await tools.manager.select(request)
+            assert all(n.startswith("ToolSearch-") for n in selection.names), (request, selection.names)
+        decisions = await tools.manager.explain("Remember that Alice works at Contoso as a data engineer")
+        gzip = [d for d in decisions if d.full_name == "Everything-gzip-file-as-resource"]
+        assert gzip and "a shared word is not enough" in gzip[0].reason, decisions
+        # A request the encoder links is ranked as before.
+        assert "Memory-create_entities" in (await tools.manager.select("create entities in the knowledge graph")).names
