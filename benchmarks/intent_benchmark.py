@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 
@@ -139,23 +141,11 @@ def read_clinc(clone: Path) -> dict[str, dict[str, list[str]]]:
     }
 
 
-class exemplars_enabled:
+def exemplars_enabled(enabled: bool) -> contextlib.AbstractContextManager[object]:
     """Turn the exemplar check off (the descriptions and the subjectless rule still judge)."""
+    from sk_toolfilter.retrieval import small_talk
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-
-    def __enter__(self) -> None:
-        from sk_toolfilter.retrieval import small_talk
-
-        self._original = small_talk.EXEMPLAR_MARGIN
-        if not self.enabled:
-            small_talk.EXEMPLAR_MARGIN = float("inf")
-
-    def __exit__(self, *exc: object) -> None:
-        from sk_toolfilter.retrieval import small_talk
-
-        small_talk.EXEMPLAR_MARGIN = self._original
+    return contextlib.nullcontext() if enabled else patch.object(small_talk, "EXEMPLAR_MARGIN", float("inf"))
 
 
 async def clinc_rates(index: ToolIndex, clinc: dict[str, dict[str, list[str]]], config: ToolFilterConfig) -> list[str]:
@@ -211,25 +201,14 @@ async def main(data: Path, model: str, datasets: list[str], clinc_clone: Path | 
             print(f"| {name} | {'on (default)' if enabled else 'off'} | " + " | ".join(cells) + " |", flush=True)
 
 
-class steps_enabled:
+def steps_enabled(enabled: bool) -> contextlib.AbstractContextManager[object]:
     """Turn step boundaries off for the 'before' row (the previous splitter: sentences only)."""
+    from sk_toolfilter.retrieval import search, text
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+    def sentences_only(request: str, minimum: int) -> list[str]:
+        return parts if len(parts := text.split_query_parts(request)) >= minimum else []
 
-    def __enter__(self) -> None:
-        from sk_toolfilter.retrieval import search, text
-
-        self._original = search.split_request_intents
-        if not self.enabled:
-            search.split_request_intents = lambda request, minimum: (  # type: ignore[assignment]
-                parts if len(parts := text.split_query_parts(request)) >= minimum else []
-            )
-
-    def __exit__(self, *exc: object) -> None:
-        from sk_toolfilter.retrieval import search
-
-        search.split_request_intents = self._original  # type: ignore[assignment]
+    return contextlib.nullcontext() if enabled else patch.object(search, "split_request_intents", sentences_only)
 
 
 if __name__ == "__main__":
