@@ -359,7 +359,7 @@ async def test_a_short_request_naming_someone_is_ranked_even_when_it_reads_like_
     manager = await create_tool_filter(files_kernel, ToolFilterConfig())
     # Close to CLINC's "who do you work for" and "what are your hobbies", but they name someone.
     requests = ["Who does Alice work for?", "What are Alice's hobbies?"]
-    for request in requests:
+    for request in [*requests, "Where is Bob from?", "How old is Carol?"]:  # the last two: one subject word
         assert not any("small talk" in d.reason for d in await manager.explain(request)), request
     monkeypatch.setattr(search, "content_marks", lambda request: [])  # without the names: judged small talk
     for request in requests:

@@ -236,9 +236,10 @@ def judge_small_talk(
     subject_count: int,
     marks: bool = False,
 ) -> SmallTalkVerdict | None:
-    """A verdict when the request is small talk, else None: it names nothing (`subject_count` 0); or
-    it has at most :data:`MAX_SUBJECT_WORDS` subject words and is closer to a :data:`SMALL_TALK`
-    description than to the best tool + `margin`; or, without content `marks` and with at most
+    """A verdict when the request is small talk, else None: it names nothing (`subject_count` 0); or,
+    without content `marks` (a name, a number, …: :func:`content_marks`), it has at most
+    :data:`MAX_SUBJECT_WORDS` subject words and is closer to a :data:`SMALL_TALK` description than to
+    the best tool + `margin`; or, again without content `marks` and with at most
     :data:`MAX_EXEMPLAR_SUBJECT_WORDS` subject words, its closest no-tool exemplar beats its closest
     tool request by :data:`EXEMPLAR_MARGIN` and its best tool by :data:`EXEMPLAR_OVER_TOOL`."""
     if tool_cosines.size == 0:
@@ -248,7 +249,7 @@ def judge_small_talk(
     if subject_count <= MAX_SUBJECT_WORDS and small_talk.descriptions.size:
         similarities = np.vecdot(small_talk.descriptions, query)
         closest = int(np.argmax(similarities))
-        if subject_count == 0 or float(similarities[closest]) > best_tool + margin:
+        if subject_count == 0 or (not marks and float(similarities[closest]) > best_tool + margin):
             description = SMALL_TALK[closest]
             return SmallTalkVerdict(float(similarities[closest]), best_tool, description, subject_count == 0)
     if marks or subject_count > MAX_EXEMPLAR_SUBJECT_WORDS:
