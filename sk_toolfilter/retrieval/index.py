@@ -299,7 +299,7 @@ class ToolIndex:
                     self._small_talk = await self._first_small_talk_vectors(self._vectors.shape[1])
         task = self._exemplar_task
         if self._small_talk is not None and self._small_talk.no_tool is None and task is not None and task.done():
-            exemplars = None if task.cancelled() else task.result()
+            exemplars = None if task.cancelled() or task.exception() is not None else task.result()
             if exemplars is not None:
                 no_tool, tool_request = exemplars
                 self._small_talk = dataclasses.replace(self._small_talk, no_tool=no_tool, tool_request=tool_request)
