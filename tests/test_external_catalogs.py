@@ -85,3 +85,30 @@ def test_the_registry_is_read_at_the_pinned_commit_without_benchmark_tools(tmp_p
         "empty": 1,
     }
     assert (tmp_path / "out" / "mcp_registry" / "dev.jsonl").read_text() == ""  # tool texts only, no requests
+
+
+def test_small_talk_exemplars_come_from_clincs_train_split_at_the_pinned_commit(tmp_path):
+    from training import small_talk_exemplars as builder
+
+    repo = tmp_path / "clinc"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+
+    def split(prefix: str) -> list[list[str]]:
+        rows = [[f"{prefix} {intent} {i}", intent] for intent in builder.NO_TOOL_INTENTS for i in range(40)]
+        rows += [[f"{prefix} book a table {i}", "restaurant_reservation"] for i in range(30)]
+        rows += [[f"{prefix} cancel that {i}", "cancel"] for i in range(5)]
+        return rows
+
+    data = {"train": split("train"), "val": split("val"), "test": split("test")}
+    data["train"].append(["thanks!", "thank_you"])  # a measured small-talk request: never an exemplar
+    pinned = _commit(repo, {"data/data_full.json": data}, "pinned")
+    _commit(repo, {"data/data_full.json": {"train": [["later", "greeting"]], "val": [], "test": []}}, "later")
+    content = builder.exemplars(builder.read_clinc(repo, pinned))
+    texts = content["no_tool"] + content["tool_request"]
+    written_here = {t for acts in builder.DIALOGUE_ACTS.values() for t in acts}
+    assert all(t.startswith("train ") or t in written_here for t in texts)  # never val, test or a later commit
+    assert sum(t.startswith("train ") for t in content["no_tool"]) == 30 * len(builder.NO_TOOL_INTENTS)
+    assert len(content["tool_request"]) == 20 and not any("cancel" in t for t in texts)  # 'cancel' is either
+    assert "thanks!" not in texts and "later" not in texts
+    assert content["source"]["commit"] == builder.SMALL_TALK_SOURCE.commit

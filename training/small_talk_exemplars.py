@@ -30,6 +30,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from training.sources import SMALL_TALK_SOURCE
 
@@ -93,7 +94,7 @@ def read_clinc(clone: Path, commit: str = SMALL_TALK_SOURCE.commit) -> dict[str,
     return json.loads(text)
 
 
-def exemplars(clinc: dict[str, list[list[str]]]) -> dict[str, object]:
+def exemplars(clinc: dict[str, list[list[str]]]) -> dict[str, Any]:
     """The exemplar file's content: source, counts and both lists (train split only)."""
     by_intent: dict[str, list[str]] = {}
     for text, intent in clinc["train"]:
@@ -128,16 +129,18 @@ def exemplars(clinc: dict[str, list[list[str]]]) -> dict[str, object]:
     }
 
 
-def write_vectors(content: dict[str, object]) -> None:
+def write_vectors(content: dict[str, Any]) -> None:
     """The exemplars' vectors for every shipped request encoder (what the index would embed)."""
     import numpy as np
 
     from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
     from sk_toolfilter.retrieval.encoders import embedding_model_id, query_encoder
     from sk_toolfilter.retrieval.local_models import shipped_models
-    from sk_toolfilter.retrieval.small_talk import exemplar_texts, save_exemplar_vectors
+    from sk_toolfilter.retrieval.small_talk import load_exemplars, save_exemplar_vectors
 
-    texts = exemplar_texts(content)
+    load_exemplars.cache_clear()  # the file just written
+    texts = load_exemplars().texts
+    assert texts == [*content["no_tool"], *content["tool_request"]]
     for model_id in shipped_models():
         service = LocalEmbeddingGenerator(model=model_id)
         if service.query_encoder is None and model_id != "all-MiniLM-L6-v2-int8":

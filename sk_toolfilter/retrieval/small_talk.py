@@ -146,16 +146,11 @@ class Exemplars:
         return hashlib.sha256("\n".join(self.texts).encode()).hexdigest()
 
 
-def exemplar_texts(content: dict) -> list[str]:
-    """Every exemplar of an exemplar file's `content`, no-tool utterances first."""
-    return [*content["no_tool"], *content["tool_request"]]
-
-
 @lru_cache(maxsize=1)
 def load_exemplars() -> Exemplars:
-    """The exemplars shipped in ``retrieval/data/small_talk_exemplars.json``: 450 utterances of CLINC150's
-    15 conversational intents (its train split; CC BY 3.0, see the file's ``source``) and 44 written for
-    the ISO 24617-2 dialogue acts CLINC lacks, against 2,660 requests of its 133 other intents."""
+    """The exemplars shipped in ``retrieval/data/small_talk_exemplars.json``: 476 utterances that need no
+    tool (CLINC150's train split, 15 conversational intents; CC BY 3.0, see the file's ``source``; and 44
+    written for the ISO 24617-2 dialogue acts CLINC lacks) and 2,660 requests of its 133 other intents."""
     content = json.loads(EXEMPLARS_FILE.read_text(encoding="utf-8"))
     return Exemplars(tuple(content["no_tool"]), tuple(content["tool_request"]))
 
