@@ -441,6 +441,7 @@ EXEMPLAR_BATCH = 256
 
 
 def _split_exemplars(vectors: np.ndarray) -> tuple[CatalogVectors, CatalogVectors]:
-    """The exemplars' vectors as (no-tool utterances, tool requests), each scored row by row."""
+    """The exemplars' vectors as (no-tool utterances, tool requests), each scored row by row at int8
+    (~4x faster than float32 over 3,136 rows; scores move by ~1e-3 against margins of 0.05 and 0.10)."""
     split = len(load_exemplars().no_tool)
-    return CatalogVectors(vectors[:split]), CatalogVectors(vectors[split:])
+    return CatalogVectors(vectors[:split], "int8"), CatalogVectors(vectors[split:], "int8")

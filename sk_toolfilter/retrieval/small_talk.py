@@ -253,7 +253,10 @@ def judge_small_talk(
         return None
     no_tool = small_talk.no_tool.scores(query)
     closest = int(np.argmax(no_tool))
-    nearest, tool_request = float(no_tool[closest]), float(np.max(small_talk.tool_request.scores(query)))
-    if nearest < tool_request + EXEMPLAR_MARGIN or nearest < best_tool + EXEMPLAR_OVER_TOOL:
+    nearest = float(no_tool[closest])
+    if nearest < best_tool + EXEMPLAR_OVER_TOOL:
+        return None  # most short requests for a tool end here, before the 2,660 tool requests are scored
+    tool_request = float(np.max(small_talk.tool_request.scores(query)))
+    if nearest < tool_request + EXEMPLAR_MARGIN:
         return None
     return SmallTalkVerdict(nearest, best_tool, load_exemplars().no_tool[closest], tool_request=tool_request)
