@@ -34,7 +34,8 @@ from sk_toolfilter.basics.redaction import library_logger
 
 logger = library_logger(__name__)
 
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+"""A run of Han characters: the text this module glosses."""
 _LONGEST_WORD = 8
 # Grammatical particles: a gloss of "of; ~'s" or "and" after every noun only adds noise.
 _PARTICLES = frozenset("的了和与及或等在是为将以从对之其被把来由并且也所着过吗呢吧啊")
@@ -130,12 +131,12 @@ def _gloss_run(run: str) -> str:
 
 def english_gloss(text: str) -> str:
     """The English gloss of the Han-character runs of `text`, in order ("" without any)."""
-    return " ".join(gloss for gloss in map(_gloss_run, _HAN.findall(text)) if gloss)
+    return " ".join(gloss for gloss in map(_gloss_run, HAN_RUN.findall(text)) if gloss)
 
 
 def with_english_gloss(text: str) -> str:
     """`text`, followed by ``(gloss)`` when it contains Han characters the dictionary knows."""
-    if not _HAN.search(text):
+    if not HAN_RUN.search(text):
         return text
     gloss = english_gloss(text)
     return f"{text} ({gloss})" if gloss else text

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sk_toolfilter.retrieval.gloss import with_english_gloss
+from sk_toolfilter.retrieval.gloss import HAN_RUN, with_english_gloss
 from sk_toolfilter.retrieval.scoring import CatalogVectors, quantize_rows
 from sk_toolfilter.retrieval.text import CJK_RUN, tokenize
 
@@ -109,7 +109,6 @@ _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+)\W*(\w+)")
 _TITLE_WORD = re.compile(r"\b[A-Z][a-z]+(?:'[a-z]+)?\b")
 _QUOTATION = re.compile(r"[\"“][^\"”]+[\"”]|(?<!\w)'[^']+'(?!\w)")
 _LETTERS = re.compile(r"[^\W\d_]+")
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _FIRST_PERSON = frozenset({"I", "I'm", "I'd", "I'll", "I've"})
 
 
@@ -120,7 +119,7 @@ def content_marks(request: str) -> list[str]:
     text = request[:MAX_READ_CHARS]
     starts = {m.start(1) for m in _SENTENCE_START.finditer(text)}
     names = [m.group() for m in _TITLE_WORD.finditer(text) if m.start() not in starts]
-    other_scripts = [w for w in _LETTERS.findall(text) if any(ord(c) > 0x24F for c in w) and not _HAN.search(w)]
+    other_scripts = [w for w in _LETTERS.findall(text) if any(ord(c) > 0x24F for c in w) and not HAN_RUN.search(w)]
     return [
         *re.findall(r"\d+", text),
         *_QUOTATION.findall(text),
