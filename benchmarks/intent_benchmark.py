@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -122,16 +123,13 @@ def config_for(settings: dict[str, Any]) -> ToolFilterConfig:
 
 
 def read_clinc(clone: Path) -> dict[str, dict[str, list[str]]]:
-    """CLINC150's validation and test splits at the exemplars' commit: conversational / other requests."""
-    import json
-    import subprocess
+    """CLINC150's validation and test splits at the exemplars' pinned commit (read as the exemplar
+    builder reads its train split): conversational requests, and the other intents' requests."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's training package
+    from training import small_talk_exemplars as builder
 
-    from sk_toolfilter.retrieval.small_talk import EXEMPLARS_FILE
-
-    source = json.loads(EXEMPLARS_FILE.read_text())["source"]
-    show = ["git", "-C", str(clone), "show", f"{source['commit']}:data/data_full.json"]
-    full = json.loads(subprocess.run(show, capture_output=True, text=True, check=True).stdout)
-    conversational, either = set(source["no_tool_intents"]), {"cancel", "repeat"}
+    full = builder.read_clinc(clone)
+    conversational, either = set(builder.NO_TOOL_INTENTS), set(builder.EITHER)
     return {
         split: {
             "small talk": [t for t, intent in full[split] if intent in conversational],
