@@ -189,6 +189,11 @@ class AgentLoopConfig(StrictConfig):
         default=1, ge=1, description="... and in at least this many turns (1: learn from the first turns on)."
     )
     co_usage_anchors: int = Field(default=3, ge=0, le=20, description="Best-ranked tools whose companions count.")
+    lookup_tools: bool = Field(
+        default=True,
+        description="Add the lookup tools that give a best-ranked tool's required parameters (read from the "
+        "schemas: get_zipcode_based_on_city for estimate_distance(cityA: zipcode)) while no past turn used it.",
+    )
     co_usage_file: str | None = Field(
         default=None,
         description="JSON file that keeps what co_usage learned across restarts (tool names and a fingerprint "

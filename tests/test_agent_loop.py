@@ -259,3 +259,59 @@ def test_a_relative_co_usage_file_in_an_agent_file_is_relative_to_the_file(tmp_p
         base_dir=tmp_path,
     )
     assert spec.tool_filtering.agent_loop.co_usage_file == str(tmp_path / "state" / "co.json")
+
+
+class Shop:
+    def __init__(self) -> None:
+        self.refunded: list[str] = []
+
+    @kernel_function(description="Refund an order to the customer's card.")
+    def refund_order(self, order_id: Annotated[str, "ID of the order to refund."]) -> str:
+        self.refunded.append(order_id)
+        return "refunded"
+
+    @kernel_function(description="Get the customer's order history: every order with its id, items and date.")
+    def get_order_history(self) -> str:
+        return '[{"id": "A17", "items": ["blue jacket"], "date": "last Tuesday"}]'
+
+    @kernel_function(description="Return policy of the shop: how many days a customer has to return an item.")
+    def return_policy(self) -> str:
+        return "30 days"
+
+
+async def test_a_lookup_that_gives_the_best_tools_argument_is_offered_from_the_first_step(loop_kernel, caplog):
+    # The request names the goal; the order id the refund needs comes from a lookup the request never
+    # mentions. A fresh filter (nothing learned): only the schemas link the two.
+    shop = Shop()
+    loop_kernel.add_plugin(shop, "Shop")
+    steps = [("Shop-get_order_history", {}), ("Shop-refund_order", {"order_id": "A17"})]
+    transport = RecordingTransport([*(tool_call_reply(step) for step in steps), text_reply("Refunded.")])
+    history = ChatHistory()
+    history.add_user_message("Refund the blue jacket I bought last week.")
+
+    without = await create_tool_filter(loop_kernel, ToolFilterConfig(agent_loop={"lookup_tools": False}))
+    assert "Shop-get_order_history" not in (await without.select_for_history(history)).names
+    manager = await create_tool_filter(loop_kernel, ToolFilterConfig())
+    selection = await manager.select_for_history(history)
+    reasons = {d.full_name: d.reason for d in selection.decisions if d.kept}
+    assert selection.names[0] == "Shop-refund_order"
+    assert reasons["Shop-get_order_history"] == "kept: gives 'order_id' of Shop-refund_order"
+
+    service = wrap_chat_service(offline_chat_service(transport), manager)
+    with caplog.at_level(logging.INFO):
+        await service.get_chat_message_contents(history, settings(), kernel=loop_kernel)
+    for number, (name, _) in enumerate(steps):
+        assert name in transport.tool_names(number), f"request {number} did not offer {name}"
+    assert not any("did not run" in r.getMessage() for r in caplog.records)
+    assert shop.refunded == ["A17"]
+
+
+async def test_once_past_turns_used_a_tool_they_decide_its_companions_instead_of_the_schemas(loop_kernel):
+    loop_kernel.add_plugin(Shop(), "Shop")
+    manager = await create_tool_filter(loop_kernel, ToolFilterConfig())
+    # Past turns refunded orders whose ids the user gave: the history lookup was never needed.
+    history = completed_turns(("Refund order A17 please", ["Shop-refund_order"]))
+    history.add_user_message("Refund the blue jacket I bought last week.")
+    selection = await manager.select_for_history(history)
+    assert selection.names[0] == "Shop-refund_order"
+    assert "Shop-get_order_history" not in selection.names

@@ -156,3 +156,23 @@ async def test_tools_found_with_discovery_are_selected_for_the_next_request(demo
         "pinned: found with discovery",
         *(r for r in reasons.values() if r.startswith("kept")),
     }
+
+
+async def test_describe_tool_names_the_lookup_that_gives_a_parameter_and_loads_it_next(demo_kernel):
+    from semantic_kernel.contents import ChatHistory, ChatMessageContent, FunctionCallContent
+
+    from tests.test_agent_loop import Shop
+
+    demo_kernel.add_plugin(Shop(), "Shop")
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig())
+    answer = str(
+        await demo_kernel.invoke(demo_kernel.get_function("ToolSearch", "describe_tool"), name="Shop-refund_order")
+    )
+    assert "(order_id: Shop-get_order_history looks it up; loaded for your next step too)" in answer
+
+    describe = FunctionCallContent(id="1", name="ToolSearch-describe_tool", arguments='{"name": "Shop-refund_order"}')
+    history = ChatHistory()
+    history.add_user_message("hi")
+    history.add_message(ChatMessageContent(role="assistant", items=[describe]))
+    selection = await manager.select_for_history(history)
+    assert {"Shop-refund_order", "Shop-get_order_history"} <= set(selection.names)

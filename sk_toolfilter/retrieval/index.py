@@ -7,6 +7,7 @@ import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.names import NameMatcher
+from sk_toolfilter.retrieval.prerequisites import Provider, find_providers
 from sk_toolfilter.retrieval.scoring import CatalogVectors, Precision
 from sk_toolfilter.retrieval.small_talk import SMALL_TALK, SmallTalkVectors, load_exemplars, shipped_exemplar_vectors
 
@@ -186,6 +188,11 @@ class ToolIndex:
 
     def __contains__(self, full_name: object) -> bool:
         return full_name in self._position
+
+    @cached_property
+    def providers(self) -> dict[str, tuple[Provider, ...]]:
+        """Lookup tools that give each tool's required parameters (read from the schemas, once)."""
+        return find_providers(self.tools)
 
     @property
     def names(self) -> list[str]:

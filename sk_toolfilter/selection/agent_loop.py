@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from sk_toolfilter.config import AgentLoopConfig
 from sk_toolfilter.retrieval.cutoff import ToolDecision
+from sk_toolfilter.retrieval.prerequisites import Provider, providers_of
 from sk_toolfilter.selection.co_usage import CoUsage
 from sk_toolfilter.selection.turns import Turn
 
@@ -25,14 +26,17 @@ class LoopInputs:
     needs: Sequence[tuple[str, str]]
     """(best tool, need) for each action the request lists."""
     budget: int
+    providers: Mapping[str, tuple[Provider, ...]] = field(default_factory=dict)
+    """Lookup tools that give a tool's required parameter (:mod:`sk_toolfilter.retrieval.prerequisites`)."""
 
 
 def plan_agent_loop(
     loop: AgentLoopConfig, inputs: LoopInputs, co_usage: CoUsage, usable: Usable
 ) -> tuple[list[str], list[ToolDecision]]:
     """Within the budget: the turn's tools (latest first), the best ranked, their companions from past
-    turns, the best tool of each need the request lists, the rest of the ranking, then the previous
-    turn's tools. Returns the names chosen and every decision with its reason."""
+    turns, the lookups that give their parameters (for a best-ranked tool no past turn used), the best
+    tool of each need the request lists, the rest of the ranking, then the previous turn's tools.
+    Returns the names chosen and every decision with its reason."""
     turn, previous, ranked, decisions = inputs.turn, inputs.previous, inputs.ranked, inputs.decisions
     reasons: dict[str, str] = {}
     turn_tools = [n for n in reversed(turn.calls) if usable(n, False)] if loop.keep_turn_tools else []
@@ -50,6 +54,14 @@ def plan_agent_loop(
                 reasons[companion.name] = (
                     f"kept: used with {companion.anchor} in {companion.together} of {companion.anchor_turns} past turns"
                 )
+    lookups = []
+    if loop.lookup_tools:
+        # What past turns show replaces what the schemas suggest: a tool some turn used has its companions.
+        unlearned = [a for a in anchors if not (loop.co_usage and co_usage.turns_with(a) >= loop.co_usage_min_turns)]
+        for consumer, provider in providers_of(unlearned, inputs.providers):
+            if usable(provider.name, True) and provider.name not in reasons:
+                lookups.append(provider.name)
+                reasons[provider.name] = f"kept: gives {provider.parameter!r} of {consumer}"
     need_tools = []
     for name, need in inputs.needs:
         if usable(name, True) and name not in reasons:
@@ -62,7 +74,7 @@ def plan_agent_loop(
                 earlier.append(name)
                 reasons[name] = "kept: called in the previous turn (room left in the budget)"
     budget = inputs.budget
-    planned = list(dict.fromkeys([*turn_tools, *anchors, *companions, *need_tools, *ranked, *earlier]))
+    planned = list(dict.fromkeys([*turn_tools, *anchors, *companions, *lookups, *need_tools, *ranked, *earlier]))
     chosen = planned[:budget]
     kept = set(chosen)
     by_name = {d.full_name: d for d in decisions}

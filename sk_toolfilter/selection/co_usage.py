@@ -110,6 +110,11 @@ class CoUsage:
                 if other != name:
                     partners[other] += sign
 
+    def turns_with(self, name: str) -> int:
+        """How many remembered turns called `name`."""
+        with self._lock:
+            return self._turns[name]
+
     def companions(self, anchors: Sequence[str], *, min_share: float, min_turns: int) -> list[Companion]:
         """Tools used with any of `anchors` in at least `min_share` of that anchor's turns (and
         `min_turns` turns), best share first; each tool once, with its strongest anchor."""

@@ -19,6 +19,7 @@ from semantic_kernel.functions import kernel_function
 
 from sk_toolfilter.errors import ToolFilterError
 from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.retrieval.prerequisites import Provider
 from sk_toolfilter.selection.active import active_manager
 from sk_toolfilter.selection.manager import ConversationPins, ToolFilterManager
 
@@ -50,9 +51,11 @@ def signature(tool: ToolMetadata) -> str:
     return f"{tool.full_name}({params})"
 
 
-def render_full(tool: ToolMetadata) -> str:
+def render_full(tool: ToolMetadata, lookups: Sequence[Provider] = ()) -> str:
+    """Signature, description, parameters, and the lookup tools that give its parameters' values."""
     lines = [signature(tool), f"  {' '.join(tool.description.split()) or '(no description)'}"]
     lines += [f"  - {p.name}: {' '.join(p.description.split())}" for p in tool.parameters if p.description]
+    lines += [f"  ({p.parameter}: {p.name} looks it up; loaded for your next step too)" for p in lookups]
     return "\n".join(lines)
 
 
@@ -204,15 +207,17 @@ class DiscoveryPlugin:
             tool = None  # outside a request: a tool any agent on this kernel hides is not shown
         if tool is None:
             return bounded(f"No tool named {name[:200]!r}. Use search_tools to find one.", limit)
-        return bounded(render_full(tool), limit)
+        lookups = [p for p in manager.index.providers.get(tool.full_name, ()) if manager.find_visible_tool(p.name)]
+        return bounded(render_full(tool, lookups), limit)
 
 
 def discovered_in(history: ChatHistory, manager: ToolFilterManager, max_loaded: int) -> list[str]:
     """Tools the model found through discovery in this conversation, to send on its next request.
 
-    The targets of its latest ``describe_tool`` calls and the first `max_loaded` tools of its
-    latest ``search_tools`` answer (full and summary tiers, in the order shown — what that answer's
-    footer promises); at most `max_loaded` of each. (Tools the model called in the current turn stay
+    The targets of its latest ``describe_tool`` calls, the lookup tools their answers name (what
+    gives their parameters' values), and the first `max_loaded` tools of its latest ``search_tools``
+    answer (full and summary tiers, in the order shown — what that answer's footer promises); at most
+    `max_loaded` of each. (Tools the model called in the current turn stay
     on offer through the manager's agent-loop policy.)
     """
     from semantic_kernel.contents import FunctionCallContent, FunctionResultContent
@@ -235,7 +240,10 @@ def discovered_in(history: ChatHistory, manager: ToolFilterManager, max_loaded: 
                 tool = manager.find_visible_tool(str(item.to_kernel_arguments().get("name", "")))
                 if tool is not None:
                     described.append(tool.full_name)
-    return list(dict.fromkeys([*described[:max_loaded], *(searched or [])]))
+    described = described[:max_loaded]
+    lookups = [p.name for name in described for p in manager.index.providers.get(name, ())]
+    lookups = [name for name in lookups if manager.find_visible_tool(name) is not None][:max_loaded]
+    return list(dict.fromkeys([*described, *lookups, *(searched or [])]))
 
 
 def discovery_pins(manager: ToolFilterManager) -> ConversationPins:

@@ -420,7 +420,7 @@ class ToolFilterManager:
             pool = catalog.searchable if searchable_only else catalog.visible
             return name in pool and (allowed is None or name in allowed) and self._exists(name)
 
-        loop = LoopInputs(turn, previous, ranked, decisions, needs, self._budget(turn))
+        loop = LoopInputs(turn, previous, ranked, decisions, needs, self._budget(turn), catalog.index.providers)
         return plan_agent_loop(self.config.agent_loop, loop, self.co_usage, usable)
 
     async def select_for_history(
