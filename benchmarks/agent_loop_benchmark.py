@@ -33,6 +33,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no agent-loop policy (query only)": {"agent_loop": {"enabled": False}},
     "- request parts": {"agent_loop": {"split_request": False}},
     "- co-usage": {"agent_loop": {"co_usage": False}},
+    "- lookups": {"agent_loop": {"lookup_tools": False}},
     "- turn tools": {"agent_loop": {"keep_turn_tools": False}},
     "- previous-turn tools": {"agent_loop": {"previous_turn_tools": False}},
     "budget 8": {"agent_loop": {"max_tools": 8}},
