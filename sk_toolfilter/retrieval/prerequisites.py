@@ -8,8 +8,8 @@ loop that offers only the goal's tool leaves the model unable to fill the argume
 
 A *provider* of a tool's required parameter is a tool of the same plugin (or MCP server) whose name is a
 lookup — a retrieval verb (get, list, search, find, …) and an object — whose object words all occur in
-the parameter's name and description ("zipcode based on city" ⊆ "cityA: the zipcode of the first city"),
-that does not itself require that parameter (``get_order_details(order_id)`` needs an order id, it does
+the parameter's name and the head of its description ("zipcode … city" ⊆ "cityA: The zipcode [of the
+first city]"), that does not itself require that parameter (``get_order_details(order_id)`` needs an order id, it does
 not give one). Free-text parameters (a query, a message, content) are filled by the model, not by a
 lookup, and have no providers. A plugin of more than :data:`MAX_PLUGIN_TOOLS` tools is a catalog, not
 one service: its tools are not linked.
