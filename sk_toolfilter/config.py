@@ -21,6 +21,8 @@ SearchMethod = Literal["semantic", "bm25", "hybrid"]
 
 RankingMethod = Literal["semantic", "bm25"]
 DEFAULT_WEIGHTS: dict[RankingMethod, float] = {"semantic": 0.7, "bm25": 0.3}
+# Inside a turn (chosen by cross-validation by conversation on bfcl_multiturn: training/README.md).
+LOOP_WEIGHTS: dict[RankingMethod, float] = {"semantic": 0.9, "bm25": 0.1}
 
 
 class StrictConfig(BaseModel):
@@ -207,6 +209,19 @@ class AgentLoopConfig(StrictConfig):
         "store: each writes what it learned and reads what the others learned at most this often.",
     )
     max_tools: int = Field(default=6, ge=1, le=128, description="Selected tools per request (with top_k: the larger).")
+    method_weights: dict[RankingMethod, float] | None = Field(
+        default=None,
+        description="Hybrid blend for the requests inside a turn. Unset: the top-level method_weights when they "
+        "are set, else semantic 0.9 / bm25 0.1 (a turn's request is long, and names files, ids and people that "
+        "match tools by chance).",
+    )
+
+    @field_validator("method_weights")
+    @classmethod
+    def _loop_weights_non_negative(cls, value: dict[RankingMethod, float] | None) -> dict[RankingMethod, float] | None:
+        if value is not None and any(w < 0 for w in value.values()):
+            raise ValueError("weights must be >= 0")
+        return None if value is None else {**LOOP_WEIGHTS, **value}
 
 
 class IndexConfig(StrictConfig):
@@ -316,7 +331,8 @@ class ToolFilterConfig(StrictConfig):
     method_weights: dict[RankingMethod, float] = Field(
         default_factory=lambda: dict(DEFAULT_WEIGHTS),
         description="Per-method weights in hybrid fusion. Unset: the blend fitted for the embedding model "
-        "(its model.json hybrid_weights), else semantic 0.7 / bm25 0.3.",
+        "(its model.json hybrid_weights), else semantic 0.7 / bm25 0.3; inside a turn agent_loop.method_weights "
+        "(semantic 0.9 / bm25 0.1) unless these are set.",
     )
     split_queries: bool = Field(
         default=True,
@@ -393,6 +409,14 @@ class ToolFilterConfig(StrictConfig):
         if any(w < 0 for w in value.values()):
             raise ValueError("weights must be >= 0")
         return {**DEFAULT_WEIGHTS, **value}
+
+    def for_turn(self) -> ToolFilterConfig:
+        """This configuration as the requests inside a turn use it: ``agent_loop.method_weights``, else the
+        top-level ``method_weights`` when set, else :data:`LOOP_WEIGHTS`."""
+        weights = self.agent_loop.method_weights
+        if weights is None:
+            weights = self.method_weights if "method_weights" in self.model_fields_set else LOOP_WEIGHTS
+        return self.model_copy(update={"method_weights": dict(weights)})
 
     @classmethod
     def from_mapping(cls, data: Any, *, where: str = "tool_filtering") -> ToolFilterConfig:

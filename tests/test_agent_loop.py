@@ -315,3 +315,27 @@ async def test_once_past_turns_used_a_tool_they_decide_its_companions_instead_of
     selection = await manager.select_for_history(history)
     assert selection.names[0] == "Shop-refund_order"
     assert "Shop-get_order_history" not in selection.names
+
+
+def test_a_turn_ranks_with_the_loop_blend_unless_the_agent_file_sets_one():
+    assert ToolFilterConfig().for_turn().method_weights == {"semantic": 0.9, "bm25": 0.1}
+    assert ToolFilterConfig().method_weights == {"semantic": 0.7, "bm25": 0.3}  # single requests keep theirs
+    mine = ToolFilterConfig(method_weights={"semantic": 0.5, "bm25": 0.5})
+    assert mine.for_turn().method_weights == {"semantic": 0.5, "bm25": 0.5}  # set by the user: used everywhere
+    loop = ToolFilterConfig(agent_loop={"method_weights": {"semantic": 0.6}})
+    assert loop.for_turn().method_weights == {"semantic": 0.6, "bm25": 0.1}
+
+
+@pytest.mark.parametrize("weights", [{"semantic": 1.0, "bm25": 0.0}, {"semantic": 0.0, "bm25": 1.0}])
+async def test_the_requests_of_a_turn_are_ranked_with_the_turn_blend(loop_kernel, weights):
+    from sk_toolfilter.retrieval.search import rank_tools
+
+    manager = await create_tool_filter(loop_kernel, ToolFilterConfig(agent_loop={"method_weights": weights}))
+    request = "track package 1Z999 and tell me what is on my calendar on Friday"
+    history = ChatHistory()
+    history.add_user_message(request)
+    in_turn = (await manager.select_for_history(history)).ranking
+    alone = await rank_tools(manager.index, request, ToolFilterConfig(method_weights=weights), limit=20)
+    assert [t.tool.full_name for t in in_turn.tools][:8] == [t.tool.full_name for t in alone.tools][:8]
+    single = await rank_tools(manager.index, request, manager.config, limit=20)
+    assert [round(t.score, 6) for t in in_turn.tools] != [round(t.score, 6) for t in single.tools]

@@ -18,7 +18,7 @@ long_context twin repeats its user turns — and the estimate (0.952) overstated
     python -m training.conversation_folds --pairs training/out/pairs.jsonl --out training/out/folds [--stage loop]
         [--co-usage conversation|agent]
 
-Writes ``<out>/folds.json`` and ``<out>/folds.md``.
+Writes ``<out>/folds-<co-usage>.json`` and ``<out>/folds-<co-usage>.md``.
 """
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "budget 6": {"agent_loop": {"max_tools": 6}},
     "top_k 3": {"top_k": 3},
     "blend semantic 0.8": {"method_weights": {"semantic": 0.8, "bm25": 0.2}},
+    "blend semantic 0.9": {"method_weights": {"semantic": 0.9, "bm25": 0.1}},
+    "blend semantic 0.8, no request parts": {
+        "method_weights": {"semantic": 0.8, "bm25": 0.2},
+        "agent_loop": {"split_request": False},
+    },
 }
 
 

@@ -77,6 +77,7 @@ class ToolFilterManager:
         self.config = resolve_bare_names(config or ToolFilterConfig(), index.names)
         self.usage = usage or UsageTracker()
         self.co_usage = CoUsage()
+        self._turn_config = self.config.for_turn()  # inside a turn: the loop's blend
         self._co_usage_file: CoUsageFile | None = None
         if self.config.agent_loop.co_usage_file:
             self._co_usage_file = CoUsageFile(self.config.agent_loop.co_usage_file)
@@ -321,6 +322,8 @@ class ToolFilterManager:
             candidates = candidates & catalog.index.mask_of(allowed)
             count = int(np.count_nonzero(candidates))
         loop_turn = turn if turn is not None and config.agent_loop.enabled else None
+        if loop_turn is not None:
+            config = self._turn_config
         needs = self._needs(loop_turn.request) if loop_turn is not None else []
         every_tool = count == len(catalog.index)  # nothing to mask out (the ranking skips its masking passes)
         ranking = await rank_tools(
