@@ -21,8 +21,6 @@ SearchMethod = Literal["semantic", "bm25", "hybrid"]
 
 RankingMethod = Literal["semantic", "bm25"]
 DEFAULT_WEIGHTS: dict[RankingMethod, float] = {"semantic": 0.7, "bm25": 0.3}
-# Inside a turn (chosen by cross-validation by conversation on bfcl_multiturn: training/README.md).
-LOOP_WEIGHTS: dict[RankingMethod, float] = {"semantic": 0.9, "bm25": 0.1}
 
 
 class StrictConfig(BaseModel):
@@ -212,8 +210,8 @@ class AgentLoopConfig(StrictConfig):
     method_weights: dict[RankingMethod, float] | None = Field(
         default=None,
         description="Hybrid blend for the requests inside a turn. Unset: the top-level method_weights when they "
-        "are set, else semantic 0.9 / bm25 0.1 (a turn's request is long, and names files, ids and people that "
-        "match tools by chance).",
+        "are set, else the blend chosen for the embedding model inside turns (its model.json loop_hybrid_weights: "
+        "semantic 0.9 / bm25 0.1 for the shipped minilm-l6-tools-v1), else the single-request blend.",
     )
 
     @field_validator("method_weights")
@@ -221,7 +219,7 @@ class AgentLoopConfig(StrictConfig):
     def _loop_weights_non_negative(cls, value: dict[RankingMethod, float] | None) -> dict[RankingMethod, float] | None:
         if value is not None and any(w < 0 for w in value.values()):
             raise ValueError("weights must be >= 0")
-        return None if value is None else {**LOOP_WEIGHTS, **value}
+        return None if value is None else {**DEFAULT_WEIGHTS, **value}
 
 
 class IndexConfig(StrictConfig):
@@ -331,8 +329,8 @@ class ToolFilterConfig(StrictConfig):
     method_weights: dict[RankingMethod, float] = Field(
         default_factory=lambda: dict(DEFAULT_WEIGHTS),
         description="Per-method weights in hybrid fusion. Unset: the blend fitted for the embedding model "
-        "(its model.json hybrid_weights), else semantic 0.7 / bm25 0.3; inside a turn agent_loop.method_weights "
-        "(semantic 0.9 / bm25 0.1) unless these are set.",
+        "(its model.json hybrid_weights), else semantic 0.7 / bm25 0.3. Set, they apply inside turns too "
+        "(see agent_loop.method_weights).",
     )
     split_queries: bool = Field(
         default=True,
@@ -410,13 +408,16 @@ class ToolFilterConfig(StrictConfig):
             raise ValueError("weights must be >= 0")
         return {**DEFAULT_WEIGHTS, **value}
 
-    def for_turn(self) -> ToolFilterConfig:
+    def for_turn(self, model_weights: dict[str, float] | None = None) -> ToolFilterConfig:
         """This configuration as the requests inside a turn use it: ``agent_loop.method_weights``, else the
-        top-level ``method_weights`` when set, else :data:`LOOP_WEIGHTS`."""
-        weights = self.agent_loop.method_weights
-        if weights is None:
-            weights = self.method_weights if "method_weights" in self.model_fields_set else LOOP_WEIGHTS
-        return self.model_copy(update={"method_weights": dict(weights)})
+        top-level ``method_weights`` when set, else `model_weights` (the blend chosen for the embedding
+        model inside turns), else unchanged."""
+        weights: dict[str, float] | None = {
+            str(k): w for k, w in (self.agent_loop.method_weights or {}).items()
+        } or None
+        if weights is None and "method_weights" not in self.model_fields_set:
+            weights = model_weights
+        return self if weights is None else self.model_copy(update={"method_weights": dict(weights)})
 
     @classmethod
     def from_mapping(cls, data: Any, *, where: str = "tool_filtering") -> ToolFilterConfig:

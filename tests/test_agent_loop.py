@@ -317,13 +317,21 @@ async def test_once_past_turns_used_a_tool_they_decide_its_companions_instead_of
     assert "Shop-get_order_history" not in selection.names
 
 
-def test_a_turn_ranks_with_the_loop_blend_unless_the_agent_file_sets_one():
-    assert ToolFilterConfig().for_turn().method_weights == {"semantic": 0.9, "bm25": 0.1}
+def test_a_turn_ranks_with_the_blend_chosen_for_the_model_unless_the_agent_file_sets_one():
+    chosen = {"semantic": 0.9, "bm25": 0.1}  # what the shipped model's manifest says
+    assert ToolFilterConfig().for_turn(chosen).method_weights == chosen
     assert ToolFilterConfig().method_weights == {"semantic": 0.7, "bm25": 0.3}  # single requests keep theirs
+    assert ToolFilterConfig().for_turn(None).method_weights == {"semantic": 0.7, "bm25": 0.3}  # none chosen
     mine = ToolFilterConfig(method_weights={"semantic": 0.5, "bm25": 0.5})
-    assert mine.for_turn().method_weights == {"semantic": 0.5, "bm25": 0.5}  # set by the user: used everywhere
+    assert mine.for_turn(chosen).method_weights == {"semantic": 0.5, "bm25": 0.5}  # set by the user: everywhere
     loop = ToolFilterConfig(agent_loop={"method_weights": {"semantic": 0.6}})
-    assert loop.for_turn().method_weights == {"semantic": 0.6, "bm25": 0.1}
+    assert loop.for_turn(chosen).method_weights == {"semantic": 0.6, "bm25": 0.3}
+
+
+async def test_the_shipped_model_carries_its_turn_blend_to_the_index(loop_kernel):
+    manager = await create_tool_filter(loop_kernel, ToolFilterConfig())
+    assert manager.index.loop_fusion_weights == {"semantic": 0.9, "bm25": 0.1}
+    assert manager.index.fusion_weights is None  # single requests: the default blend
 
 
 @pytest.mark.parametrize("weights", [{"semantic": 1.0, "bm25": 0.0}, {"semantic": 0.0, "bm25": 1.0}])

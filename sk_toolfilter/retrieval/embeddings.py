@@ -61,6 +61,7 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
     _queries: OnnxEncoder | None = PrivateAttr(default=None)
     _query_service: LocalQueryEncoder | None = PrivateAttr(default=None)
     _hybrid_weights: dict[str, float] | None = PrivateAttr(default=None)
+    _loop_hybrid_weights: dict[str, float] | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -83,6 +84,7 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
         # encoders sharing a tool side share them), request vectors by the request encoder.
         self.ai_model_id = document_files.id
         self._hybrid_weights = files.hybrid_weights
+        self._loop_hybrid_weights = files.loop_hybrid_weights
         options = {"max_length": self.max_length, "batch_size": self.batch_size}
         self._documents = OnnxEncoder(document_files, **options)
         if files.documents:
@@ -98,6 +100,11 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
     def hybrid_weights(self) -> dict[str, float] | None:
         """The BM25 / semantic blend fitted for this model (its ``model.json``), or None."""
         return self._hybrid_weights
+
+    @property
+    def loop_hybrid_weights(self) -> dict[str, float] | None:
+        """The blend chosen for this model inside agent-loop turns (its ``model.json``), or None."""
+        return self._loop_hybrid_weights
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         """Embed documents (tool texts, passages) in the calling thread; rows are unit float32 vectors."""

@@ -139,10 +139,11 @@ def query_encoder(service: EmbeddingService) -> EmbeddingService:
     return getattr(service, "query_encoder", None) or service
 
 
-def fitted_weights(service: EmbeddingService | None) -> dict[str, float] | None:
-    """The hybrid blend fitted for `service`'s model (a local model's, through any wrapper), or None."""
+def fitted_weights(service: EmbeddingService | None, kind: str = "hybrid_weights") -> dict[str, float] | None:
+    """The hybrid blend fitted for `service`'s model (a local model's, through any wrapper), or None;
+    ``kind="loop_hybrid_weights"``: the one chosen for agent-loop turns."""
     while service is not None:
-        weights = getattr(service, "hybrid_weights", None)
+        weights = getattr(service, kind, None)
         if weights is not None:
             return dict(weights)
         service = getattr(service, "inner", None)

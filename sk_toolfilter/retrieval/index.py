@@ -94,6 +94,7 @@ class ToolIndex:
         self.vectors_pending: str | None = None
         """Set while the tools' vectors are built in the background: why this index ranks with BM25."""
         self.fusion_weights = fitted_weights(embedding_service)
+        self.loop_fusion_weights = fitted_weights(embedding_service, "loop_hybrid_weights")
         """The hybrid blend fitted for the embedding model (used when the config sets no ``method_weights``)."""
 
     @classmethod

@@ -55,6 +55,8 @@ class LocalModel:
     """Another local model that embeds the documents (tools): this one's files embed only requests."""
     hybrid_weights: dict[str, float] | None = None
     """The hybrid blend fitted for this model (``training/fit_fusion.py``); used when the config sets none."""
+    loop_hybrid_weights: dict[str, float] | None = None
+    """The blend chosen for this model inside agent-loop turns (``training/conversation_folds.py``)."""
     manifest: Path | None = None
     """The ``model.json`` this model was read from (None for the general model's built-in files)."""
 
@@ -111,6 +113,7 @@ def read_manifest(folder: Path, *, model_id: str | None = None) -> LocalModel:
             max_length=int(raw.get("max_length", 256)),
             documents=str(raw["documents"]) if raw.get("documents") else None,
             hybrid_weights=_weights(raw.get("hybrid_weights")),
+            loop_hybrid_weights=_weights(raw.get("loop_hybrid_weights")),
             manifest=path,
         )
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:

@@ -77,7 +77,7 @@ class ToolFilterManager:
         self.config = resolve_bare_names(config or ToolFilterConfig(), index.names)
         self.usage = usage or UsageTracker()
         self.co_usage = CoUsage()
-        self._turn_config = self.config.for_turn()  # inside a turn: the loop's blend
+        self._turn_configs: dict[tuple[tuple[str, float], ...], ToolFilterConfig] = {}
         self._co_usage_file: CoUsageFile | None = None
         if self.config.agent_loop.co_usage_file:
             self._co_usage_file = CoUsageFile(self.config.agent_loop.co_usage_file)
@@ -307,6 +307,13 @@ class ToolFilterManager:
             self._token_counts[name] = count_json_tokens(openai_tool_definition(tool)) if tool is not None else 0
         return self._token_counts[name]
 
+    def _turn_config(self, model_weights: dict[str, float] | None) -> ToolFilterConfig:
+        """The configuration a turn's requests rank with (:meth:`ToolFilterConfig.for_turn`), made once per blend."""
+        key = tuple(sorted((model_weights or {}).items()))
+        if key not in self._turn_configs:
+            self._turn_configs[key] = self.config.for_turn(model_weights)
+        return self._turn_configs[key]
+
     async def _select(
         self,
         query: str,
@@ -323,7 +330,7 @@ class ToolFilterManager:
             count = int(np.count_nonzero(candidates))
         loop_turn = turn if turn is not None and config.agent_loop.enabled else None
         if loop_turn is not None:
-            config = self._turn_config
+            config = self._turn_config(catalog.index.loop_fusion_weights)
         needs = self._needs(loop_turn.request) if loop_turn is not None else []
         every_tool = count == len(catalog.index)  # nothing to mask out (the ranking skips its masking passes)
         ranking = await rank_tools(
