@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
 from pydantic import (
@@ -21,6 +22,13 @@ SearchMethod = Literal["semantic", "bm25", "hybrid"]
 
 RankingMethod = Literal["semantic", "bm25"]
 DEFAULT_WEIGHTS: dict[RankingMethod, float] = {"semantic": 0.7, "bm25": 0.3}
+
+
+def checked_weights(value: dict[RankingMethod, float]) -> dict[RankingMethod, float]:
+    """Hybrid weights as configured: non-negative, the method left out at its default weight."""
+    if any(w < 0 for w in value.values()):
+        raise ValueError("weights must be >= 0")
+    return {**DEFAULT_WEIGHTS, **value}
 
 
 class StrictConfig(BaseModel):
@@ -216,10 +224,8 @@ class AgentLoopConfig(StrictConfig):
 
     @field_validator("method_weights")
     @classmethod
-    def _loop_weights_non_negative(cls, value: dict[RankingMethod, float] | None) -> dict[RankingMethod, float] | None:
-        if value is not None and any(w < 0 for w in value.values()):
-            raise ValueError("weights must be >= 0")
-        return None if value is None else {**DEFAULT_WEIGHTS, **value}
+    def _weights_non_negative(cls, value: dict[RankingMethod, float] | None) -> dict[RankingMethod, float] | None:
+        return None if value is None else checked_weights(value)
 
 
 class IndexConfig(StrictConfig):
@@ -404,17 +410,13 @@ class ToolFilterConfig(StrictConfig):
     @field_validator("method_weights")
     @classmethod
     def _weights_non_negative(cls, value: dict[RankingMethod, float]) -> dict[RankingMethod, float]:
-        if any(w < 0 for w in value.values()):
-            raise ValueError("weights must be >= 0")
-        return {**DEFAULT_WEIGHTS, **value}
+        return checked_weights(value)
 
     def for_turn(self, model_weights: dict[str, float] | None = None) -> ToolFilterConfig:
         """This configuration as the requests inside a turn use it: ``agent_loop.method_weights``, else the
         top-level ``method_weights`` when set, else `model_weights` (the blend chosen for the embedding
         model inside turns), else unchanged."""
-        weights: dict[str, float] | None = {
-            str(k): w for k, w in (self.agent_loop.method_weights or {}).items()
-        } or None
+        weights: Mapping[Any, float] | None = self.agent_loop.method_weights
         if weights is None and "method_weights" not in self.model_fields_set:
             weights = model_weights
         return self if weights is None else self.model_copy(update={"method_weights": dict(weights)})
