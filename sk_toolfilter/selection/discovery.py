@@ -207,8 +207,7 @@ class DiscoveryPlugin:
             tool = None  # outside a request: a tool any agent on this kernel hides is not shown
         if tool is None:
             return bounded(f"No tool named {name[:200]!r}. Use search_tools to find one.", limit)
-        lookups = [p for p in manager.index.providers.get(tool.full_name, ()) if manager.find_visible_tool(p.name)]
-        return bounded(render_full(tool, lookups), limit)
+        return bounded(render_full(tool, visible_lookups(manager, tool.full_name)), limit)
 
 
 def discovered_in(history: ChatHistory, manager: ToolFilterManager, max_loaded: int) -> list[str]:
@@ -241,9 +240,14 @@ def discovered_in(history: ChatHistory, manager: ToolFilterManager, max_loaded: 
                 if tool is not None:
                     described.append(tool.full_name)
     described = described[:max_loaded]
-    lookups = [p.name for name in described for p in manager.index.providers.get(name, ())]
-    lookups = [name for name in lookups if manager.find_visible_tool(name) is not None][:max_loaded]
+    lookups = [p.name for name in described for p in visible_lookups(manager, name)][:max_loaded]
     return list(dict.fromkeys([*described, *lookups, *(searched or [])]))
+
+
+def visible_lookups(manager: ToolFilterManager, name: str) -> list[Provider]:
+    """The lookup tools that give `name`'s parameters and that the agent may see (what ``describe_tool``
+    names, and loads with it)."""
+    return [p for p in manager.index.providers.get(name, ()) if manager.find_visible_tool(p.name) is not None]
 
 
 def discovery_pins(manager: ToolFilterManager) -> ConversationPins:
