@@ -14,6 +14,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sk_toolfilter.errors import ConfigError
 
@@ -112,8 +113,8 @@ def read_manifest(folder: Path, *, model_id: str | None = None) -> LocalModel:
             dimensions=int(raw.get("dimensions", 384)),
             max_length=int(raw.get("max_length", 256)),
             documents=str(raw["documents"]) if raw.get("documents") else None,
-            hybrid_weights=_weights(raw.get("hybrid_weights")),
-            loop_hybrid_weights=_weights(raw.get("loop_hybrid_weights")),
+            hybrid_weights=_weights(raw, "hybrid_weights"),
+            loop_hybrid_weights=_weights(raw, "loop_hybrid_weights"),
             manifest=path,
         )
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:
@@ -123,15 +124,16 @@ def read_manifest(folder: Path, *, model_id: str | None = None) -> LocalModel:
     return model
 
 
-def _weights(value: object) -> dict[str, float] | None:
-    """``{"semantic": w, "bm25": w}`` from a manifest (non-negative numbers), else None."""
+def _weights(raw: dict[str, Any], key: str) -> dict[str, float] | None:
+    """``{"semantic": w, "bm25": w}`` under `key` of a manifest (non-negative numbers), else None."""
+    value = raw.get(key)
     if value is None:
         return None
     if not isinstance(value, dict) or set(value) - {"semantic", "bm25"}:
-        raise ValueError("hybrid_weights must map 'semantic' and 'bm25' to numbers")
+        raise ValueError(f"{key} must map 'semantic' and 'bm25' to numbers")
     weights = {str(k): float(v) for k, v in value.items()}
     if any(not w >= 0 for w in weights.values()):  # also NaN
-        raise ValueError("hybrid_weights must be >= 0")
+        raise ValueError(f"{key} must be >= 0")
     return weights
 
 
