@@ -13,7 +13,8 @@ out when the margin was chosen; their misses were read when the subjectless rule
 ``FRESH`` (written after that rule was final, before it was measured), ``FRESH_2`` (written before
 closed-class words were set aside, measured before and after), ``FRESH_3`` and ``FRESH_4`` (written
 before the exemplars; FRESH_3's misses were read while they were built, FRESH_4 was measured only
-once they were final). None of these requests is an exemplar.
+once they were final), ``FRESH_5`` (written before longer questions about the assistant were judged
+by the examples; counted before and after, its misses not read). None of these requests is an exemplar.
 
 With ``--clinc PATH`` (a clone of clinc/oos-eval) it also measures on CLINC150's validation and test
 splits — the exemplars come from its train split only — with and without the exemplars: how often
@@ -72,6 +73,13 @@ FRESH_4 = ["yo", "thank you kindly", "brb", "my bad", "who are you working for?"
            "good night, talk tomorrow", "that makes sense", "hang on", "welcome back", "please hold",
            "sorry about that", "you rock", "what's your purpose?", "where are you from?", "fine, thanks",
            "I'm back", "forget it", "whoops", "what version are you?"]  # fmt: skip
+# Written before the graded rule for longer questions about the assistant (stop 44), measured once after it.
+FRESH_5 = ["hi again, how have you been?", "thanks, you saved me a lot of time", "what languages do you speak?",
+           "do you ever get tired?", "ok perfect", "sorry, I typed that by accident", "bye, have a great weekend",
+           "are you smarter than me?", "what's your favorite color?", "I don't need anything right now",
+           "nope, that's everything", "do you like music?", "wait, let me check something first",
+           "you are very helpful", "good morning, how are you today?", "can I ask you something personal?",
+           "that was quick, thanks", "hmm, not sure", "do you dream?", "later!"]  # fmt: skip
 SMALL_TALK_LISTS = {
     "tuning": TUNING,
     "held out": HELD_OUT,
@@ -80,6 +88,7 @@ SMALL_TALK_LISTS = {
     "fresh 2": FRESH_2,
     "fresh 3": FRESH_3,
     "fresh 4": FRESH_4,
+    "fresh 5": FRESH_5,
 }
 
 CONFIGS: dict[str, dict[str, Any]] = {
