@@ -152,7 +152,8 @@ def exemplars_enabled(enabled: bool) -> contextlib.AbstractContextManager[object
     """Turn the exemplar check off (the descriptions and the subjectless rule still judge)."""
     from sk_toolfilter.retrieval import small_talk
 
-    return contextlib.nullcontext() if enabled else patch.object(small_talk, "EXEMPLAR_MARGIN", float("inf"))
+    off = patch.multiple(small_talk, EXEMPLAR_MARGIN=float("inf"), CLEAR_MARGIN=float("inf"))
+    return contextlib.nullcontext() if enabled else off
 
 
 async def clinc_rates(index: ToolIndex, clinc: dict[str, dict[str, list[str]]], config: ToolFilterConfig) -> list[str]:

@@ -339,6 +339,38 @@ async def test_conversation_like_the_exemplars_sends_only_the_pins_and_explain_n
         assert tool in await manager.filter_tools(request), request
 
 
+# Longer questions about the assistant (4 to 6 subject words), or ones whose only marks are numbers: the
+# examples judge them only with a clear lead (each is >= 0.2 closer to a no-tool example than to the best
+# tool, >= 0.09 beyond the required lead over the closest tool request). None is an exemplar.
+LONGER_CONVERSATION = [
+    "if you had to pick one, would you rather own a cat or a dog?",
+    "what kind of animals do you have living at your place?",
+    "can you feel emotions like a real human being?",
+    "are you 25 years old?",
+]
+# Requests for a tool as long, or with numbers, that must still be ranked (one about a pet among them).
+LONGER_TOOL_REQUESTS = {
+    "create a new folder for the quarterly report documents": "Files-create_folder",
+    "what will the weather be like in the next 3 days?": "Weather-forecast",
+    "save a note that the dog needs a vet visit": "Files-save_note_file",
+}
+
+
+async def test_longer_questions_about_the_assistant_are_judged_only_with_a_clear_lead(files_kernel):
+    from sk_toolfilter.retrieval.small_talk import load_exemplars
+
+    exemplars = {t.lower().strip("?!. ") for t in load_exemplars().texts}
+    assert not {r.lower().strip("?!. ") for r in LONGER_CONVERSATION} & exemplars
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig())
+    for request in LONGER_CONVERSATION:
+        assert set(await manager.filter_tools(request)) == DISCOVERY, request
+        cut = [d for d in await manager.explain(request) if not d.kept]
+        assert cut and all("reads as small talk (like '" in d.reason for d in cut), (request, cut)
+    for request, tool in LONGER_TOOL_REQUESTS.items():
+        assert tool in await manager.filter_tools(request), request
+        assert not any("small talk" in d.reason for d in await manager.explain(request)), request
+
+
 def test_names_numbers_quotations_and_other_scripts_are_content_marks():
     from sk_toolfilter.retrieval.small_talk import content_marks
 
@@ -358,7 +390,11 @@ async def test_a_short_request_naming_someone_is_ranked_even_when_it_reads_like_
     files_kernel.add_plugin(Memory(), "Memory")
     manager = await create_tool_filter(files_kernel, ToolFilterConfig())
     # Close to CLINC's "who do you work for" and "what are your hobbies", but they name someone.
-    requests = ["Who does Alice work for?", "What are Alice's hobbies?"]
+    requests = [
+        "Who does Alice work for?",
+        "What are Alice's hobbies?",
+        "What hobbies does Alice enjoy in her free time?",
+    ]
     for request in [*requests, "Where is Bob from?", "How old is Carol?"]:  # the last two: one subject word
         assert not any("small talk" in d.reason for d in await manager.explain(request)), request
     monkeypatch.setattr(search, "content_marks", lambda request: [])  # without the names: judged small talk

@@ -21,7 +21,7 @@ from sk_toolfilter.retrieval.fusion import (
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.small_talk import (
-    MAX_EXEMPLAR_SUBJECT_WORDS,
+    MAX_CLEAR_SUBJECT_WORDS,
     MAX_SUBJECT_WORDS,
     content_marks,
     judge_small_talk,
@@ -126,7 +126,7 @@ async def rank_tools(
     no_tool_reason = None
     if vectors is not None and cosines is not None and config.no_tool_margin is not None:
         subjects = subject_words(query)
-        short = len(subjects) <= max(MAX_SUBJECT_WORDS, MAX_EXEMPLAR_SUBJECT_WORDS)
+        short = len(subjects) <= max(MAX_SUBJECT_WORDS, MAX_CLEAR_SUBJECT_WORDS)
         small_talk = await index.small_talk_vectors() if short else None
         if small_talk is not None:
             allowed_cosines = cosines if mask is None else cosines[mask]
@@ -136,7 +136,7 @@ async def rank_tools(
                 allowed_cosines,
                 config.no_tool_margin,
                 subject_count=len(subjects),
-                marks=bool(content_marks(query)),
+                marks=content_marks(query),
             )
             no_tool_reason = verdict.reason() if verdict is not None else None
     order = rank_order(final, limit).tolist()
