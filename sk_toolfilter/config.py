@@ -341,7 +341,8 @@ class ToolFilterConfig(StrictConfig):
     split_queries: bool = Field(
         default=True,
         description="Intent coverage: rank each intent of a multi-intent request too (steps started by 'then' / "
-        "'after that', or min_query_parts sentences), and merge the rankings round by round.",
+        "'after that' / 'finally', a sentence opening with 'Then' or 'Also', or min_query_parts sentences), and "
+        "merge the rankings round by round.",
     )
     min_query_parts: int = Field(
         default=3, ge=2, description="Sentences a request needs before each sentence counts as an intent."

@@ -119,6 +119,36 @@ def test_words_that_add_a_request_start_an_intent():
     assert split_request_intents("Is the museum also open on Sundays? Thanks a lot.") == []
 
 
+def test_step_words_start_an_intent_inside_a_sentence_or_opening_one():
+    steps = ["Save the report as a.txt", "email it to Bob"]
+    for joined in [
+        "Save the report as a.txt, and finally email it to Bob",
+        "Save the report as a.txt and subsequently email it to Bob",
+        "Save the report as a.txt and once done email it to Bob",
+        "Save the report as a.txt, after which email it to Bob",
+        "Save the report as a.txt, next email it to Bob",
+    ]:
+        assert split_request_intents(joined) == steps, joined
+    assert split_request_intents("Save the report as a.txt, followed by emailing it to Bob") == [
+        "Save the report as a.txt",
+        "emailing it to Bob",
+    ]
+    for opener in ["Then", "After that,", "Afterwards,", "Finally,", "Lastly", "Next,", "Once that is done,"]:
+        request = f"Save the report as a.txt. {opener} email it to Bob."
+        assert split_request_intents(request) == ["Save the report as a.txt.", f"{opener} email it to Bob."], opener
+    assert split_request_intents("Save the report as a.txt; then email it to Bob") == [
+        "Save the report as a.txt",
+        "then email it to Bob",
+    ]
+    # "next" that names a time or a place starts no step.
+    for one in [
+        "I need to fly to Paris. Next Tuesday would be best.",
+        "Find flights for this week and next week.",
+        "Put the lamp on the desk, and next to it a plant.",
+    ]:
+        assert split_request_intents(one) == [], one
+
+
 @pytest.mark.parametrize("padding", [" " * 20_000, "\t \u00a0" * 5_000, " then" * 4_000, ", also" * 3_000])
 def test_splitting_a_padded_request_does_linear_work(monkeypatch, padding):
     """A request padded with whitespace or step words once cost seconds to split: a boundary pattern
@@ -158,6 +188,13 @@ def test_splitting_a_padded_request_does_linear_work(monkeypatch, padding):
         "Also, change 'product quality' to 'customer satisfaction' in it.",
         "Create a file 'plan.txt' with the text 'improve product quality' "
         "and also change 'product quality' to 'customer satisfaction'",
+        # A sentence or a clause that opens with a step word is the next step.
+        "Create a file 'plan.txt' with the text 'improve product quality this quarter'. "
+        "Then change 'product quality' to 'customer satisfaction' in it.",
+        "Create a file 'plan.txt' with the text 'improve product quality this quarter'; "
+        "once that's done, change 'product quality' to 'customer satisfaction'",
+        "Create a file 'plan.txt' with the text 'improve product quality this quarter', "
+        "and finally change 'product quality' to 'customer satisfaction'",
     ],
 )
 async def test_a_request_that_adds_a_second_request_gets_its_tool(files_kernel, request_text):

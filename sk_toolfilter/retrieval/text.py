@@ -169,17 +169,28 @@ def _pieces(boundary: re.Pattern[str], text: str) -> list[str]:
 
 
 # Inside a sentence, words that start the next step of a request: "create the file, then change
-# a word in it", "book the flight and after that a hotel", "find a course and also recommend some
-# music". Plain "and" and commas are not among them: they join the objects of one action as often
-# as two actions ("median and variance").
+# a word in it", "book the flight and after that a hotel", "save it; once that's done, email it",
+# "find a course and also recommend some music". Plain "and" and commas are not among them: they join
+# the objects of one action as often as two actions ("median and variance"). "next", "finally" and
+# "lastly" start a step only after a comma or "and" ("next week" names a time).
+_STEP_WORDS = (
+    r"(?:then|after\s+that|afterwards|after\s+which|subsequently"
+    r"|once\s+(?:that\s+is\s+|that's\s+|it\s+is\s+|it's\s+)?(?:done|finished))"
+)
+_CLOSING_STEP_WORDS = r"(?:next(?!\s+to\b)|finally|lastly)"  # "next to it" is a place
 _STEP_BOUNDARY = re.compile(
-    r"((?:,\s*|\s+)(?:and\s+)?(?:then|after\s+that|afterwards)\s+"
+    rf"((?:,\s*|\s+)(?:and\s+)?{_STEP_WORDS}(?:\s*,)?\s+"
+    rf"|(?:,\s*(?:and\s+)?|\s+and\s+){_CLOSING_STEP_WORDS}(?:\s*,)?\s+"
+    r"|,\s*followed\s+by\s+"
     r"|(?:,\s*|\s+)and\s+also\s+|,\s*(?:also|additionally)\s+)",
     re.IGNORECASE,
 )
-# A sentence that opens by adding to the one before ("Also, …", "Additionally …") asks for more.
-_ADDED_SENTENCE = re.compile(
-    r"^(?:also|additionally|in\s+addition|besides|moreover|furthermore|on\s+top\s+of\s+that)\b", re.IGNORECASE
+# A sentence that opens by adding to the one before ("Also, …", "Additionally …"), or as its next step
+# ("Then …", "After that, …", "Finally …", "Next, …"; a clause after ";" too), asks for more.
+_NEXT_SENTENCE = re.compile(
+    r"^(?:(?:also|additionally|in\s+addition|besides|moreover|furthermore|on\s+top\s+of\s+that"
+    rf"|{_STEP_WORDS}|finally|lastly)\b|next\s*,)",  # "Next week …" names a time; "Next, …" a step
+    re.IGNORECASE,
 )
 
 
@@ -200,7 +211,7 @@ def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
     sentences = _single_spaced(split_query_parts(request))
     intents = [step for sentence in sentences for step in _pieces(_STEP_BOUNDARY, sentence)]
     stepped = len(intents) > len(sentences)
-    added = any(_ADDED_SENTENCE.match(sentence) for sentence in sentences[1:])
+    added = any(_NEXT_SENTENCE.match(sentence) for sentence in sentences[1:])
     return intents if stepped or added or len(sentences) >= min_sentences else []
 
 
