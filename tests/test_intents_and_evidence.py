@@ -140,6 +140,21 @@ def test_step_words_start_an_intent_inside_a_sentence_or_opening_one():
         "Save the report as a.txt",
         "then email it to Bob",
     ]
+    # A list: marked lines, or items numbered from 1 inside a line; a lead-in joins the first item.
+    for listed in [
+        "1. Save the report as a.txt\n2. email it to Bob",
+        "- Save the report as a.txt\n- email it to Bob",
+        "Save the report as a.txt\n* email it to Bob\n* delete the draft",
+        "1) Save the report as a.txt, and 2) email it to Bob",
+        "(1) Save the report as a.txt (2) email it to Bob",
+    ]:
+        assert split_request_intents(listed)[-2:] in (steps, ["email it to Bob", "delete the draft"]), listed
+    assert split_request_intents("Please do this:\n- Save the report as a.txt\n- email it to Bob") == [
+        "Please do this: Save the report as a.txt",
+        "email it to Bob",
+    ]
+    assert split_request_intents("Add (2) and 3, then subtract (1)") == ["Add (2) and 3", "subtract (1)"]
+    assert split_request_intents("- only one item: save the report") == []
     # "next" that names a time or a place starts no step.
     for one in [
         "I need to fly to Paris. Next Tuesday would be best.",
@@ -195,6 +210,8 @@ def test_splitting_a_padded_request_does_linear_work(monkeypatch, padding):
         "once that's done, change 'product quality' to 'customer satisfaction'",
         "Create a file 'plan.txt' with the text 'improve product quality this quarter', "
         "and finally change 'product quality' to 'customer satisfaction'",
+        "1. Create a file 'plan.txt' with the text 'improve product quality this quarter'\n"
+        "2. Change 'product quality' to 'customer satisfaction' in it",
     ],
 )
 async def test_a_request_that_adds_a_second_request_gets_its_tool(files_kernel, request_text):

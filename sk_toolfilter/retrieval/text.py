@@ -194,11 +194,31 @@ _NEXT_SENTENCE = re.compile(
 )
 
 
+# A list: two or more lines opening with a marker ("- …", "* …", "• …", "1. …", "2) …", "(3) …", "b) …").
+_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*•]|\(?\d{1,2}[.)]|\(?[a-h]\))[ \t]+(?=\S)", re.MULTILINE)
+# Numbered items inside a line: "… 1) create a file … 2) email it …", "(1) … and (2) …".
+_INLINE_ITEM = re.compile(r"(?:[,;]?\s+(?:and\s+|then\s+)?|^)\(?(\d{1,2})\)\s+")
+
+
+_LINE_BREAK = re.compile("(\n)")
+
+
+def _list_items(request: str) -> tuple[str, bool]:
+    """`request` with one list item per line and the markers removed, and whether it is a list (two
+    or more marked lines, or items numbered from 1 inside a line)."""
+    if [int(m.group(1)) for m in _INLINE_ITEM.finditer(request)][:2] == [1, 2]:
+        return _INLINE_ITEM.sub("\n", request), True
+    if len(_LIST_ITEM.findall(request)) < 2:
+        return request, False
+    return _LIST_ITEM.sub("", request), True
+
+
 def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
     """The intents of a request, or [] when it reads as one: every step a sequencing or adding
-    word starts ("…, then …", "… and after that …", "… and also …") is one; every sentence is one
-    when a sentence after the first opens by adding to it ("… today? Also, …") or the request has
-    at least `min_sentences` sentences (:func:`split_query_parts`). A piece with fewer than
+    word starts ("…, then …", "… and after that …", "… and also …") is one; every item of a list
+    (marked lines, or "1) … 2) …" inside a line) is one; every sentence is one when a sentence after
+    the first opens by adding to it or as its next step ("… today? Also, …", "… . Then …") or the
+    request has at least `min_sentences` sentences (:func:`split_query_parts`). A piece with fewer than
     ``MIN_CLAUSE_WORDS`` content words stays with its neighbour.
 
     >>> split_request_intents("Create Work Plan.txt with the agenda, then replace 'quality' with 'care'")
@@ -208,11 +228,14 @@ def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
     >>> split_request_intents("Determine the median and variance of 3, 4, 5.")
     []
     """
+    request, listed = _list_items(request)
     sentences = _single_spaced(split_query_parts(request))
     intents = [step for sentence in sentences for step in _pieces(_STEP_BOUNDARY, sentence)]
     stepped = len(intents) > len(sentences)
     added = any(_NEXT_SENTENCE.match(sentence) for sentence in sentences[1:])
-    return intents if stepped or added or len(sentences) >= min_sentences else []
+    if listed:  # a lead-in ("Please:", "Do the following:") is no item: it joins the first one
+        intents = [" ".join(item.split()) for item in _pieces(_LINE_BREAK, "\n".join(intents))]
+    return intents if stepped or added or listed or len(sentences) >= min_sentences else []
 
 
 def clean_text(text: str) -> str:
