@@ -27,6 +27,11 @@ def test_the_pipeline_rebuilds_a_loadable_int8_model_with_a_card(tmp_path):
 
     out, model_dir = tmp_path / "run", tmp_path / "model"
     argv = ["--tiny", "--root", str(TOY), "--sources", "toy", "--out", str(out), "--model-dir", str(model_dir)]
+    # The manifest a rebuild replaces carries the turn blend the conversation folds chose: it is kept.
+    model_dir.mkdir()
+    (model_dir / "model.json").write_text(
+        json.dumps({"id": "old", "loop_hybrid_weights": {"semantic": 0.9, "bm25": 0.1}})
+    )
     # A second round's negatives: mined with a trained model (the shipped one) instead of the general one.
     assert rebuild.main([*argv, "--id", "toy-model", "--threads", "1", "--mining-model", "minilm-l6-tools-v1"]) == 0
 
@@ -36,6 +41,8 @@ def test_the_pipeline_rebuilds_a_loadable_int8_model_with_a_card(tmp_path):
 
     manifest = read_manifest(model_dir)
     assert manifest.documents == TOOL_SIDE_MODEL_ID  # asymmetric: the general model's weights embed the tools
+    written = json.loads((model_dir / "model.json").read_text())
+    assert written["id"] == "toy-model" and written["loop_hybrid_weights"] == {"semantic": 0.9, "bm25": 0.1}
     assert sha256_of(manifest.model_file) == manifest.model_sha256
     assert manifest.model_file.stat().st_size < 30_000_000  # int8
 

@@ -72,8 +72,32 @@ def export(hf_dir: Path, out: Path, model_id: str, *, description: str = "") -> 
             "tokenizer": {"path": "tokenizer.json", "sha256": sha256_of(out / "tokenizer.json")},
         },
     }
+    manifest.update(carried_blends(out / "model.json"))
     (out / "model.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return out / "model.json"
+
+
+CHOSEN_BLENDS = ("hybrid_weights", "loop_hybrid_weights")
+"""Manifest entries chosen by cross-validation for a model (``training.fit_fusion``, the conversation folds)."""
+
+
+def carried_blends(previous: Path) -> dict[str, object]:
+    """The blends of the manifest an export replaces, kept (and said so): a rebuild must not drop the
+    turn blend the folds chose; re-run the folds or ``fit_fusion`` to refit them for the new weights."""
+    if not previous.is_file():
+        return {}
+    try:
+        old = json.loads(previous.read_text())
+    except (OSError, ValueError):
+        return {}
+    kept = {key: old[key] for key in CHOSEN_BLENDS if isinstance(old, dict) and key in old}
+    if kept:
+        print(
+            f"kept {', '.join(f'{k}={v}' for k, v in kept.items())} from the manifest this export replaces "
+            "(chosen for the previous weights: re-run the conversation folds or training.fit_fusion to refit)",
+            file=sys.stderr,
+        )
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:
