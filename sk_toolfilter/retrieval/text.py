@@ -206,11 +206,13 @@ _LINE_BREAK = re.compile("(\n)")
 def _list_items(request: str) -> tuple[str, bool]:
     """`request` with one list item per line and the markers removed, and whether it is a list (two
     or more marked lines, or items numbered from 1 inside a line)."""
-    if [int(m.group(1)) for m in _INLINE_ITEM.finditer(request)][:2] == [1, 2]:
-        return _INLINE_ITEM.sub("\n", request), True
-    if len(_LIST_ITEM.findall(request)) < 2:
+    # Each line single-spaced first: on a long run of whitespace the patterns would retry every shorter run.
+    text = "\n".join(" ".join(line.split()) for line in request.splitlines())
+    if [int(m.group(1)) for m in _INLINE_ITEM.finditer(text)][:2] == [1, 2]:
+        return _INLINE_ITEM.sub("\n", text), True
+    if len(_LIST_ITEM.findall(text)) < 2:
         return request, False
-    return _LIST_ITEM.sub("", request), True
+    return _LIST_ITEM.sub("", text), True
 
 
 def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
