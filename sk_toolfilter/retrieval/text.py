@@ -198,9 +198,7 @@ _NEXT_SENTENCE = re.compile(
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*•]|\(?\d{1,2}[.)]|\(?[a-h]\))[ \t]+(?=\S)", re.MULTILINE)
 # Numbered items inside a line: "… 1) create a file … 2) email it …", "(1) … and (2) …".
 _INLINE_ITEM = re.compile(r"(?:[,;]?\s+(?:and\s+|then\s+)?|^)\(?(\d{1,2})\)\s+")
-
-
-_LINE_BREAK = re.compile("(\n)")
+_LINE_BREAK = re.compile("(\n)")  # between a list's items (one group: the separator, as _pieces needs)
 
 
 def _list_items(request: str) -> tuple[str, bool]:
