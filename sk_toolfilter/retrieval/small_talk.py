@@ -18,7 +18,8 @@ Contoso", "Forget everything about Bob") is about something, and the description
 small talk however weakly the encoder links it to a tool: a catalog the encoder never saw is ranked
 as usual (the other signals, BM25 and the request's parts, still count) rather than sent nothing.
 Only the examples below may judge a request of up to :data:`MAX_EXEMPLAR_SUBJECT_WORDS` subject
-words, and never one that names someone or something (:func:`content_marks`).
+words (:data:`MAX_CLEAR_SUBJECT_WORDS` with a clear lead), and never one that names someone or something
+(:func:`content_marks`; numbers alone need the clear lead).
 
 The descriptions, the margin and the subject-word limit were chosen on a list of 20 small-talk
 requests and the dev halves (docs: intents and evidence).
