@@ -94,8 +94,9 @@ class ToolIndex:
         self.vectors_pending: str | None = None
         """Set while the tools' vectors are built in the background: why this index ranks with BM25."""
         self.fusion_weights = fitted_weights(embedding_service)
-        self.loop_fusion_weights = fitted_weights(embedding_service, "loop_hybrid_weights")
         """The hybrid blend fitted for the embedding model (used when the config sets no ``method_weights``)."""
+        self.loop_fusion_weights = fitted_weights(embedding_service, "loop_hybrid_weights")
+        """The blend chosen for the embedding model inside agent-loop turns (see ``ToolFilterConfig.for_turn``)."""
 
     @classmethod
     async def build(
