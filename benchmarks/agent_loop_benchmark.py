@@ -22,11 +22,11 @@ import argparse
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from sk_toolfilter.agents.agent import open_toolset
 from sk_toolfilter.agents.agent_file import FRAMEWORKS, Framework, parse_agent
-from sk_toolfilter.measure.conversations import load_steps, replay_conversations
+from sk_toolfilter.measure.conversations import CO_USAGE_SCOPES, CoUsageScope, load_steps, replay_conversations
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -47,7 +47,7 @@ async def run(
     limit: int | None,
     keep: Callable[[str], bool] | None = None,
     framework: Framework = "semantic-kernel",
-    co_usage_scope: Literal["agent", "conversation"] = "agent",
+    co_usage_scope: CoUsageScope = "agent",
 ) -> dict[str, dict[str, float]]:
     """Figures of one configuration (an agent file's ``tool_filtering`` block); `keep` picks
     conversations by id (cross-validation folds, see ``training/conversation_folds.py``)."""
@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument(
         "--co-usage",
         default="agent",
-        choices=["agent", "conversation"],
+        choices=CO_USAGE_SCOPES,
         help="co-usage shared by all conversations (a long-running agent) or started empty for each one",
     )
     parser.add_argument("--model", help="embedding.model (default: the shipped model)")

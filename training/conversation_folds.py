@@ -30,12 +30,12 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from sk_toolfilter.measure.conversations import CO_USAGE_SCOPES, CoUsageScope
 from training.sources import BENCHMARKS
 
 FOLDS = 2
-Scope = Literal["conversation", "agent"]
 # Loop configurations compared (each an agent file's tool_filtering block; "default" = shipped defaults).
 CANDIDATES: dict[str, dict[str, Any]] = {
     "default": {},
@@ -97,7 +97,7 @@ def train_folds(pairs: Path, out: Path, root: Path, epochs: float, cache_dir: Pa
         train_and_export(folder, epochs, root, cache_dir, f"fold{fold}")
 
 
-def _replay(root: Path, model: str, overrides: dict[str, Any], fold: int, scope: Scope) -> dict[str, float]:
+def _replay(root: Path, model: str, overrides: dict[str, Any], fold: int, scope: CoUsageScope) -> dict[str, float]:
     from benchmarks.agent_loop_benchmark import run
 
     block = {**overrides, "embedding": {"model": model}}
@@ -109,7 +109,7 @@ def _key(summary: dict[str, float]) -> tuple[float, float]:
     return (round(summary["step_recall"], 4), -summary["mean_tools"])
 
 
-def loop_folds(out: Path, root: Path, general: str, shipped: str, scope: Scope) -> dict[str, Any]:
+def loop_folds(out: Path, root: Path, general: str, shipped: str, scope: CoUsageScope) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for fold in range(FOLDS):
         model = str(out / f"fold{fold}" / "onnx")
@@ -137,7 +137,7 @@ def _cells(s: dict[str, float]) -> str:
     )
 
 
-def write_table(out: Path, results: dict[str, Any], scope: Scope) -> str:
+def write_table(out: Path, results: dict[str, Any], scope: CoUsageScope) -> str:
     rows = [
         "| fold | row | step recall | first step | later steps | turn complete | tools/request |",
         "|---|---|---|---|---|---|---|",
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shipped", default="minilm-l6-tools-v1")
     parser.add_argument(
         "--co-usage",
-        choices=["conversation", "agent"],
+        choices=CO_USAGE_SCOPES,
         default="conversation",
         help="start every conversation with no co-usage (leak-free), or share it across the fold's conversations",
     )

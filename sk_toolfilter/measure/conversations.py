@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
@@ -179,6 +179,11 @@ def summarize(results: Sequence[StepResult]) -> dict[str, float]:
     }
 
 
+CoUsageScope = Literal["agent", "conversation"]
+"""How far co-usage reaches in a replay: across the conversations (one agent), or one conversation."""
+CO_USAGE_SCOPES: tuple[str, ...] = get_args(CoUsageScope)
+
+
 async def replay_conversations(
     kernel: Kernel,
     manager: ToolFilterManager,
@@ -187,7 +192,7 @@ async def replay_conversations(
     encoding: str = "o200k_base",
     progress: ProgressCallback | None = None,
     framework: Framework = "semantic-kernel",
-    co_usage_scope: Literal["agent", "conversation"] = "agent",
+    co_usage_scope: CoUsageScope = "agent",
 ) -> ConversationReplay:
     """Send every step through the filtering wrapper on a recording transport and score what went out.
 
