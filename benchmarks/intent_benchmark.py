@@ -14,7 +14,8 @@ out when the margin was chosen; their misses were read when the subjectless rule
 closed-class words were set aside, measured before and after), ``FRESH_3`` and ``FRESH_4`` (written
 before the exemplars; FRESH_3's misses were read while they were built, FRESH_4 was measured only
 once they were final), ``FRESH_5`` (written before longer questions about the assistant were judged
-by the examples; counted before and after, its misses not read). None of these requests is an exemplar.
+by the examples; counted before and after, its misses not read until stop 45), ``FRESH_6`` (written at
+the start of stop 45, before FRESH_5's misses were read). None of these requests is an exemplar.
 
 With ``--clinc PATH`` (a clone of clinc/oos-eval) it also measures on CLINC150's validation and test
 splits — the exemplars come from its train split only — with and without the exemplars: how often
@@ -80,6 +81,12 @@ FRESH_5 = ["hi again, how have you been?", "thanks, you saved me a lot of time",
            "nope, that's everything", "do you like music?", "wait, let me check something first",
            "you are very helpful", "good morning, how are you today?", "can I ask you something personal?",
            "that was quick, thanks", "hmm, not sure", "do you dream?", "later!"]  # fmt: skip
+# Written at the start of stop 45, before FRESH_5's misses were read: the clean list for what follows.
+FRESH_6 = ["hello there!", "thanks a million", "what can you help me with today?", "goodbye, thanks for everything",
+           "how's everything going?", "no that's fine", "ok sounds great", "I appreciate your help",
+           "are you a real person?", "what should I call you?", "cool beans", "just saying hi",
+           "that's all I needed", "you've been great", "hmm interesting", "let's stop here", "see you tomorrow",
+           "can you tell me about yourself?", "what are your capabilities?", "good to know, thanks"]  # fmt: skip
 SMALL_TALK_LISTS = {
     "tuning": TUNING,
     "held out": HELD_OUT,
@@ -89,6 +96,7 @@ SMALL_TALK_LISTS = {
     "fresh 3": FRESH_3,
     "fresh 4": FRESH_4,
     "fresh 5": FRESH_5,
+    "fresh 6": FRESH_6,
 }
 
 CONFIGS: dict[str, dict[str, Any]] = {
