@@ -332,6 +332,11 @@ def test_small_talk_has_at_most_one_word_outside_the_words_of_small_talk():
     assert not any(may_be_small_talk(r) for r in ABOUT_SOMETHING)
     assert not may_be_small_talk("hi " + "the quarterly revenue report for Contoso " * 10_000)  # read from the start
     assert subject_words("you're the best") == ["best"]  # what is left of a contraction is no subject
+    # A negated auxiliary is a function word whole: its head ("don", "isn", "won") is no subject either ...
+    assert subject_words("that wasn't me") == subject_words("no, I don't need anything") == []
+    assert subject_words("we aren’t done yet") == ["done"]
+    # ... while the same letters outside a contraction stay words.
+    assert subject_words("who won the donation drive?") == ["won", "donat", "drive"]
     # Indefinite pronouns and adverbs of degree or time name nothing either.
     assert subject_words("is there anything else you can still help with?") == []
     assert subject_words("Forget everything about Bob") == ["forget", "bob"]
@@ -352,7 +357,8 @@ class Assistant:
 async def test_a_request_that_names_nothing_sends_only_the_pins_whatever_its_cosines(files_kernel):
     files_kernel.add_plugin(Assistant(), "Assistant")
     manager = await create_tool_filter(files_kernel, ToolFilterConfig())
-    for request in ["what can you do?", "yes please", "no thanks", "ok got it", "are you there?", "anything else?"]:
+    requests = ["what can you do?", "yes please", "no thanks", "ok got it", "are you there?", "anything else?"]
+    for request in [*requests, "no, I don't need anything", "that wasn't me"]:
         assert set(await manager.filter_tools(request)) == DISCOVERY, request
         cut = [d for d in await manager.explain(request) if not d.kept]
         assert all("names nothing a tool could act on" in d.reason for d in cut), cut

@@ -97,6 +97,9 @@ CLEAR_MARGIN = 0.15
 MAX_READ_CHARS = 1000  # a request this long is about something; its first words tell
 # What is left of an English contraction once the tokenizer splits at the apostrophe ("you're").
 _CONTRACTION_TAILS = frozenset({"re", "ve", "ll", "d", "m", "s", "t"})
+# A negated auxiliary ("don't", "isn't", "won't", "can't") is a function word whole; split at the
+# apostrophe its head ("don", "isn", "won") would read as a word of its own.
+_NEGATED_AUXILIARY = re.compile(r"\b\w+n['’]t\b", re.IGNORECASE)
 # English closed-class words the stopword list lacks (it keeps words BM25 can match on): indefinite
 # pronouns and adverbs of degree, time and doubt. They name nothing a tool could act on.
 _CLOSED_CLASS = (
@@ -113,7 +116,7 @@ _SMALL_TALK_WORDS = (
 def subject_words(request: str) -> list[str]:
     """The request's words (stemmed) outside English stopwords and the words of small talk itself;
     Chinese is read through its English gloss."""
-    words = tokenize(with_english_gloss(request[:MAX_READ_CHARS]))
+    words = tokenize(with_english_gloss(_NEGATED_AUXILIARY.sub(" ", request[:MAX_READ_CHARS])))
     return [t for t in words if t not in _SMALL_TALK_WORDS and not CJK_RUN.search(t)]
 
 
