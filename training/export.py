@@ -31,8 +31,13 @@ TOKENIZER = (
 )
 
 
-def export(hf_dir: Path, out: Path, model_id: str, *, description: str = "") -> Path:
-    """Write ``model.onnx`` (int8), ``tokenizer.json`` and ``model.json`` into `out`; returns the manifest path."""
+def export(
+    hf_dir: Path, out: Path, model_id: str, *, description: str = "", documents: str | None = TOOL_SIDE_MODEL_ID
+) -> Path:
+    """Write ``model.onnx`` (int8), ``tokenizer.json`` and ``model.json`` into `out`; returns the manifest path.
+
+    `documents` names the model that embeds the tools (a shipped id or a model folder); ``None`` makes
+    the export embed its own documents (a trained tool side, ``train.py --tool-layers``)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = AutoModel.from_pretrained(str(hf_dir)).eval()
@@ -62,8 +67,9 @@ def export(hf_dir: Path, out: Path, model_id: str, *, description: str = "") -> 
     manifest = {
         "id": model_id,
         "description": description,
-        # Asymmetric: this encoder embeds requests; the general model's weights (as dynamic int8) embed tools.
-        "documents": TOOL_SIDE_MODEL_ID,
+        # Asymmetric: this encoder embeds requests; by default the general model's weights (as dynamic
+        # int8) embed tools.
+        **({"documents": documents} if documents else {}),
         "dimensions": int(model.config.hidden_size),
         "pooling": "mean",
         "max_length": 256,

@@ -20,14 +20,28 @@ from training.evaluate import evaluate_model
 from training.sources import BENCHMARKS, RETRIEVAL_SETS
 
 
-def train_and_export(folder: Path, epochs: float, root: Path, cache_dir: Path | None, model_id: str) -> None:
-    """Train on ``<folder>/pairs.jsonl`` (weights in ``<folder>/model``), export to ``<folder>/onnx``."""
+def train_and_export(
+    folder: Path, epochs: float, root: Path, cache_dir: Path | None, model_id: str, tool_layers: int = 0
+) -> None:
+    """Train on ``<folder>/pairs.jsonl`` (weights in ``<folder>/model``), export to ``<folder>/onnx``
+    (and a trained tool side to ``<folder>/tool_onnx``, which the request encoder's manifest names)."""
     argv = ["--pairs", str(folder / "pairs.jsonl"), "--out", str(folder / "model"), "--epochs", str(epochs)]
     argv += ["--root", str(root), "--log-every", "50"] + (["--cache-dir", str(cache_dir)] if cache_dir else [])
-    export.export(train.train(train.parse_args(argv)), folder / "onnx", model_id)
+    argv += ["--tool-layers", str(tool_layers)]
+    hf = train.train(train.parse_args(argv))
+    documents = export.TOOL_SIDE_MODEL_ID
+    if tool_layers:
+        documents = str(
+            export.export(
+                folder / "model" / "tool_hf", folder / "tool_onnx", f"{model_id}-tools", documents=None
+            ).parent.resolve()
+        )
+    export.export(hf, folder / "onnx", model_id, documents=documents)
 
 
-def run(pairs: Path, out: Path, sets: list[str], epochs: float, root: Path, cache_dir: Path | None) -> dict:
+def run(
+    pairs: Path, out: Path, sets: list[str], epochs: float, root: Path, cache_dir: Path | None, tool_layers: int = 0
+) -> dict:
     saved = out / "lodo.json"  # earlier runs' sets are kept (one set per run is fine)
     results: dict[str, dict] = json.loads(saved.read_text()) if saved.exists() else {}
     lines = pairs.read_text(encoding="utf-8").splitlines()
@@ -37,7 +51,7 @@ def run(pairs: Path, out: Path, sets: list[str], epochs: float, root: Path, cach
         kept = [line for line in lines if line.strip() and json.loads(line)["source"] != held_out]
         (folder / "pairs.jsonl").write_text("\n".join(kept) + "\n", encoding="utf-8")
         print(f"== without {held_out}: {len(kept)} pairs", file=sys.stderr, flush=True)
-        train_and_export(folder, epochs, root, cache_dir, f"lodo-{held_out}")
+        train_and_export(folder, epochs, root, cache_dir, f"lodo-{held_out}", tool_layers)
         trained = asyncio.run(evaluate_model(str(folder / "onnx"), [held_out], root=root, cache_dir=cache_dir))
         general = asyncio.run(evaluate_model("all-MiniLM-L6-v2-int8", [held_out], root=root, cache_dir=cache_dir))
         results[held_out] = {"general": general[held_out], "trained_without": trained[held_out]}
@@ -64,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--root", type=Path, default=BENCHMARKS)
     parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--tool-layers", type=int, default=0, help="train the tool side's top N layers too")
     args = parser.parse_args(argv)
-    run(args.pairs, args.out, [s for s in args.sets.split(",") if s], args.epochs, args.root, args.cache_dir)
+    sets = [s for s in args.sets.split(",") if s]
+    run(args.pairs, args.out, sets, args.epochs, args.root, args.cache_dir, args.tool_layers)
     print((args.out / "lodo.md").read_text())
     return 0
 

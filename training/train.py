@@ -38,6 +38,7 @@ from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.index import embed_catalog, embedding_texts
 from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
 from training.sources import BENCHMARKS
+from training.tool_side import ToolTower
 
 
 def base_model_dir() -> Path:
@@ -53,15 +54,17 @@ def load_pairs(path: Path) -> list[dict]:
 
 
 class Catalogs:
-    """The frozen tool side: every catalog's tool vectors (general model, as at run time)."""
+    """The tool side: every catalog's tool vectors (general model, as at run time) and texts."""
 
     def __init__(self, sources: list[str], root: Path, cache_dir: Path | None) -> None:
         service = LocalEmbeddingGenerator(model=GENERAL_MODEL_ID)
         cache = EmbeddingCache(cache_dir) if cache_dir else None
         self.vectors: dict[str, torch.Tensor] = {}
         self.position: dict[str, dict[str, int]] = {}
+        self.texts: dict[str, list[str]] = {}
         for source in sources:
             tools = [t for t, _ in load_catalog(root / source / "tools.jsonl")]
+            self.texts[source] = embedding_texts(tools)
             # The texts and the embedding path the index uses at run time (cut to its bound, cached).
             vectors, _ = asyncio.run(embed_catalog(service, embedding_texts(tools), cache=cache))
             self.vectors[source] = torch.from_numpy(vectors.astype(np.float32))
@@ -76,14 +79,29 @@ def encode(model, tokenizer, texts: list[str], max_length: int) -> torch.Tensor:
     return F.normalize(pooled, dim=-1)
 
 
-def batch_loss(model, tokenizer, rows: list[dict], catalogs: Catalogs, args) -> torch.Tensor:
+def fresh_tool_vectors(rows: list[dict], catalogs: Catalogs, tower: ToolTower) -> dict[str, torch.Tensor]:
+    """Each source's catalog with the batch's tools (gold and mined negatives) encoded afresh."""
+    chosen: dict[str, set[int]] = defaultdict(set)
+    for r in rows:
+        positions = catalogs.position[r["source"]]
+        names = [r["positive_id"], *r.get("negative_ids", [])]
+        chosen[r["source"]].update(positions[n] for n in names if n in positions)
+    out = {}
+    for source, picked in chosen.items():
+        index = torch.tensor(sorted(picked))
+        out[source] = catalogs.vectors[source].index_put((index,), tower.encode(source, index.tolist()))
+    return out
+
+
+def batch_loss(model, tokenizer, rows: list[dict], catalogs: Catalogs, args, tower: ToolTower | None = None):
     """Mean InfoNCE of the rows; each row against every tool of its own catalog."""
     # Requests as the index embeds them: Chinese text with its English gloss (ToolIndex.embed_queries).
     q = encode(model, tokenizer, [with_english_gloss(r["query"]) for r in rows], args.max_query_tokens)
+    vectors = fresh_tool_vectors(rows, catalogs, tower) if tower is not None else catalogs.vectors
     losses = []
     for i, r in enumerate(rows):
         positions = catalogs.position[r["source"]]
-        logits = catalogs.vectors[r["source"]] @ q[i]
+        logits = vectors[r["source"]] @ q[i]
         target = positions[r["positive_id"]]
         bonus = torch.zeros_like(logits)
         for name in r.get("negative_ids", []):
@@ -137,6 +155,11 @@ def train(args) -> Path:
     steps_per_epoch = math.ceil(len(pairs) / args.batch_size)
     total = max(1, int(steps_per_epoch * args.epochs))
     trainable = [p for p in model.parameters() if p.requires_grad]
+    tower = None
+    if args.tool_layers:
+        tower = ToolTower(str(args.base), tokenizer, catalogs.texts, args.tool_layers, args.max_tool_tokens)
+        trainable += [p for p in tower.model.parameters() if p.requires_grad]
+        tower.model.train()
     optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
     scheduler = warmup_then_decay(optimizer, total, max(1, int(0.1 * total)))
     by_source = defaultdict(int)
@@ -151,7 +174,9 @@ def train(args) -> Path:
             if step >= total:
                 break
             rows = [pairs[i] for i in order[start : start + args.batch_size]]
-            loss = batch_loss(model, tokenizer, rows, catalogs, args)
+            if tower is not None and step % args.refresh_every == 0:
+                catalogs.vectors = {s: tower.catalog_vectors(s) for s in catalogs.vectors}
+            loss = batch_loss(model, tokenizer, rows, catalogs, args, tower)
             losses.append(optimizer_step(loss, trainable, optimizer, scheduler))
             step += 1
             if step % args.log_every == 0 or step == total:
@@ -166,6 +191,9 @@ def train(args) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
+    if tower is not None:
+        tower.model.save_pretrained(str(args.out / "tool_hf"))
+        tokenizer.save_pretrained(str(args.out / "tool_hf"))
     (args.out / "train_log.json").write_text(
         json.dumps(
             {
@@ -196,6 +224,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--hard-margin", type=float, default=0.05, help="added to mined hard negatives' cosine")
     parser.add_argument("--max-query-tokens", type=int, default=96)
     parser.add_argument("--freeze-layers", type=int, default=2, help="lowest transformer layers kept frozen")
+    parser.add_argument(
+        "--tool-layers", type=int, default=0, help="train the tool side's top N layers too (0: tool side frozen)"
+    )
+    parser.add_argument("--refresh-every", type=int, default=50, help="steps between catalog re-encodings")
+    parser.add_argument("--max-tool-tokens", type=int, default=256, help="tool texts cut as the runtime cuts them")
     parser.add_argument("--max-pairs", type=int, default=0, help="train on at most N pairs (tiny runs)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=13)
