@@ -116,3 +116,43 @@ def test_intent_pairs_pair_each_step_of_a_request_with_the_tool_it_asks_for():
         ("intent", "reserve a hotel room near the Louvre", "Travel-reserve_hotel"),
     ]
     assert all(p["negative_ids"] == ["Travel-rent_car"] and len(p["gold_ids"]) == 2 for p in made)
+
+
+def test_a_trained_tool_side_ships_as_its_own_model_named_by_the_request_encoder(tmp_path):
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+    from sk_toolfilter.retrieval.local_models import read_manifest
+    from training import train
+    from training.leave_one_out import train_and_export
+    from training.tool_side import ToolTower
+
+    # The tool side's cached lower layers plus its top layers read a tool text as the whole network does.
+    base = str(train.base_model_dir())
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    texts = ["send_email: Send an email to a recipient.", "get_forecast: Get the weather forecast for a city. " * 9]
+    tower = ToolTower(base, tokenizer, {"toy": texts}, 2, 256)
+    whole = train.encode(AutoModel.from_pretrained(base).eval(), tokenizer, texts, 256)
+    assert torch.all((tower.catalog_vectors("toy") * whole).sum(1) > 0.9999)
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    gold = {"tell Bob the meeting moved": "Mail-send_email", "will it rain in Oslo?": "Weather-get_forecast"}
+    rows = [
+        {"source": "toy", "kind": "query", "query": q, "positive_id": t, "gold_ids": [t], "negative_ids": []}
+        for q, t in gold.items()
+    ]
+    (folder / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    train_and_export(folder, 1.0, TOY, None, "toy-tt", tool_layers=1)
+
+    trained = AutoModel.from_pretrained(str(folder / "model" / "tool_hf")).state_dict()
+    start = AutoModel.from_pretrained(base).state_dict()
+    top, below = "encoder.layer.5.output.dense.weight", "encoder.layer.4.output.dense.weight"
+    assert not torch.equal(trained[top], start[top]) and torch.equal(trained[below], start[below])
+    # The request encoder names the trained tool side, which embeds its own documents.
+    assert Path(read_manifest(folder / "onnx").documents) == (folder / "tool_onnx").resolve()
+    assert read_manifest(folder / "tool_onnx").documents is None
+    model = LocalEmbeddingGenerator(model=str(folder / "onnx"))
+    assert model.ai_model_id.startswith("toy-tt-tools@")  # tool vectors cached apart from the general model's
+    assert model.query_encoder.ai_model_id.startswith("toy-tt@")
