@@ -83,7 +83,7 @@ FRESH_5 = ["hi again, how have you been?", "thanks, you saved me a lot of time",
            "that was quick, thanks", "hmm, not sure", "do you dream?", "later!"]  # fmt: skip
 # Written at the start of stop 45, before FRESH_5's misses were read: the clean list for what follows.
 FRESH_6 = ["hello there!", "thanks a million", "what can you help me with today?", "goodbye, thanks for everything",
-           "how's everything going?", "no that's fine", "ok sounds great", "I appreciate your help",
+           "how's everything going?", "no that's fine", "ok sounds great", "much obliged, friend",
            "are you a real person?", "what should I call you?", "cool beans", "just saying hi",
            "that's all I needed", "you've been great", "hmm interesting", "let's stop here", "see you tomorrow",
            "can you tell me about yourself?", "what are your capabilities?", "good to know, thanks"]  # fmt: skip
