@@ -342,6 +342,28 @@ def test_small_talk_has_at_most_one_word_outside_the_words_of_small_talk():
     assert subject_words("Forget everything about Bob") == ["forget", "bob"]
 
 
+async def test_a_short_ranking_is_filled_with_the_closest_tools_which_are_never_sent(files_kernel):
+    from sk_toolfilter.retrieval.search import rank_tools
+
+    # No threshold and room for ten: only the budget and evidence decide what is sent.
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig(top_k=10, similarity_threshold=0.0))
+    request = "what's the weather in Oslo?"
+    ranking = await rank_tools(manager.index, request, manager.config, limit=8)
+    with_evidence = [t.full_name for t in ranking.tools if t.evidence]
+    filling = [t for t in ranking.tools if not t.evidence]
+    # Evidence first; the rest of the limit holds the closest other tools, each once.
+    assert with_evidence and set(with_evidence) <= {"Weather-current_weather", "Weather-forecast"}
+    assert [t.evidence for t in ranking.tools] == [True] * len(with_evidence) + [False] * len(filling)
+    assert len(ranking.tools) == 8 == len({t.full_name for t in ranking.tools})
+    assert all(t.score == 0.0 for t in filling)
+    # Only the tools with evidence are sent; explain says why the others were not.
+    assert [n for n in await manager.filter_tools(request) if n not in DISCOVERY] == with_evidence
+    decisions = {d.full_name: d for d in await manager.explain(request)}
+    assert all(not decisions[t.full_name].kept and "no evidence" in decisions[t.full_name].reason for t in filling)
+    # Small talk is not filled: its reason is the one to read.
+    assert all(t.evidence for t in (await rank_tools(manager.index, "thanks!", manager.config, limit=8)).tools)
+
+
 class Assistant:
     """Tools a subjectless request reads close to: its cosines alone would send them."""
 

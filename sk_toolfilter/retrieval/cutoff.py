@@ -20,6 +20,12 @@ class ToolDecision:
     method_scores: dict[str, float] | None = None
 
 
+NO_EVIDENCE = (
+    "cut: no evidence (no cosine above semantic_floor, no shared word that counts); ranked only after every "
+    "tool with evidence"
+)
+
+
 def apply_cutoff(
     ranked: Sequence[ScoredTool], config: ToolFilterConfig, *, no_tool_reason: str | None = None
 ) -> list[ToolDecision]:
@@ -41,6 +47,8 @@ def apply_cutoff(
             reason, kept = beyond_top_k, False
         elif scored.name_match:
             reason, kept = "kept: the query names this tool", True
+        elif not scored.evidence:
+            reason, kept = NO_EVIDENCE, False
         elif no_tool_reason is not None:
             reason, kept = no_tool, False
         elif config.cutoff == "autocut":

@@ -45,6 +45,8 @@ class ScoredTool:
     score: float
     method_scores: dict[str, float]
     name_match: bool = False
+    evidence: bool = True
+    """False for a tool that only fills a ranking shorter than its limit (:func:`rank_tools`): never sent."""
 
     @property
     def full_name(self) -> str:
@@ -53,7 +55,8 @@ class ScoredTool:
 
 @dataclass(frozen=True)
 class Ranking:
-    """The ranked tools for one query (best first, only tools with some evidence)."""
+    """The ranked tools for one query: every tool with some evidence, best first; when they are fewer
+    than the ranking's limit, the closest others by cosine after them (``evidence=False``, never sent)."""
 
     query: str
     requested_method: SearchMethod
@@ -157,6 +160,12 @@ async def rank_tools(
         ScoredTool(index.tools[i], 1.0 if i in named_set else score, scores, name_match=i in named_set)
         for i, score, scores in zip(order, finals, whole.method_scores_of(order), strict=True)
     ]
+    if order and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
+        filling = _closest_left_out(order, cosines, mask, limit - len(order))
+        ranked += [
+            ScoredTool(index.tools[i], 0.0, scores, evidence=False)
+            for i, scores in zip(filling, whole.method_scores_of(filling), strict=True)
+        ]
     return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason, without_evidence)
 
 
@@ -187,6 +196,20 @@ def _closest_without_evidence(
             why += " and it shares no word with the request"
         reasons.append((index.tools[i].full_name, why))
     return reasons
+
+
+def _closest_left_out(order: list[int], cosines: np.ndarray, mask: np.ndarray | None, count: int) -> list[int]:
+    """The `count` tools closest by cosine among those a ranking left out for lack of evidence (best
+    first, ties in catalog order). They fill a ranking shorter than its limit: on an unseen catalog a
+    request's second tool is often just under the floor (models trained without metatool: 12 of the 30
+    gold tools missing from its dev requests ranked short), and a list of five tells a reader more than
+    a list of three. They come after every tool with evidence and are never sent."""
+    pool = np.ones(len(cosines), dtype=bool) if mask is None else mask.copy()
+    pool[order] = False
+    candidates = np.flatnonzero(pool)
+    if len(candidates) > count:
+        candidates = candidates[np.argpartition(-cosines[candidates], count - 1)[:count]]
+    return candidates[np.lexsort((candidates, -cosines[candidates]))].tolist()
 
 
 @dataclass(frozen=True)
