@@ -394,9 +394,12 @@ async def test_a_request_no_tool_has_evidence_for_sends_only_the_pins_and_explai
     # A floor no cosine reaches, and a request sharing no word with any tool: no evidence at all.
     manager = await create_tool_filter(files_kernel, ToolFilterConfig(semantic_floor=0.99))
     assert set(await manager.filter_tools("Forget everything about Bob")) == DISCOVERY
-    closest = [d for d in await manager.explain("Forget everything about Bob") if d.full_name not in DISCOVERY]
-    assert len(closest) == 3 and not any(d.kept for d in closest)
+    listed = [d for d in await manager.explain("Forget everything about Bob") if d.full_name not in DISCOVERY]
+    assert listed and not any(d.kept for d in listed)
+    # The three closest say their cosine; the rest of the (filled) ranking is cut for lack of evidence too.
+    closest, others = listed[:3], listed[3:]
     assert all("no evidence: cosine" in d.reason and "semantic_floor 0.99" in d.reason for d in closest), closest
+    assert all("no evidence" in d.reason for d in others) and len({d.full_name for d in listed}) == len(listed)
 
 
 # Conversation the five descriptions missed: no word of it is in small talk's vocabulary, and none of it is

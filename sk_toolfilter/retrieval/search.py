@@ -66,8 +66,8 @@ class Ranking:
     no_tool_reason: str | None = None
     """Set when the request has no real evidence for any tool (small talk): only tools it names are sent."""
     without_evidence: list[tuple[str, str]] = field(default_factory=list)
-    """When no tool has evidence: the closest few by cosine, as ``(full_name, why it is not ranked)``
-    pairs for ``explain`` (they are never sent)."""
+    """When no tool has evidence: the closest few by cosine (and the one sharing the most words), as
+    ``(full_name, why it has none)`` pairs for ``explain`` (they are never sent)."""
 
 
 async def rank_tools(
@@ -160,7 +160,7 @@ async def rank_tools(
         ScoredTool(index.tools[i], 1.0 if i in named_set else score, scores, name_match=i in named_set)
         for i, score, scores in zip(order, finals, whole.method_scores_of(order), strict=True)
     ]
-    if order and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
+    if limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
         filling = _closest_left_out(order, cosines, mask, limit - len(order))
         ranked += [
             ScoredTool(index.tools[i], 0.0, scores, evidence=False)

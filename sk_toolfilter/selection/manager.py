@@ -345,7 +345,12 @@ class ToolFilterManager:
         decisions = apply_cutoff(
             [t for t in ranking.tools if self._exists(t.full_name)], config, no_tool_reason=ranking.no_tool_reason
         )
-        decisions += [ToolDecision(name, False, f"cut: {why}") for name, why in ranking.without_evidence]
+        if ranking.without_evidence:  # no tool has evidence: the closest say why, in place of the generic reason
+            why = {name: f"cut: {reason}" for name, reason in ranking.without_evidence}
+            decisions = [
+                ToolDecision(d.full_name, False, why.pop(d.full_name)) if d.full_name in why else d for d in decisions
+            ]
+            decisions += [ToolDecision(name, False, reason) for name, reason in why.items()]
         names = [d.full_name for d in decisions if d.kept]
         budget = self._budget(loop_turn)
         everything_fits = count <= budget  # counted on the mask: no per-tool list on this path
@@ -412,7 +417,7 @@ class ToolFilterManager:
         index, found = self._catalog.index, []
         for need in needs:
             ranking = await rank_tools(index, need, config, limit=1, allowed=candidates)
-            found += [(t.full_name, need) for t in ranking.tools if self._exists(t.full_name)]
+            found += [(t.full_name, need) for t in ranking.tools if t.evidence and self._exists(t.full_name)]
         return found
 
     def _plan_agent_loop(
