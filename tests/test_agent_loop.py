@@ -123,6 +123,17 @@ async def test_a_request_listing_three_actions_keeps_each_actions_tool_until_it_
     assert not any("did not run" in r.getMessage() for r in caplog.records)
 
 
+async def test_a_part_of_the_request_no_tool_has_evidence_for_adds_no_tool(loop_kernel):
+    # No cosine passes this floor, and the second part shares no word with any tool: it has no best tool.
+    manager = await create_tool_filter(loop_kernel, ToolFilterConfig(semantic_floor=0.99))
+    history = ChatHistory()
+    history.add_user_message("Create a shipping label for 1 Main St, and hum a quiet lullaby for me")
+    selection = await manager.select_for_history(history)
+    reasons = [d.reason for d in selection.decisions if d.kept]
+    assert "Shipping-create_label" in selection.names
+    assert not any("lullaby" in r for r in reasons), reasons
+
+
 async def test_explain_says_why_a_tool_of_the_turn_was_kept(loop_kernel):
     manager = await create_tool_filter(loop_kernel, ToolFilterConfig())
     transport = RecordingTransport([tool_call_reply(("Shipping-track_package", {"tracking_number": "1"}))])
