@@ -354,7 +354,7 @@ async def test_the_requests_of_a_turn_are_ranked_with_the_turn_blend(loop_kernel
     history = ChatHistory()
     history.add_user_message(request)
     in_turn = (await manager.select_for_history(history)).ranking
-    alone = await rank_tools(manager.index, request, ToolFilterConfig(method_weights=weights), limit=20)
+    alone = await rank_tools(manager.index, request, ToolFilterConfig(method_weights=weights), limit=20, fill=False)
     assert [t.tool.full_name for t in in_turn.tools][:8] == [t.tool.full_name for t in alone.tools][:8]
-    single = await rank_tools(manager.index, request, manager.config, limit=20)
+    single = await rank_tools(manager.index, request, manager.config, limit=20, fill=False)
     assert [round(t.score, 6) for t in in_turn.tools] != [round(t.score, 6) for t in single.tools]

@@ -343,6 +343,7 @@ def test_small_talk_has_at_most_one_word_outside_the_words_of_small_talk():
 
 
 async def test_a_short_ranking_is_filled_with_the_closest_tools_which_are_never_sent(files_kernel):
+    from sk_toolfilter.retrieval.cutoff import apply_cutoff
     from sk_toolfilter.retrieval.search import rank_tools
 
     # No threshold and room for ten: only the budget and evidence decide what is sent.
@@ -350,17 +351,21 @@ async def test_a_short_ranking_is_filled_with_the_closest_tools_which_are_never_
     request = "what's the weather in Oslo?"
     ranking = await rank_tools(manager.index, request, manager.config, limit=8)
     with_evidence = [t.full_name for t in ranking.tools if t.evidence]
-    filling = [t for t in ranking.tools if not t.evidence]
-    # Evidence first; the rest of the limit holds the closest other tools, each once.
+    filling = [t.full_name for t in ranking.tools if not t.evidence]
+    # Evidence first; the rest of the limit holds the closest other tools, each once, at score 0.
     assert with_evidence and set(with_evidence) <= {"Weather-current_weather", "Weather-forecast"}
     assert [t.evidence for t in ranking.tools] == [True] * len(with_evidence) + [False] * len(filling)
     assert len(ranking.tools) == 8 == len({t.full_name for t in ranking.tools})
-    assert all(t.score == 0.0 for t in filling)
-    # Only the tools with evidence are sent; explain says why the others were not.
+    assert all(t.score == 0.0 for t in ranking.tools if not t.evidence)
+    # The cut never keeps them, whatever the threshold; the selection does not list them at all.
+    decisions = apply_cutoff(ranking.tools, manager.config)
+    assert [d.full_name for d in decisions if d.kept] == with_evidence
+    assert all("no evidence" in d.reason for d in decisions if d.full_name in filling)
     assert [n for n in await manager.filter_tools(request) if n not in DISCOVERY] == with_evidence
-    decisions = {d.full_name: d for d in await manager.explain(request)}
-    assert all(not decisions[t.full_name].kept and "no evidence" in decisions[t.full_name].reason for t in filling)
-    # Small talk is not filled: its reason is the one to read.
+    assert not set(filling) & {d.full_name for d in await manager.explain(request)}
+    # Without `fill`, and for small talk, a ranking holds only tools with evidence.
+    unfilled = await rank_tools(manager.index, request, manager.config, limit=8, fill=False)
+    assert [t.full_name for t in unfilled.tools] == with_evidence
     assert all(t.evidence for t in (await rank_tools(manager.index, "thanks!", manager.config, limit=8)).tools)
 
 
@@ -394,12 +399,9 @@ async def test_a_request_no_tool_has_evidence_for_sends_only_the_pins_and_explai
     # A floor no cosine reaches, and a request sharing no word with any tool: no evidence at all.
     manager = await create_tool_filter(files_kernel, ToolFilterConfig(semantic_floor=0.99))
     assert set(await manager.filter_tools("Forget everything about Bob")) == DISCOVERY
-    listed = [d for d in await manager.explain("Forget everything about Bob") if d.full_name not in DISCOVERY]
-    assert listed and not any(d.kept for d in listed)
-    # The three closest say their cosine; the rest of the (filled) ranking is cut for lack of evidence too.
-    closest, others = listed[:3], listed[3:]
+    closest = [d for d in await manager.explain("Forget everything about Bob") if d.full_name not in DISCOVERY]
+    assert len(closest) == 3 and not any(d.kept for d in closest)
     assert all("no evidence: cosine" in d.reason and "semantic_floor 0.99" in d.reason for d in closest), closest
-    assert all("no evidence" in d.reason for d in others) and len({d.full_name for d in listed}) == len(listed)
 
 
 # Conversation the five descriptions missed: no word of it is in small talk's vocabulary, and none of it is

@@ -78,6 +78,7 @@ async def rank_tools(
     limit: int | None = None,
     allowed: Collection[str] | np.ndarray | None = None,
     prefetch: Sequence[str] = (),
+    fill: bool = True,
 ) -> Ranking:
     """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools.
 
@@ -89,6 +90,10 @@ async def rank_tools(
     rankings are merged round by round — the whole request's best tool, each intent's best, then
     each one's second best — so a near-duplicate of one intent's tool never takes the place of
     another intent's best.
+
+    `fill`: when fewer than `limit` tools have evidence, the closest others by cosine follow them
+    (``evidence=False``, score 0; :func:`apply_cutoff` never keeps them), so a ranking lists `limit`
+    tools where the catalog has them. The selection path turns it off: it never sends them.
 
     `prefetch`: texts to embed in the same service call, for rankings that follow (the index
     reuses their vectors). Without embeddings, or when embedding the query fails, semantic and
@@ -160,7 +165,7 @@ async def rank_tools(
         ScoredTool(index.tools[i], 1.0 if i in named_set else score, scores, name_match=i in named_set)
         for i, score, scores in zip(order, finals, whole.method_scores_of(order), strict=True)
     ]
-    if limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
+    if fill and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
         filling = _closest_left_out(order, cosines, mask, limit - len(order))
         ranked += [
             ScoredTool(index.tools[i], 0.0, scores, evidence=False)

@@ -340,17 +340,13 @@ class ToolFilterManager:
             limit=max(config.top_k * 4, 20),
             allowed=None if every_tool else candidates,
             prefetch=needs,
+            fill=False,  # tools without evidence are never sent: the selection does not list them
         )
         # Functions removed while this (older) index was in use are dropped before the cut, not after it.
         decisions = apply_cutoff(
             [t for t in ranking.tools if self._exists(t.full_name)], config, no_tool_reason=ranking.no_tool_reason
         )
-        if ranking.without_evidence:  # no tool has evidence: the closest say why, in place of the generic reason
-            why = {name: f"cut: {reason}" for name, reason in ranking.without_evidence}
-            decisions = [
-                ToolDecision(d.full_name, False, why.pop(d.full_name)) if d.full_name in why else d for d in decisions
-            ]
-            decisions += [ToolDecision(name, False, reason) for name, reason in why.items()]
+        decisions += [ToolDecision(name, False, f"cut: {why}") for name, why in ranking.without_evidence]
         names = [d.full_name for d in decisions if d.kept]
         budget = self._budget(loop_turn)
         everything_fits = count <= budget  # counted on the mask: no per-tool list on this path
@@ -416,8 +412,8 @@ class ToolFilterManager:
         """(best tool, need) for each need."""
         index, found = self._catalog.index, []
         for need in needs:
-            ranking = await rank_tools(index, need, config, limit=1, allowed=candidates)
-            found += [(t.full_name, need) for t in ranking.tools if t.evidence and self._exists(t.full_name)]
+            ranking = await rank_tools(index, need, config, limit=1, allowed=candidates, fill=False)
+            found += [(t.full_name, need) for t in ranking.tools if self._exists(t.full_name)]
         return found
 
     def _plan_agent_loop(
