@@ -64,9 +64,9 @@ class Catalogs:
         self.texts: dict[str, list[str]] = {}
         for source in sources:
             tools = [t for t, _ in load_catalog(root / source / "tools.jsonl")]
-            self.texts[source] = embedding_texts(tools)
             # The texts and the embedding path the index uses at run time (cut to its bound, cached).
-            vectors, _ = asyncio.run(embed_catalog(service, embedding_texts(tools), cache=cache))
+            self.texts[source] = embedding_texts(tools)
+            vectors, _ = asyncio.run(embed_catalog(service, self.texts[source], cache=cache))
             self.vectors[source] = torch.from_numpy(vectors.astype(np.float32))
             self.position[source] = {t.full_name: i for i, t in enumerate(tools)}
 

@@ -56,7 +56,8 @@ class ScoredTool:
 @dataclass(frozen=True)
 class Ranking:
     """The ranked tools for one query: every tool with some evidence, best first; when they are fewer
-    than the ranking's limit, the closest others by cosine after them (``evidence=False``, never sent)."""
+    than the ranking's limit (and :func:`rank_tools` fills), the closest others by cosine after them
+    (``evidence=False``, never sent)."""
 
     query: str
     requested_method: SearchMethod
