@@ -4,6 +4,7 @@ no catalog tool), on a real kernel with the shipped model."""
 import re
 from typing import Annotated
 
+import numpy as np
 import pytest
 from semantic_kernel import Kernel
 from semantic_kernel.functions import kernel_function
@@ -363,6 +364,11 @@ async def test_a_short_ranking_is_filled_with_the_closest_tools_which_are_never_
     assert all("no evidence" in d.reason for d in decisions if d.full_name in filling)
     assert [n for n in await manager.filter_tools(request) if n not in DISCOVERY] == with_evidence
     assert not set(filling) & {d.full_name for d in await manager.explain(request)}
+    # Tools the encoder places alike (duplicate texts) fill in catalog order, however many tie.
+    from sk_toolfilter.retrieval.search import _closest_left_out
+
+    tied = np.array([0.1, *[0.5] * 40, 0.2], dtype=np.float32)
+    assert _closest_left_out([3], tied, None, 5) == [1, 2, 4, 5, 6]
     # Without `fill`, and for small talk, a ranking holds only tools with evidence.
     unfilled = await rank_tools(manager.index, request, manager.config, limit=8, fill=False)
     assert [t.full_name for t in unfilled.tools] == with_evidence

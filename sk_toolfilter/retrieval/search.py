@@ -213,9 +213,10 @@ def _closest_left_out(order: list[int], cosines: np.ndarray, mask: np.ndarray | 
     pool = np.ones(len(cosines), dtype=bool) if mask is None else mask.copy()
     pool[order] = False
     candidates = np.flatnonzero(pool)
-    if len(candidates) > count:
-        candidates = candidates[np.argpartition(-cosines[candidates], count - 1)[:count]]
-    return candidates[np.lexsort((candidates, -cosines[candidates]))].tolist()
+    if len(candidates) > count:  # only the best `count`, and every tie at the boundary, are sorted
+        values = cosines[candidates]
+        candidates = candidates[values >= np.partition(values, len(values) - count)[len(values) - count]]
+    return candidates[np.lexsort((candidates, -cosines[candidates]))][:count].tolist()
 
 
 @dataclass(frozen=True)
