@@ -185,8 +185,7 @@ def _closest_without_evidence(
 ) -> list[tuple[str, str]]:
     """The `count` tools closest to a request that no tool has evidence for (and the one sharing the
     most with it, when that is another), and why each is not ranked. `lexical`: BM25 scores (hybrid)."""
-    candidates = np.flatnonzero(mask) if mask is not None else np.arange(len(cosines))
-    closest = candidates[np.argsort(-cosines[candidates], kind="stable")[:count]].tolist()
+    closest = _closest_left_out([], cosines, mask, count)
     if lexical is not None and lexical.max(initial=0.0) > 0:
         closest = list(dict.fromkeys([*closest, int(np.argmax(lexical))]))
     floor = f"no evidence: cosine {{:.2f}} is at or below semantic_floor {config.semantic_floor:.2f}"
