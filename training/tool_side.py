@@ -19,6 +19,12 @@ from torch.nn import functional as F
 from transformers import AutoModel
 
 
+def unit_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mean of each text's token states over its real tokens, unit length: the runtime's pooling."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return F.normalize((hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9), dim=-1)
+
+
 class ToolTower:
     """The tools' encoder with its lowest layers' outputs cached per tool text."""
 
@@ -67,8 +73,7 @@ class ToolTower:
         extended = self.model.get_extended_attention_mask(mask, mask.shape)
         for layer in self.model.encoder.layer[self.split :]:
             states = layer(states, attention_mask=extended)[0]
-        weights = mask.unsqueeze(-1).to(states.dtype)
-        return F.normalize((states * weights).sum(1) / weights.sum(1).clamp(min=1e-9), dim=-1)
+        return unit_mean(states, mask)
 
     def catalog_vectors(self, source: str) -> torch.Tensor:
         """Every tool of `source` with the current weights (no gradient): the step's other negatives."""

@@ -38,7 +38,7 @@ from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.index import embed_catalog, embedding_texts
 from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
 from training.sources import BENCHMARKS
-from training.tool_side import ToolTower
+from training.tool_side import ToolTower, unit_mean
 
 
 def base_model_dir() -> Path:
@@ -73,10 +73,7 @@ class Catalogs:
 
 def encode(model, tokenizer, texts: list[str], max_length: int) -> torch.Tensor:
     batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-    hidden = model(**batch).last_hidden_state
-    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-    return F.normalize(pooled, dim=-1)
+    return unit_mean(model(**batch).last_hidden_state, batch["attention_mask"])
 
 
 def fresh_tool_vectors(rows: list[dict], catalogs: Catalogs, tower: ToolTower) -> dict[str, torch.Tensor]:
