@@ -155,6 +155,12 @@ class ToolOverride(StrictConfig):
     category: str | None = Field(default=None, description="A category word added to the tool's indexed text.")
     tags: list[str] = Field(default_factory=list, description="Tags added to the tool's indexed text.")
     keywords: list[str] = Field(default_factory=list, description="Extra words and aliases to match.")
+    pinned_by: str | None = Field(
+        default=None,
+        description="Who pinned the tool when the file did not (load_agent sets it for a tool source's "
+        "always_include and an MCP server's _meta load hint): named in explain and in the max_tools_total warning. "
+        "Such pins are capped by max_tools_total at run time instead of failing the configuration.",
+    )
 
 
 class DiscoveryConfig(StrictConfig):
@@ -397,11 +403,31 @@ class ToolFilterConfig(StrictConfig):
     @model_validator(mode="after")
     def _pins_fit_the_cap(self) -> ToolFilterConfig:
         cap = self.max_tools_total
-        if cap is not None and len(self.always_include) > cap:
+        written = self.written_pins()
+        if cap is not None and len(written) > cap:
             raise ValueError(
-                f"max_tools_total={cap} is below the {len(self.always_include)} always_include tools it must hold"
+                f"max_tools_total={cap} is below the {len(written)} tools this configuration pins "
+                "(always_include and tools_overrides with always_include: true) that it must hold"
             )
         return self
+
+    def written_pins(self) -> list[str]:
+        """The tools the configuration itself pins: ``always_include`` and ``tools_overrides`` entries with
+        ``always_include: true`` (not those a tool source or server pinned: ``pinned_by``)."""
+        pins = dict.fromkeys(self.always_include)
+        pins.update(
+            (name, None)
+            for name, o in self.tools_overrides.items()
+            if o.always_include and o.enabled and o.pinned_by is None
+        )
+        return list(pins)
+
+    def updated(self, **changes: Any) -> ToolFilterConfig:
+        """A copy with `changes`, checked like a configuration read from a file (``model_copy(update=…)``
+        alone skips every validator)."""
+        checked = type(self).model_validate({**{k: getattr(self, k) for k in type(self).model_fields}, **changes})
+        checked.__pydantic_fields_set__ = self.model_fields_set | set(changes)  # what was set stays what was set
+        return checked
 
     @field_validator("always_include", "exclude", mode="before")
     @classmethod

@@ -2,6 +2,7 @@
 
 import contextlib
 import logging
+import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from sk_toolfilter.agents.tool_names import MAX_TOOL_NAME, function_name
 from sk_toolfilter.demo.mathtools import MathPlugin
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.retrieval.text import tokenize
 from sk_toolfilter.selection.discovery import render_matches
 
 _text = st.text(min_size=0, max_size=400)
@@ -113,3 +115,30 @@ async def test_a_catalog_with_long_names_registers_names_the_api_accepts(tmp_pat
     await add_sources(kernel, spec, contextlib.AsyncExitStack())
     names = [f.fully_qualified_name for f in kernel.plugins["cat"]]
     assert len(names) == 2 and len(set(names)) == 2 and all(len(n) <= MAX_TOOL_NAME for n in names)
+
+
+# --- text caches are bounded in bytes and never keep a long run --------------------------------------
+def test_long_unbroken_runs_in_requests_are_never_kept_by_the_tokenizer_caches():
+    from sk_toolfilter.retrieval import names, text
+
+    caches = [text._run_tokens, text._normalize_word, text._stem, text.humanize_identifier, names._is_compound]
+    secret = "sk" + "Q" * 19_998  # a pasted token: one run of letters
+    rng = random.Random(7)
+    for i in range(300):
+        run = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(2_000)) + str(i)
+        tokenize(f"please summarize {run} for me")
+    tokenize(f"my key is {secret}")
+    assert tokenize(f"my key is {secret}") == tokenize(f"my key is {secret}")  # still tokenized, just not kept
+    for cache in caches:
+        assert all(len(k[0] if isinstance(k, tuple) else k) <= cache.max_key_chars for k in cache._entries)
+        assert cache.bytes <= cache.max_bytes
+
+
+def test_a_text_cache_holds_at_most_its_bytes_whatever_the_number_of_distinct_words():
+    from sk_toolfilter.basics.text_cache import BoundedTextCache
+
+    cache = BoundedTextCache(lambda word: tuple(word), max_bytes=200_000)
+    for i in range(20_000):
+        assert cache(f"word{i:05d}") == tuple(f"word{i:05d}")
+    assert 0 < cache.bytes <= 200_000 and len(cache) < 20_000
+    assert "word19999" in cache and "word00000" not in cache  # the oldest went first

@@ -232,3 +232,27 @@ async def test_a_lone_surrogate_in_a_tool_text_never_breaks_indexing_or_selectio
     described = manager.index.tools[manager.index.position("Archive2-archive_invoices")].description
     assert "\ufffd" in described
     described.encode("utf-8")  # what every later stage reads is valid UTF-8
+
+
+# --- public calls check their input -------------------------------------------------------------
+@pytest.mark.parametrize("limit", [0, -1, -50, 2.5, "5", True])
+async def test_rank_tools_refuses_a_limit_that_is_not_a_positive_whole_number(tmp_path, hash_embedder, limit):
+    manager = await start(build_demo_kernel(str(tmp_path)), hash_embedder)
+    with pytest.raises(ValueError, match="limit must be a positive whole number"):
+        await rank_tools(manager.index, "send an email", manager.config, limit=limit)
+
+
+async def test_rank_tools_refuses_an_allowed_mask_of_the_wrong_length_or_kind(tmp_path, hash_embedder):
+    manager = await start(build_demo_kernel(str(tmp_path)), hash_embedder)
+    n = len(manager.index)
+    bad_masks = [np.ones(n + 1, dtype=bool), np.ones(n - 1, dtype=bool), np.zeros(n, dtype=np.int64)]
+    bad_masks.append(np.array([True, False] * n)[: n + 3])
+    for mask in bad_masks:  # an all-True mask of the wrong length must not allow every tool (fail open)
+        with pytest.raises(ValueError, match=f"one entry per catalog tool \\(shape \\({n},\\)\\)"):
+            await rank_tools(manager.index, "send an email", manager.config, allowed=mask)
+    with pytest.raises(ValueError, match="not one string"):
+        await rank_tools(manager.index, "send an email", manager.config, allowed="Messaging-send_email")
+    only = np.zeros(n, dtype=bool)
+    only[manager.index.position("Math-add")] = True
+    ranking = await rank_tools(manager.index, "send an email and add 2 and 3", manager.config, allowed=only)
+    assert [t.full_name for t in ranking.tools] in ([], ["Math-add"])

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from sk_toolfilter import ConfigError, ToolFilterConfig, create_tool_filter
+from sk_toolfilter.config import ToolOverride
 from sk_toolfilter.agents.agent import open_toolset
 from sk_toolfilter.agents.agent_file import SampleQuery, parse_agent
 from sk_toolfilter.measure.report import build_token_report, render_terminal
@@ -63,8 +64,39 @@ async def test_max_tools_total_counts_pins_and_drops_the_lowest_ranked_first(tmp
     assert capped[0] == uncapped[0] == "Messaging-send_email"
     cut = [d for d in await capped_manager.explain("send an email to bob") if "max_tools_total=4" in d.reason]
     assert cut and not any(d.kept for d in cut)
-    with pytest.raises(ValueError, match="max_tools_total=1 is below the 2 always_include"):
+    with pytest.raises(ValueError, match="max_tools_total=1 is below the 2 tools this configuration pins"):
         ToolFilterConfig(always_include=["Time-today", "Time-now"], max_tools_total=1)
+
+
+def test_the_cap_check_counts_every_pin_the_configuration_writes():
+    overrides = {f"Time-t{i}": {"always_include": True} for i in range(6)}
+    with pytest.raises(ValueError, match="max_tools_total=3 is below the 6 tools"):
+        ToolFilterConfig(tools_overrides=overrides, max_tools_total=3)
+    with pytest.raises(ValueError, match="below the 7 tools"):  # always_include and overrides together, once each
+        ToolFilterConfig(always_include=["Time-t0", "Math-add"], tools_overrides=overrides, max_tools_total=3)
+    config = ToolFilterConfig(max_tools_total=3)
+    with pytest.raises(ValueError, match="max_tools_total=3"):  # a copy is checked like a file (model_copy is not)
+        config.updated(tools_overrides=overrides)
+
+
+async def test_pins_from_every_source_obey_the_hard_cap_and_the_warning_names_the_source(tmp_path, caplog):
+    kernel = build_demo_kernel(str(tmp_path))
+    pinned_by_source = {
+        name: ToolOverride(always_include=True, pinned_by="MCP server 'Files' (a load hint in the tool's _meta)")
+        for name in [f"{p}-{f}" for p, plugin in kernel.plugins.items() for f in plugin.functions]
+    }
+    config = ToolFilterConfig(
+        search_method="bm25", always_include=["Time-today"], tools_overrides=pinned_by_source, max_tools_total=3
+    )
+    manager = await create_tool_filter(kernel, config)
+    with caplog.at_level(logging.WARNING):
+        for query in ("hi", "send an email to bob"):
+            sent = await manager.filter_tools(query)
+            assert len(sent) == 3 and sent[0] == "Time-today"  # the file's own pin first
+    warnings = [r.getMessage() for r in caplog.records if "max_tools_total=3" in r.getMessage()]
+    assert len(warnings) == 1 and "MCP server 'Files'" in warnings[0]
+    cut = [d for d in await manager.explain("hi") if "more tools are pinned than it holds" in d.reason]
+    assert cut and not any(d.kept for d in cut) and "MCP server 'Files'" in cut[0].reason
 
 
 def test_a_holodeck_top_k_keeps_its_meaning_pins_included(tmp_path, caplog):

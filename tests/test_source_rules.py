@@ -31,7 +31,7 @@ async def visible(spec) -> tuple[list[str], list[str], object]:
     async with await open_toolset(spec) as tools:
         manager = tools.manager
         names = sorted(manager.index.names)
-        pinned = sorted(manager.policy.pinned())
+        pinned = sorted(name for name, _ in manager.policy.pinned())
         hidden_call = manager.is_hidden("fs-write_file")
     return names, pinned, hidden_call
 

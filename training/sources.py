@@ -118,3 +118,71 @@ SMALL_TALK_SOURCE = UtteranceSource(
     "train split: utterances of 15 conversational intents (no tool) and of the 133 others but cancel and repeat "
     "(tool requests) -> sk_toolfilter/retrieval/data/small_talk_exemplars.json",
 )
+
+
+@dataclass(frozen=True)
+class MultiToolSet:
+    """A public set of requests labelled with the tools they need, outside the evaluation families:
+    training data for the second stage (and the first), and its own leave-one-catalog-out fold."""
+
+    name: str
+    repository: str
+    commit: str
+    paths: str
+    licence: str
+    note: str = ""
+
+
+# Converted by ``training.multi_tool_sets`` from a checkout of the pinned commit (issue 47). Never:
+# ToolBench / StableToolBench / COLT / ToolLens or anything built from the ToolBench RapidAPI pool
+# (xLAM / APIGen mixes included), UltraTool, MCP-Bench, or the benchmarks' own repositories.
+MULTI_TOOL_SETS: tuple[MultiToolSet, ...] = (
+    MultiToolSet(
+        "callnavi",
+        "Etamin/CallNavi",
+        "520e2809b6af7c20b4c07e14ab464ee34fe49a9f",
+        "Dataset/Questions/*.json + Dataset/APIs/*.json",
+        "MIT",
+        "its README says MIT; its LICENSE file is the MIT text with the name and year left blank "
+        "('Copyright (c) [year] [fullname]')",
+    ),
+    MultiToolSet(
+        "nestful",
+        "IBM/NESTFUL",
+        "053cbde0446dddd31e8293f179085e1b39ab79b5",
+        "data/*/*-data.json + data/*/*-spec.json",
+        "Apache-2.0",
+        "dropped first: every Glaive-part function whose name or description matches a bfcl tool, and the "
+        "executable part's APIs on the RapidAPI hosts weatherapi-com and coronavirus-smartable",
+    ),
+    MultiToolSet(
+        "restbench",
+        "Yifan-Song793/RestGPT",
+        "d99012860cb45323975bf5780152d7aa44f390f5",
+        "datasets/{tmdb,spotify}.json + specs/*_oas.json",
+        "MIT",
+    ),
+    MultiToolSet(
+        "acebench",
+        "ACEBench/ACEBench",
+        "e6db74b735ead22c24f27367606a9408573b848f",
+        "data_all/data_en/data_normal_single_turn_parallel_function.json + possible_answer/ (requests); "
+        "every function of data_all/data_en/*.json (the catalog: the others are negatives)",
+        "MIT",
+    ),
+    MultiToolSet(
+        "tooltalk",
+        "microsoft/ToolTalk",
+        "e05f4ce6132c80ed33392b81535b077d56ab28fd",
+        "src/tooltalk/apis/*.py (read with ast, not imported) + data/{easy,tooltalk}/*.json (first user turn)",
+        "MIT",
+    ),
+    MultiToolSet(
+        "apibank",
+        "AlibabaResearch/DAMO-ConvAI",
+        "483554eae102996f5ec1f4feab4e78ef29c2a394",
+        "api-bank/apis/*.py (read with ast, not imported) + api-bank/lv1-lv2-samples/level-1-given-desc/*.jsonl "
+        "(first user turn)",
+        "Apache-2.0 (api-bank/LICENSE)",
+    ),
+)

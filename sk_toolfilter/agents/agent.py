@@ -163,7 +163,7 @@ def _only_named(spec: AgentSpec, given: list[str]) -> ToolFilterConfig:
                 f"(pass kernel=... with its plugin); closest: {close}"
             )
     hidden = [name for name in given if name not in spec.functions]
-    return spec.tool_filtering.model_copy(update={"exclude": [*spec.tool_filtering.exclude, *hidden]})
+    return spec.tool_filtering.updated(exclude=[*spec.tool_filtering.exclude, *hidden])
 
 
 def _with_source_rules(spec: AgentSpec, kernel: Kernel, config: ToolFilterConfig) -> ToolFilterConfig:
@@ -176,24 +176,27 @@ def _with_source_rules(spec: AgentSpec, kernel: Kernel, config: ToolFilterConfig
         if allowed is not None:
             allow[source.name] = list(allowed)
     whole = {source.name for source in spec.tools if getattr(source, "always_include", False)}
-    pinned = [
-        f.fully_qualified_name
-        for name, plugin in kernel.plugins.items()
-        for f in plugin
-        if name in whole or (f.metadata.additional_properties or {}).get(PIN)
-    ]
-    overrides = {name: ToolOverride(always_include=True) for name in pinned}
+    overrides: dict[str, ToolOverride] = {}
+    for name, plugin in kernel.plugins.items():
+        for f in plugin:
+            if name in whole:
+                by = f"tool source {name!r} (always_include: true)"
+            elif (f.metadata.additional_properties or {}).get(PIN):
+                by = f"MCP server {name!r} (a load hint in the tool's _meta)"
+            else:
+                continue
+            overrides[f.fully_qualified_name] = ToolOverride(always_include=True, pinned_by=by)
     overrides.update(config.tools_overrides)
     if allow == config.allow and overrides == config.tools_overrides:
         return config
-    return config.model_copy(update={"allow": allow, "tools_overrides": overrides})
+    return config.updated(allow=allow, tools_overrides=overrides)
 
 
 def _with_catalog_name(spec: AgentSpec, config: ToolFilterConfig) -> ToolFilterConfig:
     """The agent's name names its catalog in a shared store unless ``index.catalog`` does."""
     if "catalog" in config.index.model_fields_set:
         return config
-    return config.model_copy(update={"index": config.index.model_copy(update={"catalog": spec.name})})
+    return config.updated(index=config.index.model_copy(update={"catalog": spec.name}))
 
 
 def execution_settings(spec: AgentSpec, service: ChatCompletionClientBase) -> Any:

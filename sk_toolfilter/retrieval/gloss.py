@@ -27,10 +27,10 @@ import gzip
 import importlib
 import re
 import threading
-from functools import lru_cache
 from pathlib import Path
 
 from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.basics.text_cache import bounded_text_cache
 
 logger = library_logger(__name__)
 
@@ -104,7 +104,7 @@ def _load() -> dict[str, str]:
         return _dictionary
 
 
-@lru_cache(maxsize=65536)
+@bounded_text_cache(max_bytes=4 << 20)
 def _meaning(word: str) -> str:
     """A word's first English sense ("" if the dictionary has none). Cached per word (at most
     8 characters), never per text: a request's text is no key a server should keep."""

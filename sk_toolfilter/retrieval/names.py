@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import lru_cache
 
+from sk_toolfilter.basics.text_cache import bounded_text_cache
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.text import split_identifier
 
@@ -17,7 +17,7 @@ SEPARATORS = ("-", ".", "_", ":", "/", "__")
 _SEPARATOR = re.compile("|".join(re.escape(sep) for sep in SEPARATORS))
 
 
-@lru_cache(maxsize=65536)
+@bounded_text_cache(max_bytes=4 << 20)
 def _is_compound(name: str) -> bool:
     """Two or more words (``send_email``, ``getWeather``): specific enough to be taken as a name."""
     return len(split_identifier(name)) >= 2

@@ -102,11 +102,12 @@ async def rank_tools(
     logs one warning per incident).
     """
     requested: SearchMethod = config.search_method
+    _check_limit(limit)
+    mask = _checked_mask(index, allowed)
     query = (query or "")[:MAX_QUERY_CHARS]
     if not query.strip() or len(index) == 0:
         return Ranking(query, requested, requested)
 
-    mask = allowed if allowed is None or isinstance(allowed, np.ndarray) else index.mask_of(allowed)
     if mask is not None and mask.all():
         mask = None  # nothing to remove: skip the masking passes
     texts = [query]
@@ -173,6 +174,28 @@ async def rank_tools(
             for i, scores in zip(filling, whole.method_scores_of(filling), strict=True)
         ]
     return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason, without_evidence)
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | np.integer) or limit < 1):
+        raise ValueError(f"rank_tools: limit must be a positive whole number or None (every tool), not {limit!r}")
+
+
+def _checked_mask(index: ToolIndex, allowed: Collection[str] | np.ndarray | None) -> np.ndarray | None:
+    """`allowed` as a boolean mask over the catalog; a mask of another length or kind is an error (never
+    read as "everything allowed")."""
+    if allowed is None:
+        return None
+    if not isinstance(allowed, np.ndarray):
+        if isinstance(allowed, str):
+            raise ValueError("rank_tools: allowed must be a collection of full names, not one string")
+        return index.mask_of(allowed)
+    if allowed.dtype != np.bool_ or allowed.shape != (len(index),):
+        raise ValueError(
+            f"rank_tools: an allowed mask must be a boolean array of one entry per catalog tool (shape "
+            f"({len(index)},)), not {allowed.dtype} of shape {allowed.shape}"
+        )
+    return allowed
 
 
 def _closest_without_evidence(

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
 
 import Stemmer
+
+from sk_toolfilter.basics.text_cache import bounded_text_cache
 
 # Runs of letters or digits in any script; "_" and "-" separate words.
 _WORD_RUN = re.compile(r"[^\W_]+")
@@ -46,13 +47,13 @@ def split_identifier(text: str) -> list[str]:
     return words
 
 
-@lru_cache(maxsize=65536)
+@bounded_text_cache(max_bytes=4 << 20)
 def humanize_identifier(name: str) -> str:
     """``send_email`` → ``send email``; used for embedding text."""
     return " ".join(split_identifier(name)).lower()
 
 
-@lru_cache(maxsize=65536)
+@bounded_text_cache(max_bytes=4 << 20)
 def _normalize_word(word: str) -> tuple[str, ...]:
     if word.isascii():
         return (word.lower(),)  # nothing to fold, no CJK
@@ -79,7 +80,7 @@ def _cjk_tokens(word: str) -> tuple[str, ...]:
     return tuple(tokens)
 
 
-@lru_cache(maxsize=65536)
+@bounded_text_cache(max_bytes=4 << 20)
 def _stem(word: str) -> str:
     return _stemmer.stemWord(word) if word.isascii() and word.isalpha() else word
 
@@ -92,10 +93,11 @@ def tokenize(text: str, *, stem: bool = True, drop_stopwords: bool = True) -> li
     return tokens
 
 
-@lru_cache(maxsize=262144)
+@bounded_text_cache(max_bytes=16 << 20)
 def _run_tokens(run: str, stem: bool, drop_stopwords: bool) -> tuple[str, ...]:
     """The tokens of one run of letters and digits (``getHTTPStatus2``). A catalog's vocabulary is
-    small and repeats: caching per run makes tokenizing thousands of tools a dictionary lookup per word."""
+    small and repeats: caching per run makes tokenizing thousands of tools a dictionary lookup per word
+    (bounded in bytes; a long run, such as a pasted token, is never kept)."""
     tokens: list[str] = []
     for part in _INNER_BOUNDARY.split(run):
         if not part:

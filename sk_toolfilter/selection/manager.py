@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from sk_toolfilter.basics.progress import ProgressCallback
+from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, UnknownToolError
@@ -37,6 +38,8 @@ from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
 from sk_toolfilter.store.co_usage_table import CoUsageTable
 from sk_toolfilter.store.shared_index import SharedIndex
 from sk_toolfilter.telemetry import SelectionRecord, Telemetry
+
+logger = library_logger(__name__)
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -377,8 +380,9 @@ class ToolFilterManager:
             best = await self._best_per_need(needs, candidates, need_config)
             names, decisions = self._plan_agent_loop(loop_turn, previous_turn, names, decisions, allowed, best)
 
-        pins = [*extra_pins]
-        pins += [(n, "pinned: always_include") for n in [*config.always_include, *self.policy.pinned()]]
+        pins = [(n, "pinned: always_include") for n in config.always_include]
+        pins += self.policy.pinned()
+        pins += extra_pins
         visible = catalog.visible
         for name in self.usage.most_used(config.always_include_top_n_used, visible):
             pins.append((name, f"pinned: among the {config.always_include_top_n_used} most used tools"))
@@ -396,7 +400,7 @@ class ToolFilterManager:
             decisions = [d for d in decisions if d.full_name != name]
             decisions.append(ToolDecision(name, True, reason))
         if config.max_tools_total is not None and len(names) > config.max_tools_total:
-            names, decisions = _cap_total(names, decisions, set(pinned), config.max_tools_total)
+            names, decisions = _cap_total(names, decisions, pinned, config.max_tools_total)
         return Selection(names, ranking, decisions)
 
     def _needs(self, request: str) -> list[str]:
@@ -487,14 +491,40 @@ class ToolFilterManager:
 
 
 def _cap_total(
-    names: list[str], decisions: list[ToolDecision], pinned: set[str], cap: int
+    names: list[str], decisions: list[ToolDecision], pinned: list[str], cap: int
 ) -> tuple[list[str], list[ToolDecision]]:
-    """At most `cap` names, pins included: the lowest-ranked selected tools go first, pins never."""
-    room = max(cap - len(pinned), 0)
-    ranked = [n for n in names if n not in pinned]
-    dropped = set(ranked[room:])
-    reason = f"cut: beyond max_tools_total={cap} (pinned tools included)"
-    return [n for n in names if n not in dropped], [
-        ToolDecision(d.full_name, False, reason, d.score, d.method_scores) if d.full_name in dropped else d
-        for d in decisions
-    ]
+    """At most `cap` names, pins included: the lowest-ranked selected tools go first; when the pins
+    alone are more than `cap`, the first `cap` pins in pin order stay (the configuration's own, then
+    those of tool sources and servers, then conversation pins) and one warning per source names it."""
+    kept_pins = pinned[:cap]
+    room = cap - len(kept_pins)
+    pinned_set = set(pinned)
+    ranked = [n for n in names if n not in pinned_set]
+    dropped = set(ranked[room:]) | set(pinned[cap:])
+    by_name = {d.full_name: d for d in decisions}
+    if len(pinned) > cap and pinned[cap] in by_name:  # the source whose pins cross the cap is named
+        source = by_name[pinned[cap]].reason.removeprefix("pinned: ")
+        _warn_once(
+            f"{source} pins more tools than max_tools_total={cap} holds: the pinned tools beyond it are not sent "
+            "(explain lists them; raise max_tools_total or pin fewer)"
+        )
+    ranked_reason = f"cut: beyond max_tools_total={cap} (pinned tools included)"
+    pin_reason = f"cut: beyond max_tools_total={cap} (more tools are pinned than it holds)"
+
+    def cut(d: ToolDecision) -> ToolDecision:
+        why = pin_reason if d.full_name in pinned_set else ranked_reason
+        return ToolDecision(
+            d.full_name, False, f"{why}; {d.reason}" if d.full_name in pinned_set else why, d.score, d.method_scores
+        )
+
+    return [n for n in names if n not in dropped], [cut(d) if d.full_name in dropped else d for d in decisions]
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A configuration problem is logged once per process, not once per request."""
+    if message not in _WARNED and len(_WARNED) < 1000:
+        _WARNED.add(message)
+        logger.warning("sk-toolfilter: %s", message)

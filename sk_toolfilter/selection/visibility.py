@@ -40,8 +40,13 @@ class ToolPolicy:
         override = self.overrides.get(full_name)
         return override is None or override.searchable
 
-    def pinned(self) -> list[str]:
-        return [name for name, o in self.overrides.items() if o.always_include and o.enabled]
+    def pinned(self) -> list[tuple[str, str]]:
+        """(name, reason) of every tool an override pins; the configuration's own first, then those a
+        tool source or server pinned (``pinned_by``)."""
+        pins = [(n, o) for n, o in self.overrides.items() if o.always_include and o.enabled]
+        return [(n, "pinned: tools_overrides (always_include)") for n, o in pins if o.pinned_by is None] + [
+            (n, f"pinned: {o.pinned_by}") for n, o in pins if o.pinned_by is not None
+        ]
 
     def unmatched(self, known: Sequence[str]) -> list[str]:
         """One message per ``exclude`` pattern and ``tools_overrides`` entry that names no tool of
@@ -143,4 +148,4 @@ def resolve_bare_names(config: ToolFilterConfig, full_names: Sequence[str]) -> T
     overrides = {resolve(n, f"tool_filtering.tools_overrides.{n}"): o for n, o in config.tools_overrides.items()}
     if (always, exclude, overrides) == (config.always_include, config.exclude, config.tools_overrides):
         return config
-    return config.model_copy(update={"always_include": always, "exclude": exclude, "tools_overrides": overrides})
+    return config.updated(always_include=always, exclude=exclude, tools_overrides=overrides)
