@@ -110,6 +110,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
         selection = await tools.manager.select(args.query)
         ranking = selection.ranking
         note = f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else ""
+        note += f"; second stage: {ranking.rerank}" if ranking.rerank else ""
         print(
             f"method: {ranking.method}{note}; selected {len(selection.names)}: {', '.join(selection.names) or '(none)'}"
         )

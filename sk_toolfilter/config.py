@@ -163,6 +163,22 @@ class ToolOverride(StrictConfig):
     )
 
 
+class RerankConfig(StrictConfig):
+    """The second stage: a model that reads the request and each shortlisted tool together and reorders
+    the first stage's shortlist (never adding a tool, never moving a pin; how many tools are sent stays
+    the first stage's decision). ``rerank: cross-encoder`` is short for ``{type: cross-encoder}``."""
+
+    type: Literal["none", "cross-encoder"] = Field(
+        default="none", description="none: the first stage's order; cross-encoder: the shipped reranker reorders it."
+    )
+    shortlist: int = Field(
+        default=20, ge=2, le=100, description="How many of the first stage's best tools the reranker reads."
+    )
+    model: str | None = Field(
+        default=None, description="A shipped reranker id or a folder with its model.json (default: the shipped one)."
+    )
+
+
 class DiscoveryConfig(StrictConfig):
     """The built-in discovery plugin the model calls to search the whole catalog."""
 
@@ -392,6 +408,7 @@ class ToolFilterConfig(StrictConfig):
         default_factory=dict, description="Per tool (Plugin-function): visibility, pins and extra indexed words."
     )
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig, description="The discovery tools.")
+    rerank: RerankConfig = Field(default_factory=RerankConfig, description="The second stage (a reranker).")
     selection_mode: Literal["fresh", "sticky"] = Field(
         default="fresh",
         description="sticky: within a conversation, tools once sent stay sent, in the same order (prompt caches).",
@@ -428,6 +445,11 @@ class ToolFilterConfig(StrictConfig):
         checked = type(self).model_validate({**{k: getattr(self, k) for k in type(self).model_fields}, **changes})
         checked.__pydantic_fields_set__ = self.model_fields_set | set(changes)  # what was set stays what was set
         return checked
+
+    @field_validator("rerank", mode="before")
+    @classmethod
+    def _rerank_by_name(cls, value: Any) -> Any:
+        return {"type": value} if isinstance(value, str) else value
 
     @field_validator("always_include", "exclude", mode="before")
     @classmethod

@@ -540,11 +540,27 @@ async def test_the_shipped_exemplar_vectors_are_what_the_request_encoder_gives()
         service = LocalEmbeddingGenerator(model=model)
         stored = shipped_exemplar_vectors(embedding_model_id(query_encoder(service)), 384)
         assert stored is not None, model
-        # Embedded as the builder does (all at once: dynamic int8 quantizes a batch's activations
-        # together, so batch-mates matter); int8 inference differs a little by CPU, so compare with a bound.
+        # Requests are embedded alone (so batch mates never matter); int8 inference differs a little by
+        # CPU, so compare with a bound.
         fresh = service.embed_queries_sync(load_exemplars().texts)
         assert np.min(np.sum(stored * fresh, axis=1)) > 0.97, model  # the bound the model tests use
     assert shipped_exemplar_vectors("some-other-model", 384) is None
+
+
+async def test_a_request_vector_never_depends_on_what_was_embedded_with_it():
+    import numpy as np
+
+    from sk_toolfilter import LocalEmbeddingGenerator
+    from sk_toolfilter.retrieval.encoders import query_encoder
+
+    requests = ["send an email to bob", "hi", "convert 5 km to miles and then email the result to alice, please"]
+    for model in ["minilm-l6-tools-v1", "all-MiniLM-L6-v2-int8"]:
+        service = query_encoder(LocalEmbeddingGenerator(model=model))
+        together = np.asarray(await service.generate_embeddings(requests))
+        for i, request in enumerate(requests):  # alone, and beside other (longer) requests: the same vector
+            alone = np.asarray(await service.generate_embeddings([request]))[0]
+            beside = np.asarray(await service.generate_embeddings([request, "a much longer request " * 20]))[0]
+            assert np.array_equal(alone, together[i]) and np.array_equal(alone, beside), (model, request)
 
 
 async def test_a_model_without_shipped_exemplar_vectors_embeds_them_once_and_judges_alike(files_kernel):
@@ -552,16 +568,11 @@ async def test_a_model_without_shipped_exemplar_vectors_embeds_them_once_and_jud
     from sk_toolfilter.retrieval.small_talk import load_exemplars
 
     calls: list[int] = []
-
-    class Counting(LocalEmbeddingGenerator):
-        """The general model under another name: no shipped vectors match it."""
-
-        async def generate_embeddings(self, texts, settings=None, **kwargs):
-            calls.append(len(texts))
-            return await super().generate_embeddings(texts, settings, **kwargs)
-
-    service = Counting(model="all-MiniLM-L6-v2-int8")
+    service = LocalEmbeddingGenerator(model="all-MiniLM-L6-v2-int8")
     service.ai_model_id = "general-under-another-name"  # so that no shipped vectors match it
+    encoder = service.query_encoder.encoder  # one encoder embeds tools and requests: count what it embeds
+    embed = encoder.embed
+    encoder.embed = lambda texts, **options: (calls.append(len(texts)), embed(texts, **options))[1]
     manager = await create_tool_filter(files_kernel, ToolFilterConfig(), embedding_service=service)
     request = "do you keep any pets at home?"  # three subject words: only an exemplar can tell
     first = await manager.index.small_talk_vectors()

@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from sk_toolfilter import ConfigError, ToolFilterConfig, create_tool_filter
-from sk_toolfilter.config import ToolOverride
 from sk_toolfilter.agents.agent import open_toolset
 from sk_toolfilter.agents.agent_file import SampleQuery, parse_agent
+from sk_toolfilter.config import ToolOverride
 from sk_toolfilter.measure.report import build_token_report, render_terminal
 from tests.conftest import build_demo_kernel
 

@@ -135,7 +135,7 @@ def write_vectors(content: dict[str, Any]) -> None:
 
     from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
     from sk_toolfilter.retrieval.encoders import embedding_model_id, query_encoder
-    from sk_toolfilter.retrieval.local_models import shipped_models
+    from sk_toolfilter.retrieval.local_models import TOOL_SIDE_MODEL_ID, shipped_models
     from sk_toolfilter.retrieval.small_talk import load_exemplars, save_exemplar_vectors
 
     load_exemplars.cache_clear()  # the file just written
@@ -143,7 +143,7 @@ def write_vectors(content: dict[str, Any]) -> None:
     assert texts == [*content["no_tool"], *content["tool_request"]]
     for model_id in shipped_models():
         service = LocalEmbeddingGenerator(model=model_id)
-        if service.query_encoder is None and model_id != "all-MiniLM-L6-v2-int8":
+        if model_id == TOOL_SIDE_MODEL_ID:
             continue  # a tool-side file: requests are never embedded with it
         vectors = np.asarray(service.embed_queries_sync(texts), dtype=np.float32)
         path = save_exemplar_vectors(embedding_model_id(query_encoder(service)), vectors)

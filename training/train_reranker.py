@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sys
 import time
@@ -47,7 +48,10 @@ FOLDS: dict[str, tuple[str, ...]] = {
 
 
 class CrossEncoder(nn.Module):
-    """Score of a (request, tool) pair: mean-pooled encoder output -> one linear unit."""
+    """Score of a (request, tool) pair: mean-pooled encoder output -> one linear unit. The second stage
+    ranks by ``score + prior_weight * -log(1 + first-stage position)``: the network learns what the
+    first stage's order misses (residual learning: a few thousand requests are enough), and
+    ``prior_weight`` is learned with it."""
 
     def __init__(self, base: Path, layers: int) -> None:
         super().__init__()
@@ -55,6 +59,7 @@ class CrossEncoder(nn.Module):
         self.head = nn.Linear(self.encoder.config.hidden_size, 1)
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)
+        self.prior_weight = nn.Parameter(torch.tensor(2.0))
 
     def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
         hidden = self.encoder(
@@ -87,8 +92,14 @@ def score_pairs(model: CrossEncoder, tokenizer, query: str, tools: list[str], ba
     return torch.cat(out) if out else torch.zeros(0)
 
 
-def group_of(row: dict, texts: dict[str, str], rng: random.Random, args) -> tuple[list[str], int] | None:
-    """(tool texts, number of positives first) of one request's training group."""
+def rank_prior(row: dict, name: str) -> float:
+    """``-log(1 + position)`` of `name` in the first stage's shortlist (past its end when absent)."""
+    shortlist = row["shortlist"]
+    return -math.log(1 + (shortlist.index(name) if name in shortlist else len(shortlist)))
+
+
+def group_of(row: dict, texts: dict[str, str], rng: random.Random, args) -> tuple[list[str], list[float], int] | None:
+    """(tool texts, their first-stage rank priors, number of positives first) of one request's group."""
     gold = [g for g in row["gold"] if g in texts]
     if not gold:
         return None
@@ -101,7 +112,8 @@ def group_of(row: dict, texts: dict[str, str], rng: random.Random, args) -> tupl
         picked = rng.sample(others, min(len(others), args.group - len(positives)))
     if not picked:
         return None
-    return [texts[n] for n in positives + picked], len(positives)
+    names = positives + picked
+    return [texts[n] for n in names], [rank_prior(row, n) for n in names], len(positives)
 
 
 def group_loss(scores: torch.Tensor, n_positive: int) -> torch.Tensor:
@@ -134,8 +146,8 @@ def train(args: argparse.Namespace) -> None:
     # The embeddings stay frozen: 11.7 M of the 2-layer model's 15 M weights, and most of a step's time.
     for parameter in model.encoder.embeddings.parameters():
         parameter.requires_grad_(False)
-    head = list(model.head.parameters())
-    body = [p for n, p in model.named_parameters() if not n.startswith("head.") and p.requires_grad]
+    head = [*model.head.parameters(), model.prior_weight]
+    body = [p for n, p in model.named_parameters() if n.startswith("encoder.") and p.requires_grad]
     optimizer = torch.optim.AdamW([{"params": body, "lr": args.lr}, {"params": head, "lr": args.head_lr}])
     steps_per_epoch = max(1, len(training_rows) // args.batch)
     total = int(steps_per_epoch * args.epochs)
@@ -161,8 +173,9 @@ def train(args: argparse.Namespace) -> None:
                     groups.append((with_english_gloss(row["query"]), *group))
             if not groups:
                 continue
-            queries = [q for q, tools, _ in groups for _ in tools]
-            tools = [t for _, ts, _ in groups for t in ts]
+            queries = [q for q, tools, _, _ in groups for _ in tools]
+            tools = [t for _, ts, _, _ in groups for t in ts]
+            priors = torch.tensor([p for _, _, ps, _ in groups for p in ps])
             enc = tokenizer(
                 queries,
                 tools,
@@ -171,9 +184,9 @@ def train(args: argparse.Namespace) -> None:
                 max_length=RERANK_MAX_TOKENS,
                 return_tensors="pt",
             )
-            scores = model(**enc)
+            scores = model(**enc) + model.prior_weight * priors
             losses, at = [], 0
-            for _, ts, n_positive in groups:
+            for _, ts, _, n_positive in groups:
                 losses.append(group_loss(scores[at : at + len(ts)], n_positive))
                 at += len(ts)
             loss = torch.stack(losses).mean()
@@ -188,14 +201,18 @@ def train(args: argparse.Namespace) -> None:
                 elapsed = time.perf_counter() - started
                 rate = step / elapsed
                 print(
-                    f"step {step}/{total}  loss {running / args.log_every:.4f}  {rate:.2f} steps/s  "
+                    f"step {step}/{total}  loss {running / args.log_every:.4f}  prior {model.prior_weight.item():.2f}  "
+                    f"{rate:.2f} steps/s  "
                     f"left {(total - step) / rate / 60:.1f} min",
                     file=sys.stderr,
                     flush=True,
                 )
                 running = 0.0
     args.out.mkdir(parents=True, exist_ok=True)
-    torch.save({"state": model.state_dict(), "layers": args.layers}, args.out / "reranker.pt")
+    torch.save(
+        {"state": model.state_dict(), "layers": args.layers, "prior_weight": model.prior_weight.item()},
+        args.out / "reranker.pt",
+    )
     tokenizer.save_pretrained(str(args.out / "tokenizer"))
     if held_out:
         write_scores(model, tokenizer, [r for r in rows if r["family"] in held_out], texts, args.out / "scores.jsonl")
@@ -211,7 +228,8 @@ def write_scores(model: CrossEncoder, tokenizer, rows: list[dict], texts: dict, 
             catalog = texts[row["catalog"]]
             shortlist = [t for t in row["shortlist"] if t in catalog]
             scores = score_pairs(model, tokenizer, with_english_gloss(row["query"]), [catalog[t] for t in shortlist])
-            sink.write(json.dumps({**row, "shortlist": shortlist, "scores": [round(float(s), 4) for s in scores]}))
+            row = {**row, "shortlist": shortlist, "prior_weight": round(model.prior_weight.item(), 4)}
+            sink.write(json.dumps({**row, "scores": [round(float(s), 4) for s in scores]}))
             sink.write("\n")
             if n % 200 == 0:
                 print(f"scored {n}/{len(rows)}  {n / (time.perf_counter() - started):.1f} requests/s", file=sys.stderr)
@@ -229,7 +247,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--per-catalog", type=int, default=500, help="at most this many requests of one catalog")
     parser.add_argument("--positives", type=int, default=4)
     parser.add_argument("--hard", type=int, default=4, help="the first stage's best non-gold tools in each group")
-    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--head-lr", type=float, default=1e-3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="train on this many requests (a quick check)")

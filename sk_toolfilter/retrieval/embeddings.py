@@ -92,8 +92,14 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
             self._query_service = LocalQueryEncoder(ai_model_id=f"{files.id}:query", encoder=self._queries)
 
     @property
-    def query_encoder(self) -> LocalQueryEncoder | None:
-        """The service that embeds requests (an asymmetric model), or ``None`` (the same as documents)."""
+    def query_encoder(self) -> LocalQueryEncoder:
+        """The service that embeds requests: an asymmetric model's request encoder, or (one model for both)
+        the same encoder, each request embedded alone (see :meth:`OnnxEncoder.embed`)."""
+        if self._queries is None and (
+            self._query_service is None or self._query_service.ai_model_id != self.ai_model_id
+        ):
+            # one model for both: keyed like the documents (read when asked: a caller may rename the model)
+            self._query_service = LocalQueryEncoder(ai_model_id=self.ai_model_id, encoder=self._documents)
         return self._query_service
 
     @property
@@ -114,7 +120,7 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
 
     def embed_queries_sync(self, texts: list[str]) -> np.ndarray:
         """Embed requests in the calling thread (the query encoder of an asymmetric model)."""
-        return (self._queries or self._documents).embed(texts)
+        return (self._queries or self._documents).embed(texts, alone=True)
 
     async def generate_embeddings(
         self, texts: list[str], settings: PromptExecutionSettings | None = None, **kwargs: Any
@@ -131,7 +137,8 @@ first call (which checks and loads the files), run in a worker thread so the eve
 
 
 class LocalQueryEncoder(EmbeddingGeneratorBase):
-    """The request side of an asymmetric local model (see :attr:`LocalEmbeddingGenerator.query_encoder`)."""
+    """The request side of a local model (see :attr:`LocalEmbeddingGenerator.query_encoder`): each request
+    is embedded alone, so its vector never depends on what else was embedded with it."""
 
     dimensions: ClassVar[int] = 384
     encoder: Any
@@ -141,8 +148,8 @@ class LocalQueryEncoder(EmbeddingGeneratorBase):
     ) -> np.ndarray:
         texts = list(texts)
         if self.encoder.loaded and sum(len(t) for t in texts) <= INLINE_QUERY_CHARS:
-            return self.encoder.embed(texts)
-        return await asyncio.to_thread(self.encoder.embed, texts)
+            return self.encoder.embed(texts, alone=True)
+        return await asyncio.to_thread(self.encoder.embed, texts, alone=True)
 
 
 class SizedEmbeddings(EmbeddingGeneratorBase):

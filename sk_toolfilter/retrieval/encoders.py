@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sk_toolfilter.errors import EmbeddingServiceError
-from sk_toolfilter.retrieval.local_models import LocalModel, sha256_of
+from sk_toolfilter.retrieval.local_models import LocalModel
 from sk_toolfilter.retrieval.text import clean_text
 
 
@@ -59,17 +59,7 @@ class OnnxEncoder:
         from tokenizers import Tokenizer
 
         files = self.files
-        for path, expected in files.checked_files():
-            if not path.is_file():
-                raise EmbeddingServiceError(
-                    f"local embedding model {files.id!r}: file missing: {path} (reinstall sk-toolfilter, or choose "
-                    f"another embedding.model)"
-                )
-            if sha256_of(path) != expected:
-                raise EmbeddingServiceError(
-                    f"local embedding model {files.id!r}: {path} is damaged or was replaced (its sha256 is not "
-                    f"{expected[:12]}…); reinstall sk-toolfilter, or choose another embedding.model"
-                )
+        files.check_files(EmbeddingServiceError, "local embedding model", "embedding.model")
         try:
             tokenizer = Tokenizer.from_file(str(files.tokenizer_file))
             # Pad per batch (faster than the file's fixed 128), and mean-pool with the attention mask
@@ -88,14 +78,20 @@ class OnnxEncoder:
             ) from None
         self._session, self._tokenizer = session, tokenizer
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """Rows of L2-normalized float32 vectors, one per text, computed in the calling thread."""
+    def embed(self, texts: list[str], *, alone: bool = False) -> np.ndarray:
+        """Rows of L2-normalized float32 vectors, one per text, computed in the calling thread.
+
+        `alone`: each text is run by itself (a batch of one, no padding). The int8 models quantize a
+        batch's activations together, so in a batch a text's vector depends on its batch mates and
+        their padding (cosine ~0.99 to its vector alone); requests are embedded alone so a selection
+        never depends on what else was embedded with it."""
         self.load()
         out = np.zeros((len(texts), self.files.dimensions), dtype=np.float32)
         # Sorting by length keeps padding small inside each batch.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        step = 1 if alone else self.batch_size
+        for start in range(0, len(order), step):
+            idx = order[start : start + step]
             ids, mask = self._tokenize([texts[i] or " " for i in idx])
             hidden = self._session.run(
                 None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}

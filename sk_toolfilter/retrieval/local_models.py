@@ -61,13 +61,40 @@ class LocalModel:
     manifest: Path | None = None
     """The ``model.json`` this model was read from (None for the general model's built-in files)."""
 
+    kind: str = "encoder"
+    """``encoder`` (text -> vector) or ``cross-encoder`` (a (request, tool) pair -> a score)."""
+    first_stage_weight: float = 0.0
+    """A cross-encoder's weight on the first stage's order: it ranks by ``score + w * -log(1 + position)``."""
+
     def checked_files(self) -> list[tuple[Path, str]]:
         return [(self.model_file, self.model_sha256), (self.tokenizer_file, self.tokenizer_sha256)]
 
+    def check_files(self, error: type[Exception], what: str, setting: str) -> None:
+        """Raise `error` naming the file when one is missing or its sha256 is not the manifest's."""
+        for path, expected in self.checked_files():
+            if not path.is_file():
+                raise error(
+                    f"{what} {self.id!r}: file missing: {path} (reinstall sk-toolfilter, or choose another {setting})"
+                )
+            if sha256_of(path) != expected:
+                raise error(
+                    f"{what} {self.id!r}: {path} is damaged or was replaced (its sha256 is not {expected[:12]}…); "
+                    f"reinstall sk-toolfilter, or choose another {setting}"
+                )
 
-def shipped_models() -> list[str]:
-    """The ids ``embedding.model`` accepts without a path."""
-    return sorted([GENERAL_MODEL_ID, *(p.parent.name for p in MODELS_DIR.glob("*/model.json"))])
+
+def shipped_models(kind: str = "encoder") -> list[str]:
+    """The ids ``embedding.model`` accepts without a path (``kind="cross-encoder"``: ``rerank.model``)."""
+    found = [p.parent.name for p in MODELS_DIR.glob("*/model.json") if manifest_kind(p) == kind]
+    return sorted([GENERAL_MODEL_ID, *found] if kind == "encoder" else found)
+
+
+def manifest_kind(manifest: Path) -> str:
+    """``encoder`` or ``cross-encoder``: what a ``model.json`` describes."""
+    try:
+        return str(json.loads(manifest.read_text(encoding="utf-8")).get("kind", "encoder"))
+    except (OSError, ValueError, AttributeError):
+        return "encoder"
 
 
 def resolve_local_model(name: str | None) -> LocalModel:
@@ -86,11 +113,18 @@ def resolve_local_model(name: str | None) -> LocalModel:
             _GENERAL_TOKENIZER_SHA256,
         )
     shipped = MODELS_DIR / key / "model.json"
+    model = None
     if "/" not in key and "\\" not in key and shipped.is_file():
-        return read_manifest(shipped.parent, model_id=key)
-    folder = Path(name).expanduser()
-    if folder.is_dir() and (folder / "model.json").is_file():
-        return read_manifest(folder)
+        model = read_manifest(shipped.parent, model_id=key)
+    elif (Path(name).expanduser() / "model.json").is_file():
+        model = read_manifest(Path(name).expanduser())
+    if model is not None and model.kind == "encoder":
+        return model
+    if model is not None:
+        raise ConfigError(
+            f"tool_filtering.embedding.model: {name!r} is a reranker (a cross-encoder), not an embedding model; "
+            "name it in tool_filtering.rerank.model"
+        )
     raise ConfigError(
         f"tool_filtering.embedding.model: {name!r} is neither a model shipped with sk-toolfilter "
         f"({', '.join(shipped_models())}) nor a folder with a model.json"
@@ -116,6 +150,8 @@ def read_manifest(folder: Path, *, model_id: str | None = None) -> LocalModel:
             hybrid_weights=_weights(raw, "hybrid_weights"),
             loop_hybrid_weights=_weights(raw, "loop_hybrid_weights"),
             manifest=path,
+            kind=str(raw.get("kind", "encoder")),
+            first_stage_weight=float(raw.get("first_stage_weight", 0.0)),
         )
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise ConfigError(f"{path}: not a model manifest ({type(exc).__name__}: {exc})") from None

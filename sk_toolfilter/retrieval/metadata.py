@@ -25,6 +25,11 @@ def _clean_fields(record: object, *names: str) -> None:
                 object.__setattr__(record, name, cleaned)
 
 
+RERANK_DESCRIPTION_CHARS = 160
+"""A tool's description is cut to this many characters for the reranker (a pair is cut to 64 tokens
+anyway; a shorter text costs fewer tokens per pair)."""
+
+
 @dataclass(frozen=True)
 class ParameterMetadata:
     """One parameter of a tool, as the model sees it."""
@@ -72,6 +77,16 @@ class ToolMetadata:
             "parameters": with_english_gloss(params),
             "keywords": with_english_gloss(" ".join(self.keywords)),
         }
+
+    @cached_property
+    def rerank_text(self) -> str:
+        """What the second stage reads of the tool (:mod:`sk_toolfilter.retrieval.rerank`): readable name,
+        the start of its description, parameter names (computed once)."""
+        description = " ".join(with_english_gloss(self.description.strip()).split())[:RERANK_DESCRIPTION_CHARS]
+        text = f"{humanize_identifier(self.name)}: {description}"
+        if self.parameters:
+            text += " (" + ", ".join(humanize_identifier(p.name) for p in self.parameters) + ")"
+        return text
 
     @cached_property
     def _embedding_text(self) -> str:

@@ -8,21 +8,191 @@ tool outside the shortlist, and how many tools are sent stays the first stage's 
 
 from __future__ import annotations
 
-from sk_toolfilter.retrieval.gloss import with_english_gloss
-from sk_toolfilter.retrieval.metadata import ToolMetadata
-from sk_toolfilter.retrieval.text import humanize_identifier
+import asyncio
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-RERANK_DESCRIPTION_CHARS = 160
-"""A tool's description is cut to this many characters for the reranker (the pair is cut to
-:data:`RERANK_MAX_TOKENS` anyway; a shorter text costs fewer tokens per pair)."""
+import numpy as np
+
+from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.config import RerankConfig
+from sk_toolfilter.errors import ConfigError, ToolFilterError
+from sk_toolfilter.retrieval.gloss import with_english_gloss
+from sk_toolfilter.retrieval.index import ToolIndex
+from sk_toolfilter.retrieval.local_models import MODELS_DIR, LocalModel, read_manifest, shipped_models
+from sk_toolfilter.retrieval.metadata import ToolMetadata
+
 RERANK_MAX_TOKENS = 64
 """Tokens of one (request, tool) pair; the longer side is cut first."""
+logger = library_logger(__name__)
+
+RERANKER_MODEL_ID = "minilm-l2-rerank-v1"
+"""The shipped cross-encoder (``training/train_reranker.py``; model card beside it)."""
+
+
+class RerankError(ToolFilterError):
+    """The reranker could not score a shortlist (missing or damaged files, a failing session)."""
 
 
 def rerank_text(tool: ToolMetadata) -> str:
-    """What the reranker reads of a tool: readable name, the start of its description, parameter names."""
-    description = " ".join(with_english_gloss(tool.description.strip()).split())[:RERANK_DESCRIPTION_CHARS]
-    text = f"{humanize_identifier(tool.name)}: {description}"
-    if tool.parameters:
-        text += " (" + ", ".join(humanize_identifier(p.name) for p in tool.parameters) + ")"
-    return text
+    """What the reranker reads of a tool (:attr:`ToolMetadata.rerank_text`)."""
+    return tool.rerank_text
+
+
+class CrossEncoder:
+    """An int8 ONNX cross-encoder and its tokenizer, loaded on first use after the files' sha256 check.
+
+    ``score(request, texts)`` runs every (request, text) pair in one batch and returns one score each
+    (higher: more needed). Raises :class:`RerankError` for a missing, damaged or failing model.
+    """
+
+    def __init__(self, files: LocalModel, *, threads: int = 0) -> None:
+        self.files, self.threads = files, threads
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def id(self) -> str:
+        return self.files.id
+
+    def load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            self.files.check_files(RerankError, "reranker", "rerank.model")
+            try:
+                tokenizer = Tokenizer.from_file(str(self.files.tokenizer_file))
+                tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+                tokenizer.enable_truncation(max_length=RERANK_MAX_TOKENS, strategy="longest_first")
+                options = ort.SessionOptions()
+                options.log_severity_level = 3
+                options.intra_op_num_threads = self.threads
+                session = ort.InferenceSession(
+                    str(self.files.model_file), sess_options=options, providers=["CPUExecutionProvider"]
+                )
+            except Exception as exc:
+                raise RerankError(f"reranker {self.id!r} could not be loaded ({type(exc).__name__})") from None
+            self._session, self._tokenizer = session, tokenizer
+
+    def score(self, request: str, texts: Sequence[str]) -> np.ndarray:
+        """One float32 score per text for `request` (one batch, in the calling thread)."""
+        self.load()
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        query = with_english_gloss(request)
+        encodings = [self._tokenizer.encode(query, text) for text in texts]
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(texts), width), dtype=np.int64)
+        mask, types = np.zeros_like(ids), np.zeros_like(ids)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            ids[row, :n], mask[row, :n], types[row, :n] = e.ids, e.attention_mask, e.type_ids
+        try:
+            scores = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
+        except Exception as exc:
+            raise RerankError(f"reranker {self.id!r} failed ({type(exc).__name__}: {exc})") from None
+        return np.asarray(scores, dtype=np.float32).reshape(len(texts))
+
+
+_LOADED: dict[str, CrossEncoder] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+def resolve_reranker(name: str | None) -> LocalModel:
+    """The reranker ``rerank.model`` names: a shipped id (default :data:`RERANKER_MODEL_ID`) or a folder
+    with a ``model.json`` of kind ``cross-encoder``. ConfigError for anything else."""
+    key = (name or RERANKER_MODEL_ID).strip()
+    shipped = MODELS_DIR / key / "model.json"
+    if "/" not in key and "\\" not in key and shipped.is_file():
+        model = read_manifest(shipped.parent, model_id=key)
+    elif (Path(key).expanduser() / "model.json").is_file():
+        model = read_manifest(Path(key).expanduser())
+    else:
+        raise ConfigError(
+            f"tool_filtering.rerank.model: {key!r} is neither a reranker shipped with sk-toolfilter "
+            f"({', '.join(shipped_models('cross-encoder')) or 'none'}) nor a folder with a model.json"
+        )
+    if model.kind != "cross-encoder":
+        raise ConfigError(f"tool_filtering.rerank.model: {key!r} is an embedding model, not a cross-encoder")
+    return model
+
+
+def load_reranker(name: str | None) -> CrossEncoder:
+    """The process's one :class:`CrossEncoder` for `name` (files checked on first use)."""
+    key = name or RERANKER_MODEL_ID
+    with _LOADED_LOCK:
+        if key not in _LOADED:
+            _LOADED[key] = CrossEncoder(resolve_reranker(name))
+        return _LOADED[key]
+
+
+def second_stage_scores(scores: np.ndarray, first_stage_weight: float) -> np.ndarray:
+    """The order the second stage ranks by: the network's score of each shortlisted tool (first-stage
+    order) plus ``first_stage_weight * -log(1 + position)`` — the network was trained to correct the first
+    stage's order, not to replace it."""
+    return scores - np.float32(first_stage_weight) * np.log1p(np.arange(len(scores), dtype=np.float32))
+
+
+def reorder_by_scores(
+    lists: Sequence[list[int]], shortlist: list[int], scores: np.ndarray, per_part: int
+) -> list[list[int]]:
+    """Each ranking with its members inside `shortlist` reordered by `scores` (aligned with `shortlist`;
+    ties keep the first stage's order). The whole request's ranking (``lists[0]``) keeps its shortlist;
+    each part's keeps only its own first `per_part` tools, so each intent's best by the second stage is
+    one of that intent's own candidates (the rounds of the interleave then give each intent its best
+    first)."""
+    score_of = dict(zip(shortlist, scores.tolist(), strict=True))
+    out = []
+    for position, ranking in enumerate(lists):
+        members = [i for i in (ranking if position == 0 else ranking[:per_part]) if i in score_of]
+        out.append(sorted(members, key=lambda i: -score_of[i]))  # sorted() is stable: ties stay in order
+    return out
+
+
+PER_PART = 5
+"""A request part's own first-stage candidates the reranker may pick its best from."""
+
+
+@dataclass
+class SecondStage:
+    """What the second stage did to one ranking: the rankings reordered (None: the first stage's order
+    stands), each shortlisted tool's score (by catalog position), and a note for ``explain``."""
+
+    lists: list[list[int]] | None
+    scores: dict[int, float] = field(default_factory=dict)
+    note: str = ""
+
+
+_FAILURES_LOGGED: set[str] = set()
+
+
+async def rerank_lists(
+    index: ToolIndex, query: str, lists: list[list[int]], shortlist: list[int], config: RerankConfig
+) -> SecondStage:
+    """Score `shortlist` (catalog positions) for `query` in one batch and reorder `lists` (the whole
+    request's ranking, then each part's: :func:`reorder_by_scores`). On any failure the first stage's
+    order stands and the note says why (logged once per cause)."""
+    try:
+        reranker = load_reranker(config.model)
+        texts = [index.tools[i].rerank_text for i in shortlist]
+        scores = await asyncio.to_thread(reranker.score, query, texts)
+    except (RerankError, ConfigError) as exc:
+        reason = str(exc)
+        if reason not in _FAILURES_LOGGED and len(_FAILURES_LOGGED) < 100:
+            _FAILURES_LOGGED.add(reason)
+            logger.warning("sk-toolfilter: the second stage failed (%s); the first stage's order is used", reason)
+        return SecondStage(None, {}, f"second stage failed ({reason}): the first stage's order")
+    scores = second_stage_scores(scores, reranker.files.first_stage_weight)
+    reordered = reorder_by_scores(lists, shortlist, scores, PER_PART)
+    return SecondStage(
+        reordered,
+        dict(zip(shortlist, scores.tolist(), strict=True)),
+        f"reordered by {reranker.id} (the first stage's top {len(shortlist)})",
+    )

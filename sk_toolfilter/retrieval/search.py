@@ -20,6 +20,7 @@ from sk_toolfilter.retrieval.fusion import (
 )
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.retrieval.rerank import SecondStage, rerank_lists
 from sk_toolfilter.retrieval.small_talk import (
     MAX_CLEAR_SUBJECT_WORDS,
     MAX_SUBJECT_WORDS,
@@ -69,6 +70,8 @@ class Ranking:
     without_evidence: list[tuple[str, str]] = field(default_factory=list)
     """When no tool has evidence: the closest few by cosine (and the one sharing the most words), as
     ``(full_name, why it has none)`` pairs for ``explain`` (they are never sent)."""
+    rerank: str | None = None
+    """What the second stage did (``rerank``): reordered the shortlist, or why the first stage's order stands."""
 
 
 async def rank_tools(
@@ -149,10 +152,20 @@ async def rank_tools(
                 marks=content_marks(query),
             )
             no_tool_reason = verdict.reason() if verdict is not None else None
-    order = rank_order(final, limit).tolist()
+    rerank = config.rerank if config.rerank.type != "none" and no_tool_reason is None else None
+    depth = limit if rerank is None or limit is None else max(limit, rerank.shortlist)
+    lists = [rank_order(s.final, depth).tolist() for s in scored]
+    order = lists[0] if len(lists) == 1 else _interleave(lists)
     if len(scored) > 1:
-        order = _interleave([order, *(rank_order(s.final, limit).tolist() for s in scored[1:])])
         final = np.maximum.reduce([s.final for s in scored])
+    first_stage_scores = final[order].tolist()
+    second: SecondStage | None = None
+    if rerank is not None and len(order) > 1:
+        second = await rerank_lists(index, query, lists, order[: rerank.shortlist], rerank)
+        if second.lists is not None:
+            order = second.lists[0] if len(lists) == 1 else _interleave(second.lists)
+            order += [i for i in lists[0] if i not in set(order)]  # beyond the shortlist: first-stage order
+    order = order[:limit]
 
     without_evidence = []
     if not order and cosines is not None:
@@ -162,10 +175,21 @@ async def rank_tools(
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     order = list(dict.fromkeys([*named, *order]))[:limit]
     named_set = set(named)
-    finals = final[order].tolist()
+    if second is not None and second.lists is not None:
+        # The second stage decides the order; the first stage's scores, position by position, decide how many
+        # are sent (the cut sees the score sequence it would have seen).
+        unnamed = iter(first_stage_scores)
+        finals = [1.0 if i in named_set else next(unnamed, 0.0) for i in order]
+    else:
+        finals = final[order].tolist()
+    method_scores = whole.method_scores_of(order)
+    if second is not None and second.scores:
+        for i, scores in zip(order, method_scores, strict=True):
+            if i in second.scores:
+                scores["rerank"] = second.scores[i]
     ranked = [
         ScoredTool(index.tools[i], 1.0 if i in named_set else score, scores, name_match=i in named_set)
-        for i, score, scores in zip(order, finals, whole.method_scores_of(order), strict=True)
+        for i, score, scores in zip(order, finals, method_scores, strict=True)
     ]
     if fill and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
         filling = _closest_left_out(order, cosines, mask, limit - len(order))
@@ -173,7 +197,8 @@ async def rank_tools(
             ScoredTool(index.tools[i], 0.0, scores, evidence=False)
             for i, scores in zip(filling, whole.method_scores_of(filling), strict=True)
         ]
-    return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason, without_evidence)
+    rerank_note = second.note if second is not None else None
+    return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason, without_evidence, rerank_note)
 
 
 def _check_limit(limit: int | None) -> None:

@@ -20,6 +20,7 @@ from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.encoders import EmbeddingService
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
+from sk_toolfilter.retrieval.rerank import resolve_reranker
 from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_tools
 from sk_toolfilter.retrieval.text import split_request_clauses
 from sk_toolfilter.selection.agent_loop import LoopInputs, plan_agent_loop
@@ -93,6 +94,8 @@ class ToolFilterManager:
                 )
             if name not in index:
                 raise UnknownToolError(f"tool_filtering.always_include[{position}]", name, index.names)
+        if self.config.rerank.type != "none":
+            resolve_reranker(self.config.rerank.model)  # a wrong rerank.model fails here, not per request
         self._upkeep = CatalogUpkeep(index, self.config, self.policy)
         self._conversation_pins: dict[str, ConversationPins] = {}
         self._co_usage_table: CoUsageTable | None = None
@@ -293,6 +296,8 @@ class ToolFilterManager:
         record.offered, record.pins = selection.names, [n for n in selection.names if n in pinned]
         record.scores = [scores.get(n) for n in selection.names]
         record.fallback_reason, record.query = selection.ranking.fallback_reason, query
+        if selection.ranking.rerank is not None:
+            record.extra["sk_toolfilter.rerank"] = selection.ranking.rerank
         if self._catalog_tokens[0] is not catalog:  # summed once per catalog, not per selection
             self._catalog_tokens = (catalog, sum(self._schema_tokens(n) for n in catalog.searchable))
         record.tokens_all = self._catalog_tokens[1]
