@@ -67,7 +67,15 @@ def _print_counts(tools: Any) -> None:
         print(f"  {name}: skipped (optional): {' '.join(reason.split())}")
     total = tools.manager.catalog_size
     print(f"  total: {total} {plural(total, 'tool')} indexed", end="")
-    print(" (with embeddings)" if tools.manager.index.has_embeddings else " (BM25 only)")
+    index = tools.manager.index
+    if index.vectors_pending:
+        print(f" (BM25 for now: {index.vectors_pending}; without --no-wait the command waits for them)")
+    elif index.has_embeddings:
+        print(" (with embeddings)")
+    elif tools.manager.config.search_method == "bm25":
+        print(" (BM25 only: tool_filtering.search_method is bm25)")
+    else:
+        print(" (BM25 only: no embedding service; see tool_filtering.embedding)")
 
 
 async def cmd_validate(args: argparse.Namespace) -> int:
@@ -79,7 +87,7 @@ async def cmd_validate(args: argparse.Namespace) -> int:
     from sk_toolfilter.measure.report import resolve_expected
 
     async with await open_toolset(
-        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools")
+        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools"), wait=not args.no_wait
     ) as tools:
         try:  # an `expect` naming no tool of the agent fails here, not only in `report`
             resolve_expected(spec.sample_queries, tools.manager.index.names)
@@ -105,7 +113,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
         config = ToolFilterConfig.from_mapping({**spec.tool_filtering.model_dump(), **overrides})
         spec = spec.model_copy(update={"tool_filtering": config})
     async with await open_toolset(
-        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools")
+        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools"), wait=not args.no_wait
     ) as tools:
         selection = await tools.manager.select(args.query)
         ranking = selection.ranking
@@ -194,7 +202,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
             update={"tool_filtering": spec.tool_filtering.model_copy(update={"selection_mode": args.selection_mode})}
         )
     async with await open_toolset(
-        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools")
+        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools"), wait=not args.no_wait
     ) as tools:
         try:
             report = await build_token_report(
@@ -320,6 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="load an agent file, connect its tool sources, index them")
     p.add_argument("agent", help="agent YAML file")
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
+    p.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="answer at once: above embedding.background_above tools, rank with BM25 instead of waiting for the "
+        "vectors (by default the command waits, showing progress, and fills the embedding cache)",
+    )
     p.set_defaults(run=cmd_validate)
 
     p = sub.add_parser("search", help="rank the tools of an agent file for a query")
@@ -330,6 +344,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true", help="per tool: scores per method, why kept or cut")
     p.add_argument("--limit", type=positive_int, default=20, help="rows of --explain (default 20)")
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
+    p.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="answer at once: above embedding.background_above tools, rank with BM25 instead of waiting for the "
+        "vectors (by default the command waits, showing progress, and fills the embedding cache)",
+    )
     p.set_defaults(run=cmd_search)
 
     p = sub.add_parser("report", help="token-savings report: tools payload with filtering off vs on")
@@ -345,6 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="whose OpenAI client sends the requests (default: the agent file's `framework`, else semantic-kernel)",
     )
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
+    p.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="answer at once: above embedding.background_above tools, rank with BM25 instead of waiting for the "
+        "vectors (by default the command waits, showing progress, and fills the embedding cache)",
+    )
     p.set_defaults(run=cmd_report)
 
     p = sub.add_parser("index", help="the shared tool index (index.store): push the agent's catalog, or its status")

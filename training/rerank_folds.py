@@ -24,7 +24,7 @@ from pathlib import Path
 
 from sk_toolfilter.measure.metrics import complete_at_k, recall_at_k
 
-DEPTHS = (10, 15, 20, 30)
+DEPTHS = (10, 15, 20)
 BLENDS: tuple[float | str, ...] = ("learned", 0.0, 1.0, 2.0, 4.0)
 METRICS = ("recall@5", "complete@5", "complete@5 (3+)", "recall@10", "complete@10")
 

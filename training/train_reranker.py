@@ -215,18 +215,21 @@ def train(args: argparse.Namespace) -> None:
     )
     tokenizer.save_pretrained(str(args.out / "tokenizer"))
     if held_out:
-        write_scores(model, tokenizer, [r for r in rows if r["family"] in held_out], texts, args.out / "scores.jsonl")
+        evaluated = [r for r in rows if r["family"] in held_out]
+        if args.eval_limit and len(evaluated) > args.eval_limit:  # a seeded sample, the same for every run
+            evaluated = random.Random(0).sample(evaluated, args.eval_limit)
+        write_scores(model, tokenizer, evaluated, texts, args.out / "scores.jsonl", args.eval_depth)
 
 
 @torch.no_grad()
-def write_scores(model: CrossEncoder, tokenizer, rows: list[dict], texts: dict, out: Path) -> None:
-    """The held-out requests' shortlists with the reranker's score of every tool."""
+def write_scores(model: CrossEncoder, tokenizer, rows: list[dict], texts: dict, out: Path, depth: int) -> None:
+    """The held-out requests' shortlists (their first `depth` tools) with the reranker's score of each."""
     model.eval()
     started = time.perf_counter()
     with out.open("w") as sink:
         for n, row in enumerate(rows, 1):
             catalog = texts[row["catalog"]]
-            shortlist = [t for t in row["shortlist"] if t in catalog]
+            shortlist = [t for t in row["shortlist"] if t in catalog][:depth]
             scores = score_pairs(model, tokenizer, with_english_gloss(row["query"]), [catalog[t] for t in shortlist])
             row = {**row, "shortlist": shortlist, "prior_weight": round(model.prior_weight.item(), 4)}
             sink.write(json.dumps({**row, "scores": [round(float(s), 4) for s in scores]}))
@@ -252,6 +255,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="train on this many requests (a quick check)")
     parser.add_argument("--log-every", type=int, default=50)
+    parser.add_argument("--eval-depth", type=int, default=20, help="held-out shortlists scored to this depth")
+    parser.add_argument("--eval-limit", type=int, default=800, help="at most this many held-out requests (seeded)")
     parser.add_argument("--seed", type=int, default=13)
     return parser.parse_args(argv)
 

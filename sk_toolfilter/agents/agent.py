@@ -214,9 +214,14 @@ async def open_toolset(
     kernel: Kernel | None = None,
     progress: ProgressCallback | None = None,
     embed: bool = True,
+    wait: bool = True,
 ) -> Toolset:
     """Load an agent file's tool sources into a kernel and index them (no chat model needed).
     ``embed=False``: nothing is embedded (tools without a cached or stored vector rank with BM25).
+    ``wait`` (default): return once every tool has its vector, also for a catalog larger than
+    ``embedding.background_above`` (whose vectors build in the background, reported through
+    `progress`, and fill the embedding cache: the next run starts warm). ``wait=False`` returns at
+    once: such a catalog ranks with BM25 until its vectors are ready (a server's instant start).
 
     With `kernel`, its plugins (the ones an SK declarative spec's ``type: function`` tools name) are
     the agent's too; when the file names ``functions``, the kernel's other functions are hidden.
@@ -240,6 +245,8 @@ async def open_toolset(
             embed=embed,
         )
         stack.push_async_callback(manager.aclose)
+        if wait and embed:
+            await manager.vectors_ready()
     except ToolFilterError as exc:
         await stack.aclose()
         raise naming(exc, spec.source) from exc.__cause__  # every error names the agent file

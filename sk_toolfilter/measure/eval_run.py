@@ -17,7 +17,7 @@ from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.basics.progress import Progress
 from sk_toolfilter.basics.redaction import redact_config
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.errors import ConfigError, closest_names
 from sk_toolfilter.measure.conversations import load_steps, render_summary, replay_conversations
 from sk_toolfilter.measure.evaluation import MethodResult, evaluate_method, load_queries, results_to_json
 from sk_toolfilter.measure.tokens import count_json_tokens
@@ -158,6 +158,8 @@ async def run_eval(args: argparse.Namespace) -> int:
     if not ks or min(ks) < 1:
         raise ConfigError("--k: cut-offs must be positive integers")
     queries = load_queries(args.queries)[: args.limit]
+    if not queries:
+        raise ConfigError(f"--limit {args.limit}: no query left to evaluate")
     tools, config, toolset = await _load_tools(args)
     config = apply_overrides(config, args.set)
     closers: list[Callable[[], Awaitable[None]]] = []
@@ -179,9 +181,14 @@ async def run_eval(args: argparse.Namespace) -> int:
             closers.append(store.aclose)
             build = partial(store.build, publish=config.index.publish, **build.keywords)
         index = await build(tools, service)
-        unknown_gold = sorted({g for q in queries for g in q.gold if g not in index})
+        unknown_gold = [(q.where, g) for q in queries for g in q.gold if g not in index]
         if unknown_gold:
-            raise ConfigError(f"--queries: gold tools not in the catalog: {', '.join(unknown_gold[:5])}")
+            shown = "; ".join(
+                f"{where}: {g!r} (closest: {', '.join(closest_names(g, index.names)) or 'none'})"
+                for where, g in unknown_gold[:5]
+            )
+            more = f" and {len(unknown_gold) - 5} more" if len(unknown_gold) > 5 else ""
+            raise ConfigError(f"--queries: gold tools not in the catalog: {shown}{more}")
         tool_tokens = np.array([count_json_tokens(openai_tool_definition(t)) for t in index.tools])
         results = []
         for method in methods:
@@ -211,7 +218,7 @@ async def run_eval(args: argparse.Namespace) -> int:
         payload = results_to_json(results, len(queries), len(index), {"config": public_config})
         if not args.by_category:
             payload.pop("by_category")
-        (out / "eval.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        (out / "eval.json").write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (out / "eval.md").write_text(render_markdown(results, len(queries), len(index), args.by_category))
         print(f"Wrote {out / 'eval.json'} and {out / 'eval.md'}")
     elif args.by_category:

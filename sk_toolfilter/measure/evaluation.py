@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ class LabelledQuery:
     query: str
     gold: tuple[str, ...]
     category: str = ""
+    where: str = field(default="", compare=False)
+    """``file:line`` it was read from (for errors that name it)."""
 
 
 @dataclass
@@ -41,17 +44,31 @@ def load_queries(path: str | Path) -> list[LabelledQuery]:
     queries = []
     for where, value in json_lines(path, "queries"):
         raw = json_object(value, where)
-        try:
-            queries.append(
-                LabelledQuery(
-                    id=str(raw.get("id", where.rsplit(":", 1)[-1])),
-                    query=str(raw["query"]),
-                    gold=tuple(raw["gold"]),
-                    category=str(raw.get("category", "")),
-                )
+        missing = [key for key in ("query", "gold") if key not in raw]
+        if missing:
+            raise ConfigError(f"{where}: not a labelled query (missing {', '.join(repr(k) for k in missing)})")
+        gold, query = raw["gold"], raw["query"]
+        if isinstance(gold, str):
+            raise ConfigError(
+                f"{where}: 'gold' must be a list of tool names, not one string (write [{json.dumps(gold)}])"
             )
-        except (KeyError, TypeError) as exc:
-            raise ConfigError(f"{where}: not a labelled query (missing or malformed {exc})") from None
+        if not isinstance(gold, list) or not gold or not all(isinstance(g, str) and g.strip() for g in gold):
+            raise ConfigError(
+                f"{where}: 'gold' must be a non-empty list of tool names (full names, e.g. \"Plugin-function\")"
+            )
+        if not isinstance(query, str) or not query.strip():
+            raise ConfigError(f"{where}: 'query' must be a non-empty string")
+        queries.append(
+            LabelledQuery(
+                id=str(raw.get("id", where.rsplit(":", 1)[-1])),
+                query=query,
+                gold=tuple(gold),
+                category=str(raw.get("category", "")),
+                where=where,
+            )
+        )
+    if not queries:
+        raise ConfigError(f'{path}: no queries (one JSON object per line: {{"query": ..., "gold": [...]}})')
     return queries
 
 

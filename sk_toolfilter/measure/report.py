@@ -17,12 +17,13 @@ from sk_toolfilter.agents.agent_file import AgentSpec, Framework, SampleQuery
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.errors import UnknownToolError
 from sk_toolfilter.integration.service import wrap_chat_service
-from sk_toolfilter.measure.caching import OPENAI_CACHED_FRACTION
 from sk_toolfilter.measure.report_html import render_chart_svg, render_html, share_percent, shorten
 from sk_toolfilter.measure.token_report import (  # noqa: F401  (prefix_stable_share: its 0.2 home)
     ConversationReport,
     QueryReport,
     TokenReport,
+    caching_line,
+    methods_used,
     plural,
     prefix_stable_share,
 )
@@ -91,6 +92,8 @@ async def build_token_report(
             bodies.append((transport.requests[-1], transport.raw_bodies[-1].decode("utf-8")))
         (off, off_raw), (on, on_raw) = bodies
         selected = [t["function"]["name"] for t in on.get("tools") or []]
+        ranking = (await manager.select(item.query)).ranking
+        method = ranking.method + (f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else "")
         rows.append(
             QueryReport(
                 query=item.query,
@@ -103,6 +106,7 @@ async def build_token_report(
                 selected=selected,
                 expected=item.expect,
                 expected_sent=set(item.expect) <= set(selected) if item.expect else None,
+                method=method,
             )
         )
         if progress is not None:
@@ -229,6 +233,7 @@ def render_terminal(report: TokenReport) -> str:
             f"Nothing to save: all {report.catalog_size} {plural(report.catalog_size, 'tool')} fit the budget of every "
             "request, so filtering sends exactly what plain Semantic Kernel sends (no discovery tools either)"
         )
+    lines.append(f"Ranked with: {methods_used(report)}")
     if t["expected_tool_sent"]:
         lines.append(f"Expected tool sent: {t['expected_tool_sent']} queries")
     if report.conversation:
@@ -237,20 +242,8 @@ def render_terminal(report: TokenReport) -> str:
             f"Sample conversation ({len(report.conversation.turns)} turns, selection_mode={report.selection_mode}): "
             f"tools prefix unchanged from the previous request in {share_percent(share)} of requests"
         )
-        lines.append(_caching_line(report))
+        lines.append(caching_line(report))
     return "\n".join(lines)
-
-
-def _caching_line(report: TokenReport) -> str:
-    """The sample conversation's tool tokens as billed with prompt caching, off vs on."""
-    assert report.conversation is not None
-    catalog = report.queries[0].tools_tokens_off if report.queries else 0
-    off, on = report.conversation.billed_tokens(catalog)
-    saved = f"{100 * (off - on) / off:.1f}% saved" if off else "n/a"
-    return (
-        f"With prompt caching (a repeated tools prefix billed at {OPENAI_CACHED_FRACTION:.0%}, OpenAI's published "
-        f"rate for cached input): the conversation's tool tokens cost {off:,.0f} off → {on:,.0f} on ({saved})"
-    )
 
 
 def render_markdown(report: TokenReport) -> str:
@@ -260,7 +253,8 @@ def render_markdown(report: TokenReport) -> str:
         "",
         f"Model `{report.model}`, tokenizer `{report.encoding}`, "
         f"{report.catalog_size} {plural(report.catalog_size, 'tool')}, "
-        f"search method `{report.search_method}`. Tool tokens are counted on the `tools` array of the "
+        f"search method `{report.search_method}` (ranked with: {methods_used(report)}). "
+        "Tool tokens are counted on the `tools` array of the "
         f"request body {_CLIENTS.get(report.framework, report.framework)} sent (compact JSON, as on the wire).",
         "",
         "| | filtering off | filtering on | saved |",
@@ -279,7 +273,7 @@ def render_markdown(report: TokenReport) -> str:
             f"the previous request in {share_percent(report.conversation.prefix_stable_share)} of requests "
             "(providers cache the prompt prefix).",
             "",
-            _caching_line(report),
+            caching_line(report),
             "",
             "| turn | tools sent | tools tokens |",
             "|---|---|---|",

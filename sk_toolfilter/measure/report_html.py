@@ -10,6 +10,8 @@ import math
 from html import escape
 from typing import TYPE_CHECKING
 
+from sk_toolfilter.measure.token_report import caching_line, methods_used
+
 if TYPE_CHECKING:
     from sk_toolfilter.measure.token_report import TokenReport
 
@@ -164,9 +166,9 @@ def render_html(report: TokenReport) -> str:
         conversation = (
             f"<h2>Sample conversation ({len(c.turns)} turns, <code>selection_mode: {escape(report.selection_mode)}"
             "</code>)</h2><p class='meta'>The tools prefix is unchanged from the previous request in "
-            f"{share_percent(share)} of requests (providers cache the prompt prefix)."
-            "</p><table><thead><tr><th class='query'>turn</th><th class='num'>tool tokens</th><th>tools sent</th>"
-            f"</tr></thead><tbody>{turns}</tbody></table>"
+            f"{share_percent(share)} of requests (providers cache the prompt prefix). "
+            f"{escape(caching_line(report))}.</p><table><thead><tr><th class='query'>turn</th>"
+            f"<th class='num'>tool tokens</th><th>tools sent</th></tr></thead><tbody>{turns}</tbody></table>"
         )
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
@@ -174,7 +176,8 @@ def render_html(report: TokenReport) -> str:
         f"<title>Token savings: {escape(report.agent)}</title><style>{_STYLE}</style></head><body><main>"
         f"<h1>Token savings with sk-toolfilter: {escape(report.agent)}</h1>"
         f"<p class='meta'>{report.catalog_size} tools · model <code>{escape(report.model)}</code> · "
-        f"tokenizer <code>{escape(report.encoding)}</code> · search <code>{escape(report.search_method)}</code> · "
+        f"tokenizer <code>{escape(report.encoding)}</code> · search <code>{escape(report.search_method)}</code> "
+        f"(ranked with: {escape(methods_used(report))}) · "
         f"{len(report.queries)} sample queries. Tokens are counted on the <code>tools</code> array of the request "
         "body Semantic Kernel's OpenAI connector sent, filtering off (every tool) and on.</p>"
         f"<section class='cards'>{''.join(cards)}</section>"

@@ -4,6 +4,7 @@ the sample conversation's tool lists; the totals. (Rendered by :mod:`.report` an
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ class QueryReport:
     selected: list[str]
     expected: list[str] = field(default_factory=list)
     expected_sent: bool | None = None
+    method: str = ""
+    """The method that ranked the request (``hybrid``, or ``bm25 (fallback: why)``)."""
 
 
 def plural(count: int, noun: str) -> str:
@@ -110,3 +113,22 @@ class TokenReport:
             "queries": [asdict(q) for q in self.queries],
             "conversation": asdict(self.conversation) if self.conversation else None,
         }
+
+
+def methods_used(report: TokenReport) -> str:
+    """Which method ranked the requests, e.g. ``hybrid for 20 of 20 requests``."""
+    counts = Counter(q.method or report.search_method for q in report.queries)
+    total = len(report.queries)
+    return "; ".join(f"{method} for {n} of {total} {plural(total, 'request')}" for method, n in counts.most_common())
+
+
+def caching_line(report: TokenReport) -> str:
+    """The sample conversation's tool tokens as billed with prompt caching, off vs on."""
+    assert report.conversation is not None
+    catalog = report.queries[0].tools_tokens_off if report.queries else 0
+    off, on = report.conversation.billed_tokens(catalog)
+    saved = f"{100 * (off - on) / off:.1f}% saved" if off else "n/a"
+    return (
+        f"With prompt caching (a repeated tools prefix billed at {OPENAI_CACHED_FRACTION:.0%}, OpenAI's published "
+        f"rate for cached input): the conversation's tool tokens cost {off:,.0f} off → {on:,.0f} on ({saved})"
+    )

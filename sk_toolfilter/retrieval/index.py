@@ -400,13 +400,19 @@ async def embed_catalog(
     missing = [i for i, vector in enumerate(cached) if vector is None]
     started = time.perf_counter()
     fresh: list[np.ndarray] = []
-    for start in range(0, len(missing), batch_size):
-        batch = [texts[i] for i in missing[start : start + batch_size]]
-        # A query embeds a few texts; a catalog call embeds up to batch_size: the timeout scales.
-        call_timeout = catalog_call_timeout(timeout, len(batch))
-        fresh.append(await embed_texts(service, batch, batch_size, timeout=call_timeout))
-        if progress is not None:
-            progress(min(start + batch_size, len(missing)), len(missing))
+    try:
+        for start in range(0, len(missing), batch_size):
+            batch = [texts[i] for i in missing[start : start + batch_size]]
+            # A query embeds a few texts; a catalog call embeds up to batch_size: the timeout scales.
+            call_timeout = catalog_call_timeout(timeout, len(batch))
+            fresh.append(await embed_texts(service, batch, batch_size, timeout=call_timeout))
+            if progress is not None:
+                progress(min(start + batch_size, len(missing)), len(missing))
+    except EmbeddingServiceError:
+        if cache is not None and fresh:  # what was built is kept: a retry sends only the rest
+            done = sum(len(f) for f in fresh)
+            cache.put(model_id, [texts[i] for i in missing[:done]], np.concatenate(fresh))
+        raise
     dims = {v.shape[0] for v in cached if v is not None} | {f.shape[1] for f in fresh}
     if len(dims) > 1:
         raise EmbeddingServiceError(f"embedding service returned vectors of different sizes: {sorted(dims)}")
