@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from difflib import get_close_matches
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from sk_toolfilter.basics.redaction import MASK, is_secret_key, redact_text
 
@@ -70,6 +70,41 @@ def _format_location(prefix: str, loc: Sequence[Any], union_tags: Iterable[str] 
     return ".".join(parts).replace(".[", "[") or "(root)"
 
 
+def _models_named(title: str) -> list[type[BaseModel]]:
+    found, stack = [], [BaseModel]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if cls.__name__ == title and cls.__module__.startswith("sk_toolfilter"):
+            found.append(cls)
+    return found
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold (``X``, ``X | None``, ``list[X]``, ``dict[str, X]``, unions)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def _keys_beside(title: str, loc: Sequence[Any]) -> list[str]:
+    """The keys allowed where the unknown key ``loc[-1]`` was written (the model reached by ``loc[:-1]``)."""
+    models = _models_named(title)
+    for part in loc[:-1]:
+        if not isinstance(part, str):
+            continue  # a list index or dict key: the same models
+        inner = [
+            m for model in models if part in model.model_fields for m in _models_in(model.model_fields[part].annotation)
+        ]
+        if inner:
+            models = inner
+        else:  # a tagged union's tag in the path (``tools[0].plugin``): the member whose ``type`` it is
+            models = [
+                m for m in models if "type" in m.model_fields and part in get_args(m.model_fields["type"].annotation)
+            ] or models
+    return sorted({field.alias or key for model in models for key, field in model.model_fields.items()})
+
+
 def describe_validation_error(error: ValidationError, prefix: str = "", union_tags: Iterable[str] = ()) -> str:
     """One line per problem, each naming the key path and the bad value.
 
@@ -82,7 +117,8 @@ def describe_validation_error(error: ValidationError, prefix: str = "", union_ta
         where = _format_location(prefix, loc, union_tags)
         message = err.get("msg", "invalid value").removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
-            lines.append(f"{where}: unknown key")
+            close = closest_names(str(loc[-1]), _keys_beside(error.title, loc), n=1) if loc else []
+            lines.append(f"{where}: unknown key" + (f" (did you mean {close[0]!r}?)" if close else ""))
             continue
         if err.get("type") == "missing":
             lines.append(f"{where}: required key is missing")

@@ -1,3 +1,4 @@
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,24 @@ def test_instruction_files_resolve_relative_to_the_agent_file(tmp_path):
 def test_sample_queries_accept_strings_and_expectations():
     spec = parse_agent({"name": "a", "sample_queries": ["hi", {"query": "add", "expect": ["Math-add"]}]})
     assert [(q.query, q.expect) for q in spec.sample_queries] == [("hi", []), ("add", ["Math-add"])]
+
+
+def test_unknown_keys_and_plugin_classes_are_answered_with_the_closest_real_name(tmp_path):
+    from sk_toolfilter.agents.agent import open_toolset
+
+    agent = {
+        "name": "t",
+        "instructions": "Help.",
+        "tools": [{"type": "plugin", "name": "Recipes", "imprt": "sk_toolfilter.demo:RecipePlugin"}],
+        "tool_filtering": {"top_kk": 3, "embedding": {"backgrond_above": 3}},
+    }
+    with pytest.raises(ConfigError) as caught:
+        parse_agent(agent, base_dir=tmp_path)
+    message = str(caught.value)
+    assert "tools[0].imprt: unknown key (did you mean 'import'?)" in message
+    assert "tool_filtering.top_kk: unknown key (did you mean 'top_k'?)" in message
+    assert "tool_filtering.embedding.backgrond_above: unknown key (did you mean 'background_above'?)" in message
+    agent["tools"] = [{"type": "plugin", "name": "Recipes", "import": "sk_toolfilter.demo:MathPlugn"}]
+    agent["tool_filtering"] = {"top_k": 3}
+    with pytest.raises(ConfigError, match=r"has no attribute 'MathPlugn' \(did you mean 'MathPlugin'\?\)"):
+        asyncio.run(open_toolset(parse_agent(agent, base_dir=tmp_path)))

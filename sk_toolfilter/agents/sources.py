@@ -28,7 +28,7 @@ from sk_toolfilter.agents.tool_names import function_name
 from sk_toolfilter.agents.vectorstore import PLUGIN as VECTORSTORE_PLUGIN
 from sk_toolfilter.agents.vectorstore import add_vectorstore
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.errors import ConfigError, ToolFilterError, ToolSourceError
+from sk_toolfilter.errors import ConfigError, ToolFilterError, ToolSourceError, closest_names
 
 logger = library_logger(__name__)
 
@@ -52,7 +52,10 @@ def _import_object(path: str, where: str, base_dir: Path) -> Any:
     target: Any = module
     for part in attribute.split("."):
         if not hasattr(target, part):
-            raise ConfigError(f"{where}: module {module_name!r} has no attribute {attribute!r}")
+            public = [name for name in dir(target) if not name.startswith("_")]
+            close = closest_names(part, public, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{where}: module {module_name!r} has no attribute {attribute!r}{hint}")
         target = getattr(target, part)
     return target
 
