@@ -115,7 +115,13 @@ async def cmd_search(args: argparse.Namespace) -> int:
     async with await open_toolset(
         spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools"), wait=not args.no_wait
     ) as tools:
-        selection = await tools.manager.select(args.query)
+        from semantic_kernel.contents import ChatHistory
+
+        # The request as the agent's first model call of a turn sees it (the agent loop's budget included),
+        # so --explain says exactly what the wrapper and the report send.
+        history = ChatHistory()
+        history.add_user_message(args.query)
+        selection = await tools.manager.select_for_history(history)
         ranking = selection.ranking
         note = f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else ""
         note += f"; second stage: {ranking.rerank}" if ranking.rerank else ""

@@ -497,3 +497,27 @@ def test_one_shot_commands_wait_for_the_vectors_of_a_big_catalog_and_leave_the_c
     assert capsys.readouterr().out.startswith("method: hybrid;")  # ... and needs no background build at all
     assert main(["validate", str(agent)]) == 0
     assert "(with embeddings)" in capsys.readouterr().out
+
+
+def test_search_selects_what_the_report_sends_for_the_same_request(capsys, tmp_path):
+    import asyncio
+
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import load_agent_file
+    from sk_toolfilter.measure.report import build_token_report
+
+    agent = Path(__file__).resolve().parent.parent / "agent.yaml"
+    spec = load_agent_file(agent)
+    queries = spec.sample_queries[:6]
+
+    async def report_selected() -> list[list[str]]:
+        async with await open_toolset(spec) as tools:
+            report = await build_token_report(spec, tools.kernel, tools.manager, queries)
+        return [q.selected for q in report.queries]
+
+    sent = asyncio.run(report_selected())
+    for item, selected in zip(queries, sent, strict=True):
+        assert main(["search", str(agent), item.query]) == 0
+        first = capsys.readouterr().out.splitlines()[0]
+        listed = first.split(": ", 2)[-1].split(", ") if "selected" in first else []
+        assert sorted(listed) == sorted(selected), item.query  # the same tools (the wire has kernel order)
