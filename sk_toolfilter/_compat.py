@@ -109,9 +109,24 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
             f"{fullname} moved to {new_name}{where} (public names: from sk_toolfilter import ...); "
             "the old path goes away in 0.4",
             DeprecationWarning,
-            3,
+            _importer_stacklevel(),
         )
         return importlib.util.spec_from_loader(fullname, _MovedModuleLoader(new_name, old))
+
+
+def _importer_stacklevel() -> int:
+    """The ``stacklevel`` of the code that wrote the import: the first frame outside importlib's own
+    machinery and this module. Python shows a DeprecationWarning by default only when it is attributed
+    to ``__main__``, so it must point at the user's own file and line. (``warnings`` itself skips
+    importlib's bootstrap frames when it counts levels, so they are not counted here either.)"""
+    frame, level = sys._getframe(1), 1
+    while frame is not None:
+        name = frame.f_code.co_filename
+        internal = "importlib" in name and "_bootstrap" in name
+        if not internal and name != __file__ and name != importlib.__file__:  # import_module(...) is passed too
+            break
+        frame, level = frame.f_back, level + (0 if internal else 1)
+    return level
 
 
 def install() -> None:

@@ -162,3 +162,20 @@ def test_the_package_keeps_its_top_level_small_and_the_basics_keep_their_old_pat
             old = importlib.import_module(f"sk_toolfilter.{name}")
         assert old is importlib.import_module(f"sk_toolfilter.basics.{name}")
         assert f"sk_toolfilter.basics.{name}" in str(caught[0].message)
+
+
+def test_an_old_path_warns_at_the_users_own_line_under_pythons_default_filters(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        "import importlib\n"
+        "import sk_toolfilter.progress\n"
+        "from sk_toolfilter.manager import ToolFilterManager\n"
+        "importlib.import_module('sk_toolfilter.service')\n"
+    )
+    # No -W flag: Python's default filters show a DeprecationWarning only when it points at __main__.
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
+    for line, old in ((2, "progress"), (3, "manager"), (4, "service")):
+        assert f"user_script.py:{line}: DeprecationWarning: sk_toolfilter.{old} moved to" in result.stderr, old
