@@ -1,10 +1,11 @@
 """Write the generated pages of the docs site: the configuration reference (from the pydantic models),
 the CLI reference (from the argument parser) and the changelog (CHANGELOG.md).
 
-    python docs/gen_reference.py        # before `mkdocs build --strict` (.ci/run does both)
+    python docs/gen_reference.py        # after changing a configuration key, a command or CHANGELOG.md
 
-The pages are generated, never edited by hand; tests/test_docs.py checks that every configuration key
-has a description and that the pages written are the ones this script makes.
+The pages are generated, never edited by hand, and committed (a fresh clone builds the site and the
+README's links lead somewhere); tests/test_docs.py checks that every configuration key has a
+description and that the committed pages are exactly what this script makes now.
 """
 
 from __future__ import annotations
@@ -125,8 +126,11 @@ def configuration_reference() -> str:
 
 
 def cli_reference() -> str:
+    import os
+
     from sk_toolfilter.cli import build_parser
 
+    os.environ["COLUMNS"] = "100"  # argparse wraps help to the terminal: the page is the same everywhere
     parser = build_parser()
     out = [
         "# CLI reference",

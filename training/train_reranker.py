@@ -184,7 +184,7 @@ def train(args: argparse.Namespace) -> None:
                 max_length=RERANK_MAX_TOKENS,
                 return_tensors="pt",
             )
-            scores = model(**enc) + model.prior_weight * priors
+            scores = model(**enc) + (model.prior_weight * priors if args.prior else 0.0)
             losses, at = [], 0
             for _, ts, _, n_positive in groups:
                 losses.append(group_loss(scores[at : at + len(ts)], n_positive))
@@ -209,6 +209,8 @@ def train(args: argparse.Namespace) -> None:
                 )
                 running = 0.0
     args.out.mkdir(parents=True, exist_ok=True)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("data", "out")}
+    (args.out / "settings.json").write_text(json.dumps({**settings, "requests": len(training_rows), "steps": total}))
     torch.save(
         {"state": model.state_dict(), "layers": args.layers, "prior_weight": model.prior_weight.item()},
         args.out / "reranker.pt",
@@ -251,6 +253,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--positives", type=int, default=4)
     parser.add_argument("--hard", type=int, default=4, help="the first stage's best non-gold tools in each group")
     parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument(
+        "--no-prior",
+        dest="prior",
+        action="store_false",
+        help="train the network alone (the first stage's order is blended in at ranking time only)",
+    )
     parser.add_argument("--head-lr", type=float, default=1e-3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="train on this many requests (a quick check)")

@@ -169,6 +169,21 @@ def library_logger(name: str) -> logging.Logger:
     return logger
 
 
+_WARNED: set[tuple[str, str]] = set()
+MAX_WARNED = 1000
+
+
+def warn_once(logger: logging.Logger, message: str) -> None:
+    """Log `message` as a warning the first time this process sees it from `logger` (a configuration
+    problem or an outage's cause is said once, not once per request); bounded in number."""
+    key = (logger.name, message)
+    with _lock:
+        if key in _WARNED or len(_WARNED) >= MAX_WARNED:
+            return
+        _WARNED.add(key)
+    logger.warning("sk-toolfilter: %s", message)
+
+
 def _secrets() -> set[str]:
     with _lock:
         values = set(_remembered)

@@ -136,9 +136,16 @@ machine). Longer batches, and the
 first call (which checks and loads the files), run in a worker thread so the event loop is not held."""
 
 
+REQUEST_TEXTS = 32
+"""A call of at most this many texts is a request's (its text, its parts and the needs it lists: at most
+17), and each text is embedded alone; a larger call is bulk work (the small-talk exemplars) and runs in
+batches."""
+
+
 class LocalQueryEncoder(EmbeddingGeneratorBase):
     """The request side of a local model (see :attr:`LocalEmbeddingGenerator.query_encoder`): each request
-    is embedded alone, so its vector never depends on what else was embedded with it."""
+    text is embedded alone, so its vector never depends on what else was embedded with it
+    (:data:`REQUEST_TEXTS`)."""
 
     dimensions: ClassVar[int] = 384
     encoder: Any
@@ -147,9 +154,10 @@ class LocalQueryEncoder(EmbeddingGeneratorBase):
         self, texts: list[str], settings: PromptExecutionSettings | None = None, **kwargs: Any
     ) -> np.ndarray:
         texts = list(texts)
+        alone = len(texts) <= REQUEST_TEXTS
         if self.encoder.loaded and sum(len(t) for t in texts) <= INLINE_QUERY_CHARS:
-            return self.encoder.embed(texts, alone=True)
-        return await asyncio.to_thread(self.encoder.embed, texts, alone=True)
+            return self.encoder.embed(texts, alone=alone)
+        return await asyncio.to_thread(self.encoder.embed, texts, alone=alone)
 
 
 class SizedEmbeddings(EmbeddingGeneratorBase):

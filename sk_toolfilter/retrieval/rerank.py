@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger, warn_once
 from sk_toolfilter.config import RerankConfig
 from sk_toolfilter.errors import ConfigError, ToolFilterError
 from sk_toolfilter.retrieval.gloss import with_english_gloss
@@ -170,9 +170,6 @@ class SecondStage:
     note: str = ""
 
 
-_FAILURES_LOGGED: set[str] = set()
-
-
 async def rerank_lists(
     index: ToolIndex, query: str, lists: list[list[int]], shortlist: list[int], config: RerankConfig
 ) -> SecondStage:
@@ -185,9 +182,7 @@ async def rerank_lists(
         scores = await asyncio.to_thread(reranker.score, query, texts)
     except (RerankError, ConfigError) as exc:
         reason = str(exc)
-        if reason not in _FAILURES_LOGGED and len(_FAILURES_LOGGED) < 100:
-            _FAILURES_LOGGED.add(reason)
-            logger.warning("sk-toolfilter: the second stage failed (%s); the first stage's order is used", reason)
+        warn_once(logger, f"the second stage failed ({reason}); the first stage's order is used")
         return SecondStage(None, {}, f"second stage failed ({reason}): the first stage's order")
     scores = second_stage_scores(scores, reranker.files.first_stage_weight)
     reordered = reorder_by_scores(lists, shortlist, scores, PER_PART)

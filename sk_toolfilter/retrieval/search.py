@@ -158,13 +158,15 @@ async def rank_tools(
     order = lists[0] if len(lists) == 1 else _interleave(lists)
     if len(scored) > 1:
         final = np.maximum.reduce([s.final for s in scored])
-    first_stage_scores = final[order].tolist()
     second: SecondStage | None = None
+    first_stage_scores: list[float] = []
     if rerank is not None and len(order) > 1:
         second = await rerank_lists(index, query, lists, order[: rerank.shortlist], rerank)
         if second.lists is not None:
-            order = second.lists[0] if len(lists) == 1 else _interleave(second.lists)
-            order += [i for i in lists[0] if i not in set(order)]  # beyond the shortlist: first-stage order
+            first_stage_scores = final[order].tolist()
+            reordered = second.lists[0] if len(lists) == 1 else _interleave(second.lists)
+            kept = set(reordered)
+            order = reordered + [i for i in order if i not in kept]  # beyond the shortlist: first-stage order
     order = order[:limit]
 
     without_evidence = []

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from sk_toolfilter.basics.progress import ProgressCallback
-from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger, warn_once
 from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, UnknownToolError
@@ -509,9 +509,10 @@ def _cap_total(
     by_name = {d.full_name: d for d in decisions}
     if len(pinned) > cap and pinned[cap] in by_name:  # the source whose pins cross the cap is named
         source = by_name[pinned[cap]].reason.removeprefix("pinned: ")
-        _warn_once(
+        warn_once(
+            logger,
             f"{source} pins more tools than max_tools_total={cap} holds: the pinned tools beyond it are not sent "
-            "(explain lists them; raise max_tools_total or pin fewer)"
+            "(explain lists them; raise max_tools_total or pin fewer)",
         )
     ranked_reason = f"cut: beyond max_tools_total={cap} (pinned tools included)"
     pin_reason = f"cut: beyond max_tools_total={cap} (more tools are pinned than it holds)"
@@ -523,13 +524,3 @@ def _cap_total(
         )
 
     return [n for n in names if n not in dropped], [cut(d) if d.full_name in dropped else d for d in decisions]
-
-
-_WARNED: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    """A configuration problem is logged once per process, not once per request."""
-    if message not in _WARNED and len(_WARNED) < 1000:
-        _WARNED.add(message)
-        logger.warning("sk-toolfilter: %s", message)

@@ -1,0 +1,95 @@
+"""The second stage (``rerank: cross-encoder``): it reads the request and each shortlisted tool together
+and only reorders the first stage's shortlist; a failing reranker leaves the first stage's answer."""
+
+import logging
+import shutil
+
+import numpy as np
+import pytest
+
+from sk_toolfilter import ConfigError, ToolFilterConfig, create_tool_filter
+from sk_toolfilter.retrieval.local_models import MODELS_DIR, resolve_local_model, shipped_models
+from sk_toolfilter.retrieval.rerank import RERANKER_MODEL_ID, reorder_by_scores
+from sk_toolfilter.retrieval.search import rank_tools
+from tests.conftest import build_demo_kernel
+
+QUERIES = [
+    "convert 5 km to miles and then email the result to alice",
+    "what time is it in Tokyo, and add a note that I called Bob",
+    "read the file report.txt, count its words and send the count to the team chat",
+    "summarize my notes",
+    "what is the weather like",
+]
+
+
+def rerank(**options):
+    return ToolFilterConfig(discovery={"enabled": False}, rerank={"type": "cross-encoder", **options})
+
+
+async def test_the_second_stage_only_reorders_the_first_stages_shortlist(tmp_path):
+    kernel = build_demo_kernel(str(tmp_path))
+    first = await create_tool_filter(kernel, ToolFilterConfig(discovery={"enabled": False}))
+    second = await create_tool_filter(kernel, rerank(shortlist=10))
+    for query in QUERIES:
+        a = await rank_tools(first.index, query, first.config, limit=20)
+        b = await rank_tools(second.index, query, second.config, limit=20)
+        assert b.rerank is not None and RERANKER_MODEL_ID in b.rerank, query
+        names_a, names_b = [t.full_name for t in a.tools], [t.full_name for t in b.tools]
+        shortlist = [t.full_name for t in a.tools if t.evidence][:10]
+        assert set(names_b[: len(shortlist)]) == set(shortlist), query  # nothing added, nothing lost
+        assert names_b[len(shortlist) :] == names_a[len(shortlist) :], query  # beyond it: untouched
+        assert [t.score for t in b.tools] == [t.score for t in a.tools], query  # how many are sent: unchanged
+        assert all("rerank" in t.method_scores for t in b.tools[: len(shortlist)])
+        sent_a, sent_b = await first.filter_tools(query), await second.filter_tools(query)
+        assert len(sent_a) == len(sent_b) and set(sent_b) <= set(shortlist) | set(sent_a), query
+
+
+async def test_a_pin_is_never_moved_or_dropped_by_the_second_stage(tmp_path):
+    kernel = build_demo_kernel(str(tmp_path))
+    manager = await create_tool_filter(kernel, rerank().updated(always_include=["Time-today"]))
+    for query in QUERIES:
+        sent = await manager.filter_tools(query)
+        assert sent[-1] == "Time-today" or "Time-today" in sent, query
+
+
+async def test_a_failing_reranker_gives_the_first_stages_answer_and_says_why(tmp_path, caplog):
+    damaged = tmp_path / "damaged"
+    shutil.copytree(MODELS_DIR / RERANKER_MODEL_ID, damaged)
+    with (damaged / "model.onnx").open("r+b") as f:
+        f.seek(1000)
+        f.write(b"\x00" * 64)
+    kernel = build_demo_kernel(str(tmp_path / "sandbox"))
+    first = await create_tool_filter(kernel, ToolFilterConfig(discovery={"enabled": False}))
+    broken = await create_tool_filter(kernel, rerank(model=str(damaged)))
+    with caplog.at_level(logging.WARNING):
+        for query in QUERIES:
+            assert await broken.filter_tools(query) == await first.filter_tools(query), query
+            ranking = await rank_tools(broken.index, query, broken.config, limit=10)
+            assert ranking.rerank is not None and ranking.rerank.startswith("second stage failed"), query
+            assert "damaged or was replaced" in ranking.rerank
+    warnings = [r for r in caplog.records if "second stage failed" in r.getMessage()]
+    assert len(warnings) == 1  # once per cause, not once per request
+
+
+async def test_a_reranker_that_is_no_reranker_is_a_config_error_at_start(tmp_path):
+    kernel = build_demo_kernel(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"rerank\.model: 'no-such-model' is neither a reranker shipped"):
+        await create_tool_filter(kernel, rerank(model="no-such-model"))
+    with pytest.raises(ConfigError, match="is an embedding model, not a cross-encoder"):
+        await create_tool_filter(kernel, rerank(model="minilm-l6-tools-v1"))
+    with pytest.raises(ConfigError, match="is a reranker \\(a cross-encoder\\), not an embedding model"):
+        resolve_local_model(RERANKER_MODEL_ID)
+    assert RERANKER_MODEL_ID not in shipped_models() and shipped_models("cross-encoder") == [RERANKER_MODEL_ID]
+    assert ToolFilterConfig.from_mapping({"rerank": "cross-encoder"}).rerank.type == "cross-encoder"
+
+
+def test_each_intent_keeps_its_own_best_candidate_after_reordering():
+    whole, send_part, convert_part = [1, 2, 3, 4, 5], [2, 6, 1], [3, 1, 7]
+    shortlist = [1, 2, 3, 4, 5, 6, 7]
+    # The reranker likes tool 1 best: the whole request's list leads with it, but a part's best comes only
+    # from that part's own first two first-stage candidates (tool 1 is one of the convert part's, not of
+    # the send part's; tool 7 scores high but is the convert part's third: never its pick).
+    scores = np.array([9.0, 1.0, 2.0, 0.5, 0.1, 5.0, 6.0], dtype=np.float32)
+    lists = reorder_by_scores([whole, send_part, convert_part], shortlist, scores, per_part=2)
+    assert lists == [[1, 3, 2, 4, 5], [6, 2], [1, 3]]
+    assert sorted(lists[0]) == sorted(whole)  # a reordering, never a new tool
