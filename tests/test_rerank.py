@@ -18,7 +18,7 @@ QUERIES = [
     "what time is it in Tokyo, and add a note that I called Bob",
     "read the file report.txt, count its words and send the count to the team chat",
     "summarize my notes",
-    "what is the weather like",
+    "count the words in this paragraph and make it upper case",
 ]
 
 
