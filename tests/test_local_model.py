@@ -83,7 +83,11 @@ def test_the_fast_request_encoder_ranks_the_reference_tools_as_when_it_was_disti
 
 def test_requests_and_tools_have_their_own_encoders_and_the_general_model_is_one_setting_away(model):
     general = LocalEmbeddingGenerator(model="all-MiniLM-L6-v2-int8")
-    assert general.query_encoder is None and model.query_encoder is not None
+    # One model for both sides: requests still go through a query service (each embedded alone), keyed
+    # like the documents; an asymmetric model's request encoder is keyed as its own.
+    assert general.query_encoder.ai_model_id == general.ai_model_id == "all-MiniLM-L6-v2-int8"
+    assert general.query_encoder.encoder is general._documents
+    assert model.query_encoder.ai_model_id == f"{TOOL_MODEL_ID}:query"
     tool = "get stock info: Current price and volume of a stock symbol. Parameters: symbol"
     # The tool side is the general model's weights exported as dynamic int8 (faster): the same vectors
     # up to quantization (cosine >= 0.984 on 1,200 catalog texts when it was exported).
