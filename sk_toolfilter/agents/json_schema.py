@@ -174,9 +174,11 @@ def tool_parameters(input_schema: Any, where: str = "a tool") -> ToolParameters:
         while name in original:
             name += "_"
         if name != raw_name:
-            # A collision or a name SK would swallow is worth a warning; a cleaned character is not.
+            # A collision (two parameters of one tool cleaned to one name) is worth a warning; a name SK would
+            # swallow is renamed and mapped back on every call (said at -v, not on every command); a
+            # cleaned character is not worth a line at all.
             swallowed = cleaned[:-1] in RESERVED_PARAMETER_NAMES
-            level = logging.WARNING if name != cleaned or swallowed else logging.DEBUG
+            level = logging.WARNING if name != cleaned else logging.INFO if swallowed else logging.DEBUG
             logger.log(level, "sk-toolfilter: parameter %r of %s is sent as %r", raw_name, where, name)
         original[name] = str(raw_name)
         description = prop.get("description")

@@ -136,7 +136,7 @@ def render_html(report: TokenReport) -> str:
         _card(f"{t['tools_tokens_on']:,}", "tool tokens, filtering on"),
         _card(f"{t['saved_percent']:.1f}%", "tool tokens saved", "good" if t["saved_percent"] > 0 else "bad"),
         _card(f"{t['body_saved_percent']:.1f}%", "whole-request tokens saved"),
-        _card(f"{t['mean_tools_off']} → {t['mean_tools_on']}", f"tools per request (of {report.catalog_size})"),
+        _card(f"{t['mean_tools_off']:g} → {t['mean_tools_on']:g}", f"tools per request (of {report.catalog_size})"),
     ]
     if t["expected_tool_sent"]:
         sent, total = (int(n) for n in t["expected_tool_sent"].split("/"))
