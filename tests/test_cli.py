@@ -521,3 +521,28 @@ def test_search_selects_what_the_report_sends_for_the_same_request(capsys, tmp_p
         first = capsys.readouterr().out.splitlines()[0]
         listed = first.split(": ", 2)[-1].split(", ") if "selected" in first else []
         assert sorted(listed) == sorted(selected), item.query  # the same tools (the wire has kernel order)
+
+
+def test_eval_of_an_agent_reads_gold_names_written_as_the_catalog_spells_them(tmp_path, capsys):
+    long_name = "website_configuration_api_WebsiteConfigurationApi_rename_website"
+    tools = [
+        {"name": long_name, "description": "Rename a website configuration."},
+        {"name": "get_weather", "description": "Current weather of a city."},
+    ]
+    (tmp_path / "tools.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tools))
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(
+        yaml.safe_dump(
+            {
+                "name": "long",
+                "instructions": "Help.",
+                "tools": [{"type": "catalog", "name": "bfcl", "path": "tools.jsonl"}],
+                "tool_filtering": {"search_method": "bm25"},
+            }
+        )
+    )
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"query": "rename my website", "gold": [f"bfcl-{long_name}"]}) + "\n")
+    argv = ["eval", "--agent", str(agent), "--queries", str(queries), "--methods", "bm25", "--out", str(tmp_path)]
+    assert main(argv) == 0  # the agent sends it as bfcl-…_re_<hash> (64 characters): the gold follows
+    assert json.loads((tmp_path / "eval.json").read_text())["methods"]["bm25"]["recall@1"] == 1.0

@@ -22,17 +22,26 @@ MAX_TOOL_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
+def sent_name(plugin: str, raw: str) -> str:
+    """The name `raw` gets in `plugin` before it is made unique: cleaned, and shortened with a stable hash
+    suffix when ``Plugin-function`` would pass 64 characters (what a labelled query's gold name becomes)."""
+    name = _UNSAFE.sub("_", raw.strip()) or "tool"
+    room = max(8, MAX_TOOL_NAME - len(plugin) - 1)
+    if len(name) > room:
+        digest = hashlib.sha1(raw.encode("utf-8", "surrogatepass")).hexdigest()[:6]
+        name = f"{name[: room - 7]}_{digest}"
+    return name
+
+
 def function_name(plugin: str, raw: str, taken: set[str] | None = None) -> str:
     """A name for `raw` in `plugin` that SK and the API accept, not in `taken` (which it joins).
 
     A name only cleaned of characters (``alerts.list`` → ``alerts_list``) is logged at debug level;
     one shortened or made unique — no longer recognisable at a glance — with a warning.
     """
-    cleaned = name = _UNSAFE.sub("_", raw.strip()) or "tool"
+    cleaned = _UNSAFE.sub("_", raw.strip()) or "tool"
+    name = sent_name(plugin, raw)
     room = max(8, MAX_TOOL_NAME - len(plugin) - 1)
-    if len(name) > room:
-        digest = hashlib.sha1(raw.encode("utf-8", "surrogatepass")).hexdigest()[:6]
-        name = f"{name[: room - 7]}_{digest}"
     if taken is not None:
         candidate, n = name, 2
         while candidate in taken:

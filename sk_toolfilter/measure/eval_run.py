@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -14,12 +15,13 @@ import yaml
 
 from sk_toolfilter.agents.agent_file import AgentSpec, load_agent_file, parse_agent
 from sk_toolfilter.agents.catalog import load_catalog
+from sk_toolfilter.agents.tool_names import sent_name
 from sk_toolfilter.basics.progress import Progress
 from sk_toolfilter.basics.redaction import redact_config
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, closest_names
 from sk_toolfilter.measure.conversations import load_steps, render_summary, replay_conversations
-from sk_toolfilter.measure.evaluation import MethodResult, evaluate_method, load_queries, results_to_json
+from sk_toolfilter.measure.evaluation import LabelledQuery, MethodResult, evaluate_method, load_queries, results_to_json
 from sk_toolfilter.measure.tokens import count_json_tokens
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import cached, create_embedding_service
@@ -53,6 +55,17 @@ async def _load_tools(args: argparse.Namespace) -> tuple[list[ToolMetadata], Too
     discovery = spec.tool_filtering.discovery.plugin_name
     tools = [t for t in toolset.manager.index.tools if t.plugin != discovery]
     return tools, spec.tool_filtering, toolset
+
+
+def _with_sent_gold(query: LabelledQuery, index: ToolIndex) -> LabelledQuery:
+    """`query` with each gold name the index does not know replaced by the name an agent sends it under
+    (a long name is shortened: ``bfcl-…_rename_website`` → ``bfcl-…_re_5165ec``), when the index has that."""
+    gold = []
+    for name in query.gold:
+        plugin, _, function = name.partition("-")
+        sent = f"{plugin}-{sent_name(plugin, function)}" if function else name
+        gold.append(sent if name not in index and sent in index else name)
+    return query if tuple(gold) == query.gold else dataclasses.replace(query, gold=tuple(gold))
 
 
 def render_table(results: list[MethodResult], columns: tuple[str, ...] = COLUMNS) -> str:
@@ -181,6 +194,7 @@ async def run_eval(args: argparse.Namespace) -> int:
             closers.append(store.aclose)
             build = partial(store.build, publish=config.index.publish, **build.keywords)
         index = await build(tools, service)
+        queries = [_with_sent_gold(q, index) for q in queries]  # gold written with the catalog's own names
         unknown_gold = [(q.where, g) for q in queries for g in q.gold if g not in index]
         if unknown_gold:
             shown = "; ".join(
