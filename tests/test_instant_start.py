@@ -105,3 +105,19 @@ async def test_a_small_or_cached_catalog_still_waits_for_its_vectors(tmp_path):
     config = ToolFilterConfig(embedding={"cache_dir": str(tmp_path / "cache"), "background_above": 10_000})
     manager = await ToolFilterManager.from_source(Catalog(catalog()[:200]), config, embedding_service=embedder)
     assert (await manager.select("refund the invoice")).ranking.method == "hybrid"
+
+
+async def test_a_background_build_that_fails_says_so_in_every_ranking_until_it_recovers(tmp_path, caplog):
+    class FailingCatalogCalls(GatedEmbedder):
+        async def generate_embeddings(self, texts, settings=None, **kwargs):
+            if len(texts) > 16:
+                raise RuntimeError("rejected")
+            return await super().generate_embeddings(texts, settings, **kwargs)
+
+    config = ToolFilterConfig(embedding={"background_above": 100, "cooldown_seconds": 3600})
+    manager = await ToolFilterManager.from_source(Catalog(catalog()), config, embedding_service=FailingCatalogCalls())
+    await manager.vectors_ready()
+    ranking = (await manager.select("refund the invoice")).ranking
+    assert ranking.method == "bm25"
+    assert (ranking.fallback_reason or "").startswith("building the tool vectors failed")  # not "no service"
+    assert "embedding.cooldown_seconds=3600" in ranking.fallback_reason

@@ -93,6 +93,8 @@ class ToolIndex:
         self._exemplar_task: asyncio.Task[tuple[CatalogVectors, CatalogVectors] | None] | None = None
         self.vectors_pending: str | None = None
         """Set while the tools' vectors are built in the background: why this index ranks with BM25."""
+        self.vectors_failed: str | None = None
+        """Why this index has no vectors when building them failed (said by a ranking that falls back)."""
         self.fusion_weights = fitted_weights(embedding_service)
         """The hybrid blend fitted for the embedding model (used when the config sets no ``method_weights``)."""
         self.loop_fusion_weights = fitted_weights(embedding_service, "loop_hybrid_weights")

@@ -122,7 +122,7 @@ async def rank_tools(
         if index.vectors_pending:
             fallback_reason = index.vectors_pending  # one whole BM25 index until every vector is there
         elif not index.has_embeddings:
-            fallback_reason = "the index has no embedding service"
+            fallback_reason = index.vectors_failed or "the index has no embedding service"
         else:
             try:
                 vectors = await index.embed_queries([*texts, *prefetch])

@@ -215,6 +215,10 @@ class CatalogUpkeep:
                 exc,
             )
             pending.vectors_pending = None  # the usual retry after the cooldown takes over
+            pending.vectors_failed = (
+                f"building the tool vectors failed ({exc}); BM25 ranks until the embedding service answers "
+                f"(retried after embedding.cooldown_seconds={self.config.embedding.cooldown_seconds:g})"
+            )
             self._retry_embedding_at = time.monotonic() + self.config.embedding.cooldown_seconds
             return
         while not self.refreshing.acquire(blocking=False):  # a re-index is swapping an index: after it
