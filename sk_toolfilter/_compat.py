@@ -13,7 +13,7 @@ import importlib.abc
 import importlib.util
 import sys
 import warnings
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 MOVED: dict[str, str] = {
@@ -119,7 +119,8 @@ def _importer_stacklevel() -> int:
     machinery and this module. Python shows a DeprecationWarning by default only when it is attributed
     to ``__main__``, so it must point at the user's own file and line. (``warnings`` itself skips
     importlib's bootstrap frames when it counts levels, so they are not counted here either.)"""
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None:
         name = frame.f_code.co_filename
         internal = "importlib" in name and "_bootstrap" in name

@@ -100,6 +100,7 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
         ):
             # one model for both: keyed like the documents (read when asked: a caller may rename the model)
             self._query_service = LocalQueryEncoder(ai_model_id=self.ai_model_id, encoder=self._documents)
+        assert self._query_service is not None
         return self._query_service
 
     @property

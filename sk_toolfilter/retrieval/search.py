@@ -203,8 +203,11 @@ async def rank_tools(
     return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason, without_evidence, rerank_note)
 
 
-def _check_limit(limit: int | None) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | np.integer) or limit < 1):
+def _check_limit(limit: object) -> None:
+    """A limit is None or a positive whole number (a bool, float or string is refused, not coerced)."""
+    if limit is None:
+        return
+    if isinstance(limit, bool) or not isinstance(limit, int | np.integer) or limit < 1:
         raise ValueError(f"rank_tools: limit must be a positive whole number or None (every tool), not {limit!r}")
 
 
