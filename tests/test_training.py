@@ -156,3 +156,80 @@ def test_a_trained_tool_side_ships_as_its_own_model_named_by_the_request_encoder
     model = LocalEmbeddingGenerator(model=str(folder / "onnx"))
     assert model.ai_model_id.startswith("toy-tt-tools@")  # tool vectors cached apart from the general model's
     assert model.query_encoder.ai_model_id.startswith("toy-tt@")
+
+
+def _write(path: Path, value) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value))
+
+
+def test_the_second_stage_pipeline_converts_trains_measures_and_exports_a_loadable_reranker(tmp_path):
+    from sk_toolfilter.retrieval.rerank import CrossEncoder, resolve_reranker
+    from training import export_reranker, multi_tool_sets, rerank_folds, train_reranker
+
+    # 1. A CallNavi-shaped checkout and a RestBench-shaped one: catalogs and labelled requests.
+    callnavi = tmp_path / "callnavi"
+    apis = [
+        {"name": "getAccountBalance", "parameters": {"accountID": "string"}, "description": "Balance of an account."},
+        {"name": "initiateTransfer", "parameters": ["fromAccountID", "toAccountID"], "description": "Send money."},
+        {"name": "getBranches", "parameters": {}, "description": "Bank branches near a city."},
+    ]
+    _write(callnavi / "Dataset" / "APIs" / "bank.json", {"api_ports": apis})
+    questions = [
+        {"id": "b1", "question": [{"role": "user", "content": "what is my balance"}],
+         "ground_truth": {"API": ["getAccountBalance"]}},
+        {"id": "b2", "question": [{"role": "user", "content": "check my balance then send 5 to Bob"}],
+         "ground_truth": {"API": ["getAccountBalance", "initiateTransfer"]}},
+        {"id": "b3", "question": [{"role": "user", "content": "close my account"}],
+         "ground_truth": {"API": ["closeAccount"]}},  # not in the catalog: dropped
+    ]  # fmt: skip
+    _write(callnavi / "Dataset" / "Questions" / "bank.json", questions)
+    restbench = tmp_path / "restbench"
+    for api in ("tmdb", "spotify"):
+        paths = {"/search/movie": {"get": {"summary": "Search movies", "parameters": [{"name": "query"}]}},
+                 "/movie/{movie_id}/credits": {"get": {"summary": "Credits of a movie"}},
+                 "/tv/popular": {"get": {"summary": "Popular TV shows"}}}  # fmt: skip
+        _write(restbench / "specs" / f"{api}_oas.json", {"paths": paths})
+        solution = ["GET /search/movie", "GET /movie/{movie_id}/credits"]
+        _write(restbench / "datasets" / f"{api}.json", [{"query": "who acted in Heat", "solution": solution}])
+    multi = tmp_path / "multi"
+    families = multi_tool_sets.convert({"callnavi": callnavi, "restbench": restbench}, multi, TOY.parent.parent)
+    assert families == {"callnavi": ["callnavi_bank"], "restbench": ["restbench_tmdb", "restbench_spotify"]}
+    bank = [json.loads(line) for line in (multi / "callnavi_bank" / "dev.jsonl").read_text().splitlines()]
+    assert [q["gold"] for q in bank] == [
+        ["callnavi_bank-getAccountBalance"],
+        ["callnavi_bank-getAccountBalance", "callnavi_bank-initiateTransfer"],
+    ]
+    tools = [json.loads(line) for line in (multi / "restbench_tmdb" / "tools.jsonl").read_text().splitlines()]
+    assert {t["name"] for t in tools} == {"GET_search_movie", "GET_movie_movie_id_credits", "GET_tv_popular"}
+
+    # 2. Shortlists (what the first stage ranks), a reranker trained without one family, its scores.
+    data = tmp_path / "data"
+    for catalog in ("callnavi_bank", "restbench_tmdb", "restbench_spotify"):
+        names = [
+            f"{catalog}-{json.loads(t)['name']}" for t in (multi / catalog / "tools.jsonl").read_text().split("\n") if t
+        ]
+        _write(data / "tools" / f"{catalog}.json", {n: n.split("-", 1)[1].replace("_", " ") for n in names})
+    rows = []
+    for family, catalogs in families.items():
+        for catalog in catalogs:
+            texts = json.loads((data / "tools" / f"{catalog}.json").read_text())
+            for q in (multi / catalog / "dev.jsonl").read_text().splitlines():
+                q = json.loads(q)
+                rows.append({**q, "family": family, "catalog": catalog, "shortlist": list(texts)})
+    (data / "shortlists.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fold = tmp_path / "folds" / "callnavi"
+    argv = ["--data", str(data), "--out", str(fold), "--hold-out", "callnavi", "--epochs", "1", "--batch", "2"]
+    assert train_reranker.main([*argv, "--threads", "1", "--no-prior"]) == 0
+    scored = [json.loads(line) for line in (fold / "scores.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in scored] == ["b1", "b2"] and all(len(r["scores"]) == len(r["shortlist"]) for r in scored)
+    result = rerank_folds.evaluate(rerank_folds.load_folds(tmp_path / "folds"))
+    assert set(result["first"]) == {"callnavi"} and result["first"]["callnavi"]["recall@5"] == 1.0
+
+    # 3. The int8 export loads through rerank.model (a folder) and scores a request's shortlist in one batch.
+    out = tmp_path / "reranker"
+    export_reranker.export(fold, out, "toy-reranker")
+    model = resolve_reranker(str(out))
+    assert model.kind == "cross-encoder" and model.id.startswith("toy-reranker@")
+    scores = CrossEncoder(model).score("what is my balance", ["get account balance", "get branches"])
+    assert scores.shape == (2,) and np.isfinite(scores).all()

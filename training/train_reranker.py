@@ -131,7 +131,14 @@ def train(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     rows, texts = load(args.data)
     held_out = set(FOLDS[args.hold_out]) if args.hold_out else set()
-    training_rows = [r for r in rows if r["family"] not in held_out]
+
+    def trainable(row: dict) -> bool:  # a needed tool to learn, and a tool not needed to rank it against
+        catalog = texts[row["catalog"]]
+        return any(g in catalog for g in row["gold"]) and any(n not in row["gold"] for n in catalog)
+
+    training_rows = [r for r in rows if r["family"] not in held_out and trainable(r)]
+    if not training_rows:
+        raise SystemExit("no trainable request: every request's catalog holds only its own gold tools")
     by_catalog: dict[str, list[dict]] = {}
     for row in training_rows:
         by_catalog.setdefault(row["catalog"], []).append(row)
@@ -149,6 +156,7 @@ def train(args: argparse.Namespace) -> None:
     head = [*model.head.parameters(), model.prior_weight]
     body = [p for n, p in model.named_parameters() if n.startswith("encoder.") and p.requires_grad]
     optimizer = torch.optim.AdamW([{"params": body, "lr": args.lr}, {"params": head, "lr": args.head_lr}])
+    args.batch = min(args.batch, len(training_rows))
     steps_per_epoch = max(1, len(training_rows) // args.batch)
     total = int(steps_per_epoch * args.epochs)
     scheduler = warmup_then_decay(optimizer, total, max(1, total // 10))
