@@ -31,6 +31,29 @@ TOKENIZER = (
 )
 
 
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def export_int8(model: torch.nn.Module, sample: tuple, output: str, output_axes: dict[int, str], path: Path) -> None:
+    """`model` (taking ``input_ids``, ``attention_mask``, ``token_type_ids``) as an int8 ONNX file: exported
+    with opset 17 (batch and sequence dynamic), then onnxruntime's dynamic quantization per channel."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = Path(tmp) / "model-fp32.onnx"
+        torch.onnx.export(
+            model,
+            sample,
+            str(fp32),
+            input_names=list(INPUTS),
+            output_names=[output],
+            dynamic_axes={name: {0: "batch", 1: "sequence"} for name in INPUTS} | {output: output_axes},
+            opset_version=17,
+            dynamo=False,
+        )
+        quantize_dynamic(str(fp32), str(path), weight_type=QuantType.QInt8, per_channel=True)
+
+
 def export(
     hf_dir: Path, out: Path, model_id: str, *, description: str = "", documents: str | None = TOOL_SIDE_MODEL_ID
 ) -> Path:
@@ -38,7 +61,6 @@ def export(
 
     `documents` names the model that embeds the tools (a shipped id or a model folder); ``None`` makes
     the export embed its own documents (a trained tool side, ``train.py --tool-layers``)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = AutoModel.from_pretrained(str(hf_dir)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(hf_dir))
@@ -46,22 +68,13 @@ def export(
     sample = tokenizer(
         ["an example query", "a longer example tool description text"], padding=True, return_tensors="pt"
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        fp32 = Path(tmp) / "model-fp32.onnx"
-        torch.onnx.export(
-            model,
-            (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"]),
-            str(fp32),
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
-            output_names=["last_hidden_state"],
-            dynamic_axes={
-                name: {0: "batch", 1: "sequence"} for name in ("input_ids", "attention_mask", "token_type_ids")
-            }
-            | {"last_hidden_state": {0: "batch", 1: "sequence"}},
-            opset_version=17,
-            dynamo=False,
-        )
-        quantize_dynamic(str(fp32), str(out / "model.onnx"), weight_type=QuantType.QInt8, per_channel=True)
+    export_int8(
+        model,
+        (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"]),
+        "last_hidden_state",
+        {0: "batch", 1: "sequence"},
+        out / "model.onnx",
+    )
     # The tokenizer is the base model's, unchanged by training: the vendored file is shared.
     shutil.copyfile(TOKENIZER, out / "tokenizer.json")
     manifest = {

@@ -13,21 +13,19 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 from sk_toolfilter.retrieval.local_models import sha256_of
 from sk_toolfilter.retrieval.rerank import RERANK_MAX_TOKENS, RERANKER_MODEL_ID
-from training.export import TOKENIZER
+from training.export import TOKENIZER, export_int8
 from training.train import base_model_dir
 from training.train_reranker import FOLDS, CrossEncoder
 
 
 def export(run: Path, out: Path, model_id: str = RERANKER_MODEL_ID, description: str = "") -> Path:
     """Write ``model.onnx`` (int8), ``tokenizer.json`` and ``model.json`` into `out`; returns the manifest."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     saved = torch.load(run / "reranker.pt", map_location="cpu")
     model = CrossEncoder(base_model_dir(), int(saved["layers"]))
@@ -37,20 +35,7 @@ def export(run: Path, out: Path, model_id: str = RERANKER_MODEL_ID, description:
     ids = torch.tensor([[101, 2023, 102, 2178, 3793, 102], [101, 2023, 102, 2178, 102, 0]])
     mask = (ids > 0).long()
     types = torch.tensor([[0, 0, 0, 1, 1, 1], [0, 0, 0, 1, 1, 0]])
-    with tempfile.TemporaryDirectory() as tmp:
-        fp32 = Path(tmp) / "model-fp32.onnx"
-        torch.onnx.export(
-            model,
-            (ids, mask, types),
-            str(fp32),
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
-            output_names=["scores"],
-            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in ("input_ids", "attention_mask", "token_type_ids")}
-            | {"scores": {0: "batch"}},
-            opset_version=17,
-            dynamo=False,
-        )
-        quantize_dynamic(str(fp32), str(out / "model.onnx"), weight_type=QuantType.QInt8, per_channel=True)
+    export_int8(model, (ids, mask, types), "scores", {0: "batch"}, out / "model.onnx")
     shutil.copyfile(TOKENIZER, out / "tokenizer.json")
     manifest = {
         "id": model_id,

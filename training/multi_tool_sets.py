@@ -233,10 +233,10 @@ def acebench(root: Path) -> Iterator[Catalog]:
 # --- ToolTalk ------------------------------------------------------------------------------------
 
 
-def _tooltalk_apis(root: Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(name, description, schema) of every API class in ``src/tooltalk/apis/*.py``, read with ``ast``
-    (the package is not imported: its class attributes are literals)."""
-    for path in sorted((root / "src" / "tooltalk" / "apis").glob("*.py")):
+def _literal_api_classes(folder: Path, parameters_key: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(class name, description, JSON schema) of every class in ``folder/*.py`` whose ``description`` and
+    `parameters_key` attributes are literals — read with ``ast``, never imported (ToolTalk, API-Bank)."""
+    for path in sorted(folder.glob("*.py")):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if not isinstance(node, ast.ClassDef):
                 continue
@@ -247,13 +247,15 @@ def _tooltalk_apis(root: Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
                         attrs[statement.targets[0].id] = ast.literal_eval(statement.value)
                     except ValueError:
                         continue
-            if isinstance(attrs.get("description"), str) and isinstance(attrs.get("parameters"), dict):
+            params = attrs.get(parameters_key)
+            if isinstance(attrs.get("description"), str) and isinstance(params, dict):
                 props = {
                     k: {"type": str(v.get("type", "string")), "description": str(v.get("description", ""))}
-                    for k, v in attrs["parameters"].items()
+                    for k, v in params.items()
                     if isinstance(v, dict)
                 }
-                required = [k for k, v in attrs["parameters"].items() if isinstance(v, dict) and v.get("required")]
+                # ToolTalk marks required parameters; API-Bank's are all required
+                required = [k for k, v in params.items() if not isinstance(v, dict) or v.get("required", True)]
                 yield node.name, attrs["description"], _object_schema(props, required)
 
 
@@ -261,7 +263,7 @@ def tooltalk(root: Path) -> Iterator[Catalog]:
     """One catalog of every ToolTalk API; a request is a conversation's first user turn -> the APIs the
     assistant calls before the user speaks again (conversations whose first reply calls none: dropped)."""
     catalog = Catalog("tooltalk", "tooltalk")
-    for name, description, schema in _tooltalk_apis(root):
+    for name, description, schema in _literal_api_classes(root / "src" / "tooltalk" / "apis", "parameters"):
         catalog.add_tool(name, description, schema)
     for split in ("easy", "tooltalk"):
         for path in sorted((root / "data" / split).glob("*.json")):
@@ -288,24 +290,8 @@ def apibank(root: Path) -> Iterator[Catalog]:
     for credentials or details before calling, so the first reply rarely calls anything)."""
     folder = root / "api-bank"
     catalog = Catalog("apibank", "apibank")
-    for path in sorted((folder / "apis").glob("*.py")):
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if not isinstance(node, ast.ClassDef):
-                continue
-            attrs: dict[str, Any] = {}
-            for statement in node.body:
-                if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Name):
-                    try:
-                        attrs[statement.targets[0].id] = ast.literal_eval(statement.value)
-                    except ValueError:
-                        continue
-            if isinstance(attrs.get("description"), str) and isinstance(attrs.get("input_parameters"), dict):
-                props = {
-                    k: {"type": str(v.get("type", "string")), "description": str(v.get("description", ""))}
-                    for k, v in attrs["input_parameters"].items()
-                    if isinstance(v, dict)
-                }
-                catalog.add_tool(node.name, attrs["description"], _object_schema(props, props))
+    for name, description, schema in _literal_api_classes(folder / "apis", "input_parameters"):
+        catalog.add_tool(name, description, schema)
     for path in sorted((folder / "lv1-lv2-samples" / "level-1-given-desc").glob("*.jsonl")):
         turns = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         users = [i for i, t in enumerate(turns) if t.get("role") == "User"]
