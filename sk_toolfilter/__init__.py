@@ -18,10 +18,11 @@ _compat.install()
 # Public names, imported on first use: `import sk_toolfilter` (and `sk-toolfilter --help`) stays quick,
 # and Semantic Kernel loads only when a name that needs it is used.
 _PUBLIC = {
-    "sk_toolfilter.config": ("BM25Config", "EmbeddingConfig", "ToolFilterConfig"),
+    "sk_toolfilter.config": ("BM25Config", "EmbeddingConfig", "RerankConfig", "ToolFilterConfig"),
     "sk_toolfilter.errors": (
         "ConfigError",
         "EmbeddingServiceError",
+        "RerankError",
         "ToolFilterError",
         "ToolSourceError",
         "UnknownToolError",
@@ -41,10 +42,11 @@ _HOME = {name: module for module, names in _PUBLIC.items() for name in names}
 
 if TYPE_CHECKING:
     from sk_toolfilter.agents.agent import load_agent
-    from sk_toolfilter.config import BM25Config, EmbeddingConfig, ToolFilterConfig
+    from sk_toolfilter.config import BM25Config, EmbeddingConfig, RerankConfig, ToolFilterConfig
     from sk_toolfilter.errors import (
         ConfigError,
         EmbeddingServiceError,
+        RerankError,
         ToolFilterError,
         ToolSourceError,
         UnknownToolError,
@@ -81,6 +83,8 @@ __all__ = [
     "LocalEmbeddingGenerator",
     "ParameterMetadata",
     "Ranking",
+    "RerankConfig",
+    "RerankError",
     "ScoredTool",
     "Selection",
     "ToolDecision",

@@ -41,6 +41,11 @@ class IndexStoreError(ToolFilterError):
     """The shared index store (``index.store``) is unreachable, refused a call, or holds damaged rows."""
 
 
+class RerankError(ToolFilterError):
+    """The second stage could not score a shortlist (missing or damaged model files, a failing session);
+    the first stage's order stands (see ``rerank`` in the configuration)."""
+
+
 class EmbeddingServiceError(ToolFilterError):
     """The embedding service failed, or returned vectors of the wrong shape or with NaNs."""
 

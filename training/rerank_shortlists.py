@@ -24,7 +24,6 @@ from sk_toolfilter.measure.evaluation import load_queries
 from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
 from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.rerank import rerank_text
 from sk_toolfilter.retrieval.search import rank_tools
 from training.sources import BENCHMARKS, RETRIEVAL_SETS
 
@@ -55,11 +54,11 @@ def _turn_requests(folder: Path) -> list[tuple[str, str, list[str]]]:
 
 
 def write_tool_texts(benchmarks: Path, multi: Path | None, out: Path) -> None:
-    """``<out>/tools/<catalog>.json``: full name -> :func:`rerank_text` of every tool of every catalog."""
+    """``<out>/tools/<catalog>.json``: full name -> :attr:`ToolMetadata.rerank_text` of every tool of every catalog."""
     (out / "tools").mkdir(parents=True, exist_ok=True)
     for _, name, folder in catalogs(benchmarks, multi):
         tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
-        (out / "tools" / f"{name}.json").write_text(json.dumps({t.full_name: rerank_text(t) for t in tools}))
+        (out / "tools" / f"{name}.json").write_text(json.dumps({t.full_name: t.rerank_text for t in tools}))
 
 
 async def build(benchmarks: Path, multi: Path | None, out: Path, depth: int, cache_dir: Path | None) -> int:

@@ -19,27 +19,18 @@ import numpy as np
 
 from sk_toolfilter.basics.redaction import library_logger, warn_once
 from sk_toolfilter.config import RerankConfig
-from sk_toolfilter.errors import ConfigError, ToolFilterError
+from sk_toolfilter.errors import ConfigError, RerankError
 from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.local_models import MODELS_DIR, LocalModel, read_manifest, shipped_models
-from sk_toolfilter.retrieval.metadata import ToolMetadata
+
+logger = library_logger(__name__)
 
 RERANK_MAX_TOKENS = 64
 """Tokens of one (request, tool) pair; the longer side is cut first."""
-logger = library_logger(__name__)
 
 RERANKER_MODEL_ID = "minilm-l2-rerank-v1"
 """The shipped cross-encoder (``training/train_reranker.py``; model card beside it)."""
-
-
-class RerankError(ToolFilterError):
-    """The reranker could not score a shortlist (missing or damaged files, a failing session)."""
-
-
-def rerank_text(tool: ToolMetadata) -> str:
-    """What the reranker reads of a tool (:attr:`ToolMetadata.rerank_text`)."""
-    return tool.rerank_text
 
 
 class CrossEncoder:
