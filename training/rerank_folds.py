@@ -85,7 +85,8 @@ def _mean(values: Sequence[float]) -> float:
 
 def table(folds: dict[str, list[dict]], result: dict) -> str:
     def cells(m: dict[str, float]) -> str:
-        return " | ".join(f"{m[k]:.3f}" for k in ("recall@5", "complete@5", "complete@5 (3+)"))
+        keys = ("recall@5", "complete@5", "complete@5 (3+)")
+        return " | ".join("–" if math.isnan(m[k]) else f"{m[k]:.3f}" for k in keys)  # – : no such request
 
     lines = [
         "| fold (held out) | requests | first stage: recall@5 | complete@5 | complete@5 3+ | both stages (setting "
