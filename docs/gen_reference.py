@@ -130,8 +130,9 @@ def cli_reference() -> str:
 
     from sk_toolfilter.cli import build_parser
 
-    os.environ["COLUMNS"] = "100"  # argparse wraps help to the terminal: the page is the same everywhere
     parser = build_parser()
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse wraps help to the terminal: the page is the same everywhere
     out = [
         "# CLI reference",
         "",
@@ -146,6 +147,10 @@ def cli_reference() -> str:
     actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     for name, sub in actions[0].choices.items():
         out += ["", f"## sk-toolfilter {name}", "", "```text", sub.format_help().rstrip(), "```"]
+    if columns is None:
+        del os.environ["COLUMNS"]
+    else:
+        os.environ["COLUMNS"] = columns
     return "\n".join(out) + "\n"
 
 
