@@ -19,6 +19,7 @@ QUERIES = [
     "read the file report.txt, count its words and send the count to the team chat",
     "summarize my notes",
     "count the words in this paragraph and make it upper case",
+    "use Messaging-send_email to tell alice the time in Tokyo and add a note about it",  # names a tool
 ]
 
 

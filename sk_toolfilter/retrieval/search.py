@@ -158,12 +158,14 @@ async def rank_tools(
     order = lists[0] if len(lists) == 1 else _interleave(lists)
     if len(scored) > 1:
         final = np.maximum.reduce([s.final for s in scored])
+    named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     second: SecondStage | None = None
     first_stage_scores: list[float] = []
     if rerank is not None and len(order) > 1:
         second = await rerank_lists(index, query, lists, order[: rerank.shortlist], rerank)
-        if second.lists is not None:
-            first_stage_scores = final[order].tolist()
+        if second.lists is not None:  # the scores the cut would have seen, named tools (always first) aside
+            named_set = set(named)
+            first_stage_scores = [float(final[i]) for i in order[:limit] if i not in named_set]
             reordered = second.lists[0] if len(lists) == 1 else _interleave(second.lists)
             kept = set(reordered)
             order = reordered + [i for i in order if i not in kept]  # beyond the shortlist: first-stage order
@@ -174,7 +176,6 @@ async def rank_tools(
         without_evidence = _closest_without_evidence(index, cosines, mask, config, whole.raw.get("bm25"))
         if no_tool_reason is not None:  # small talk: that is the reason the user needs to read
             without_evidence = [(name, f"{why}; and {no_tool_reason}") for name, why in without_evidence]
-    named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     order = list(dict.fromkeys([*named, *order]))[:limit]
     named_set = set(named)
     if second is not None and second.lists is not None:
