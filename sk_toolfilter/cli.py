@@ -321,6 +321,15 @@ def positive_int(text: str) -> int:
     return value
 
 
+def _add_no_wait(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="answer at once: above embedding.background_above tools, rank with BM25 instead of waiting for the "
+        "vectors (by default the command waits, showing progress, and fills the embedding cache)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     from sk_toolfilter.agents.agent_file import FRAMEWORKS
 
@@ -334,12 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="load an agent file, connect its tool sources, index them")
     p.add_argument("agent", help="agent YAML file")
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
-    p.add_argument(
-        "--no-wait",
-        action="store_true",
-        help="answer at once: above embedding.background_above tools, rank with BM25 instead of waiting for the "
-        "vectors (by default the command waits, showing progress, and fills the embedding cache)",
-    )
+    _add_no_wait(p)
     p.set_defaults(run=cmd_validate)
 
     p = sub.add_parser("search", help="rank the tools of an agent file for a query")
@@ -350,12 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true", help="per tool: scores per method, why kept or cut")
     p.add_argument("--limit", type=positive_int, default=20, help="rows of --explain (default 20)")
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
-    p.add_argument(
-        "--no-wait",
-        action="store_true",
-        help="answer at once: above embedding.background_above tools, rank with BM25 instead of waiting for the "
-        "vectors (by default the command waits, showing progress, and fills the embedding cache)",
-    )
+    _add_no_wait(p)
     p.set_defaults(run=cmd_search)
 
     p = sub.add_parser("report", help="token-savings report: tools payload with filtering off vs on")
@@ -371,12 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="whose OpenAI client sends the requests (default: the agent file's `framework`, else semantic-kernel)",
     )
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
-    p.add_argument(
-        "--no-wait",
-        action="store_true",
-        help="answer at once: above embedding.background_above tools, rank with BM25 instead of waiting for the "
-        "vectors (by default the command waits, showing progress, and fills the embedding cache)",
-    )
+    _add_no_wait(p)
     p.set_defaults(run=cmd_report)
 
     p = sub.add_parser("index", help="the shared tool index (index.store): push the agent's catalog, or its status")

@@ -170,9 +170,7 @@ async def run_eval(args: argparse.Namespace) -> int:
     ks = _parse_list(args.k, int, "k")
     if not ks or min(ks) < 1:
         raise ConfigError("--k: cut-offs must be positive integers")
-    queries = load_queries(args.queries)[: args.limit]
-    if not queries:
-        raise ConfigError(f"--limit {args.limit}: no query left to evaluate")
+    queries = load_queries(args.queries)[: args.limit]  # never empty: load_queries refuses an empty set
     tools, config, toolset = await _load_tools(args)
     config = apply_overrides(config, args.set)
     closers: list[Callable[[], Awaitable[None]]] = []
