@@ -8,7 +8,6 @@ turn (and of a streamed turn) passes :class:`ToolFilterMiddleware`. It replaces 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,6 @@ from sk_toolfilter.agent_framework.messages import to_chat_history
 from sk_toolfilter.agent_framework.tools import function_tools
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.refusals import refusal, report_refusal
-from sk_toolfilter.selection.sticky import StickyLists
 
 if TYPE_CHECKING:
     from sk_toolfilter.selection.manager import ToolFilterManager
@@ -36,7 +34,6 @@ class ToolFilterMiddleware(ChatMiddleware):
     def __init__(self, manager: ToolFilterManager, query_strategy: QueryStrategy | None = None) -> None:
         self.manager = manager
         self.query_strategy: QueryStrategy = query_strategy or manager.config.query_strategy
-        self._sticky = StickyLists(manager.config.sticky_max_tools)
         self.last_selection: list[str] = []
         """The names offered on the most recent model call (empty when no tools were sent)."""
         self.last_selection_seconds = 0.0
@@ -59,30 +56,15 @@ class ToolFilterMiddleware(ChatMiddleware):
         await call_next()
 
     async def _select(self, context: ChatContext, tools: list[Any], functions: list[tuple[Any, str]]) -> list[Any]:
-        manager = self.manager
-        names = [f.name for f, _ in functions]
         by_name = {f.name: f for f, _ in functions}
-        # Entries the filter cannot rank (hosted tools) and tools the index does not know (given to
-        # one run only) are the caller's explicit choice: they stay on offer.
+        # Entries the filter cannot rank (hosted tools) are the caller's explicit choice: they stay on offer.
         ranked = {id(f) for f, _ in functions}
         passthrough = [t for t in tools if id(t) not in ranked]
-        if not manager.config.enabled:  # no ranking; exclusions still hold
-            order = [n for n in names if not manager.is_hidden(n)]
-        else:
-            started = time.perf_counter()
-            history = to_chat_history(context.messages)
-            # Names the index does not know are ignored by the selection (as by the SK wrapper).
-            selection = await manager.select_for_history(history, allowed=set(names), strategy=self.query_strategy)
-            self.last_selection_seconds = time.perf_counter() - started
-            if manager.config.selection_mode == "sticky":
-                order = self._sticky.update(history, selection.names)
-            else:
-                chosen = set(selection.names)
-                order = [n for n in names if n in chosen]
-            unknown = [n for n in names if n not in manager.index and not manager.is_hidden(n)]
-            order = [*order, *(n for n in unknown if n not in order)]
-        self.last_selection = [n for n in order if n in by_name]
-        return [*(by_name[n] for n in self.last_selection), *passthrough]
+        history = to_chat_history(context.messages)
+        offer = await self.manager.offer(history, list(by_name), strategy=self.query_strategy)
+        self.last_selection_seconds = offer.seconds
+        self.last_selection = list(offer.names)
+        return [*(by_name[n] for n in offer.names), *passthrough]
 
 
 class ToolGuardMiddleware(FunctionMiddleware):

@@ -8,7 +8,6 @@ on SK's per-call copy of the settings, so the caller's (or an agent's) own setti
 
 from __future__ import annotations
 
-import time
 import weakref
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,6 @@ from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.selection.active import serving
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.settings import tool_name, tool_names
-from sk_toolfilter.selection.sticky import StickyLists
 
 if TYPE_CHECKING:
     from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
@@ -46,11 +44,6 @@ class FilteredChatCompletion(ChatCompletionClientBase):
     _offered: dict[int, list[Any]] = PrivateAttr(default_factory=dict)
     _last_selection: list[str] = PrivateAttr(default_factory=list)
     _last_seconds: float = PrivateAttr(default=0.0)
-    _sticky: StickyLists = PrivateAttr()
-
-    def model_post_init(self, __context: Any) -> None:
-        super().model_post_init(__context)
-        self._sticky = StickyLists(self.manager.config.sticky_max_tools)
 
     @property
     def last_selection(self) -> list[str]:
@@ -113,31 +106,18 @@ class FilteredChatCompletion(ChatCompletionClientBase):
         if not full or behavior is None:
             self._last_selection = tool_names(full) if behavior else []
             return
-        if not manager.config.enabled:  # no ranking; exclusions still hold
-            visible = [t for t in full if not manager.is_hidden(tool_name(t) or "")]
-            self._last_selection = tool_names(visible)
-            if len(visible) < len(full):
-                settings.tools = visible or None  # type: ignore[attr-defined]
-                state[1] = settings.tools  # type: ignore[attr-defined]
-            return
         names = [tool_name(t) for t in full]
         names_on_offer = [n for n in names if n is not None]
         if len(names_on_offer) < len(names):
             logger.warning("sk-toolfilter: unrecognized tool format from %s; not filtering", type(self.inner))
             return
-        started = time.perf_counter()
-        selection = await manager.select_for_history(
-            chat_history, allowed=set(names_on_offer), strategy=self.query_strategy
-        )
-        self._last_seconds = time.perf_counter() - started
+        offer = await manager.offer(chat_history, names_on_offer, strategy=self.query_strategy)
+        self._last_seconds = offer.seconds
+        self._last_selection = list(offer.names)
+        if not offer.narrowed:
+            return
         by_name = dict(zip(names_on_offer, full, strict=True))
-        if manager.config.selection_mode == "sticky":
-            order = self._sticky.update(chat_history, selection.names)
-        else:
-            chosen = set(selection.names)
-            order = [n for n in names_on_offer if n in chosen]
-        kept = [by_name[n] for n in order if n in by_name]
-        self._last_selection = [n for n in order if n in by_name]
+        kept = [by_name[n] for n in offer.names]
         # Only the wire list is narrowed. The caller's own filters stay as they were, so a model that
         # calls a visible tool it was not offered meets the execution guard's clear answer, not SK's
         # allow-list refusal (an ERROR with a traceback).

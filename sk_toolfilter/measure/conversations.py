@@ -10,6 +10,7 @@ pass. The format is that of ``bfcl_multiturn/dev.jsonl``.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -179,6 +180,9 @@ def summarize(results: Sequence[StepResult]) -> dict[str, float]:
     }
 
 
+ReplayPath = Literal["wrapper", "prepare_execution_settings"]
+"""How a Semantic Kernel replay narrows the tools: the chat-service wrapper, or cloned settings."""
+
 CoUsageScope = Literal["agent", "conversation"]
 """How far co-usage reaches in a replay: across the conversations (one agent), or one conversation."""
 CO_USAGE_SCOPES: tuple[str, ...] = get_args(CoUsageScope)
@@ -193,6 +197,7 @@ async def replay_conversations(
     progress: ProgressCallback | None = None,
     framework: Framework = "semantic-kernel",
     co_usage_scope: CoUsageScope = "agent",
+    via: ReplayPath = "wrapper",
 ) -> ConversationReplay:
     """Send every step through the filtering wrapper on a recording transport and score what went out.
 
@@ -201,6 +206,10 @@ async def replay_conversations(
     behaves as in a live agent. ``seconds`` is the selection time for the request. With
     ``framework="agent-framework"`` each step goes through Agent Framework's real OpenAI chat client
     and :class:`~sk_toolfilter.agent_framework.ToolFilterMiddleware` instead of the SK wrapper.
+
+    ``via="prepare_execution_settings"`` (Semantic Kernel only) sends each step through SK's plain chat
+    service with the settings :meth:`ToolFilterManager.prepare_execution_settings` cloned for the
+    conversation, as an application that narrows its own settings does.
 
     ``co_usage_scope``: with ``"agent"`` co-usage learned in one conversation serves the next ones
     (a long-running agent; a replayed set's twin conversations then help each other); with
@@ -211,11 +220,12 @@ async def replay_conversations(
     if unknown:
         raise ConfigError(f"gold tools not in the catalog: {', '.join(unknown[:5])}")
     transport = RecordingTransport()
-    send = (
-        _agent_framework_sender(kernel, manager, transport)
-        if framework == "agent-framework"
-        else _semantic_kernel_sender(kernel, manager, transport)
-    )
+    if framework == "agent-framework":
+        send = _agent_framework_sender(kernel, manager, transport)
+    elif via == "prepare_execution_settings":
+        send = _settings_sender(kernel, manager, transport)
+    else:
+        send = _semantic_kernel_sender(kernel, manager, transport)
     ordered = sorted(steps, key=lambda s: (s.conversation, s.turn, s.step))
     replay = ConversationReplay()
     seen, current = 0, ""
@@ -256,6 +266,25 @@ def _semantic_kernel_sender(kernel: Kernel, manager: ToolFilterManager, transpor
             state["history"].add_message(message_to_content(message, state["names"]))
         await service.get_chat_message_contents(state["history"], settings, kernel=kernel)
         return service.last_selection_seconds
+
+    return send
+
+
+def _settings_sender(kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport) -> Sender:
+    service = offline_chat_service(transport)
+    base = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto(auto_invoke=False))
+    state: dict[str, Any] = {"history": ChatHistory(), "names": {}}
+
+    async def send(new: list[dict[str, Any]], fresh: bool) -> float:
+        if fresh:
+            state["history"], state["names"] = ChatHistory(), {}
+        for message in new:
+            state["history"].add_message(message_to_content(message, state["names"]))
+        started = time.perf_counter()
+        settings = await manager.prepare_execution_settings(state["history"], base)
+        seconds = time.perf_counter() - started
+        await service.get_chat_message_contents(state["history"], settings, kernel=kernel)
+        return seconds
 
     return send
 

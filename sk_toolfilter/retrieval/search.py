@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -113,9 +114,7 @@ async def rank_tools(
 
     if mask is not None and mask.all():
         mask = None  # nothing to remove: skip the masking passes
-    texts = [query]
-    if config.split_queries:
-        texts += split_request_intents(query, config.min_query_parts)[:MAX_QUERY_PARTS]
+    texts = _query_texts(query, config)
 
     vectors, fallback_reason = None, None
     if requested != "bm25":
@@ -202,6 +201,32 @@ async def rank_tools(
         ]
     rerank_note = second.note if second is not None else None
     return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason, without_evidence, rerank_note)
+
+
+async def rank_many(
+    index: ToolIndex,
+    texts: Sequence[str],
+    config: ToolFilterConfig,
+    *,
+    limit: int | None = None,
+    allowed: Collection[str] | np.ndarray | None = None,
+) -> list[Ranking]:
+    """One ranking per text (:func:`rank_tools`, without filling), their request vectors embedded in one
+    service call first (an agent loop's listed actions: one batch, not one call per action)."""
+    if not texts:
+        return []
+    if config.search_method != "bm25" and index.has_embeddings and not index.vectors_pending:
+        every = [part for text in texts for part in _query_texts(text[:MAX_QUERY_CHARS], config) if text.strip()]
+        with contextlib.suppress(EmbeddingServiceError):  # each ranking below meets it and says so
+            await index.embed_queries(every)
+    return [await rank_tools(index, text, config, limit=limit, allowed=allowed, fill=False) for text in texts]
+
+
+def _query_texts(query: str, config: ToolFilterConfig) -> list[str]:
+    """The texts a query is ranked by: the whole query, then its intents (``split_queries``)."""
+    if not config.split_queries:
+        return [query]
+    return [query, *split_request_intents(query, config.min_query_parts)[:MAX_QUERY_PARTS]]
 
 
 def _check_limit(limit: object) -> None:

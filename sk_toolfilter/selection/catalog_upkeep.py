@@ -166,6 +166,7 @@ class CatalogUpkeep:
         self.refreshing = threading.Lock()
         self.background: asyncio.Task[None] | None = None
         self._fingerprint: Any = None
+        self._in_step = True  # the catalog holds the source's tools as of the last check
         self._next_deep_check = 0.0
         self._retry_embedding_at = 0.0
 
@@ -241,6 +242,14 @@ class CatalogUpkeep:
         if self.store is not None:
             await self.store.aclose()
 
+    def gone(self) -> frozenset[str]:
+        """Tools of the current catalog no longer in the source (a re-index elsewhere is on its way);
+        empty, without asking the source per tool, when the last check found the catalog in step."""
+        source = self.source
+        if source is None or self._in_step:
+            return frozenset()
+        return frozenset(n for n in self.catalog.index.names if not source.exists(n))
+
     def exists(self, full_name: str) -> bool:
         """The tool is still in its source (always true without a source to check)."""
         return self.source is None or self.source.exists(full_name)
@@ -263,10 +272,11 @@ class CatalogUpkeep:
         old = self.catalog.index
         retry = old.missing_vectors > 0 and now >= self._retry_embedding_at
         new_version = store is not None and await store.new_version_available()
-        if fingerprint == self._fingerprint and not force and not retry and not new_version:
+        self._in_step = fingerprint == self._fingerprint
+        if self._in_step and not force and not retry and not new_version:
             return False
         if not self.refreshing.acquire(blocking=False):
-            return False  # another task is rebuilding; this selection uses the current index
+            return False  # another task is rebuilding; this selection uses the current index (gone tools masked)
         try:
             old = self.catalog.index
             tools = self.policy.apply(source.crawl())
@@ -320,7 +330,7 @@ class CatalogUpkeep:
             if new_version and store is not None:
                 store.picked_up()
             self._swap(index)
-            self._fingerprint = fingerprint
+            self._fingerprint, self._in_step = fingerprint, True
             added = len(set(index.names) - set(old.names))
             removed = len(set(old.names) - set(index.names))
             logger.info("sk-toolfilter: re-indexed the tools (+%d / -%d tools, %d total)", added, removed, len(index))

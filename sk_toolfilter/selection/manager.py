@@ -2,32 +2,45 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-import numpy as np
-
 from sk_toolfilter.basics.progress import ProgressCallback
-from sk_toolfilter.basics.redaction import library_logger, warn_once
+from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.errors import ConfigError, UnknownToolError
 from sk_toolfilter.retrieval.bulk import collector_paused
 from sk_toolfilter.retrieval.cache import EmbeddingCache
-from sk_toolfilter.retrieval.cutoff import ToolDecision, apply_cutoff
+from sk_toolfilter.retrieval.cutoff import ToolDecision
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.encoders import EmbeddingService
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
 from sk_toolfilter.retrieval.rerank import resolve_reranker
-from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_tools
+from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_many, rank_tools
 from sk_toolfilter.retrieval.text import split_request_clauses
 from sk_toolfilter.selection.agent_loop import LoopInputs, plan_agent_loop
 from sk_toolfilter.selection.catalog_upkeep import Catalog, CatalogUpkeep, build_first_index
 from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
+from sk_toolfilter.selection.offer import Offer, selected_offer, visible_offer
+from sk_toolfilter.selection.pipeline import (
+    SecondStage,
+    Selection,
+    SelectionRequest,
+    Snapshot,
+    StageOutcome,
+    add_pins,
+    cap_total,
+    cut,
+    cut_to_pick,
+    send_everything,
+    take_snapshot,
+)
 from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
+from sk_toolfilter.selection.sticky import StickyLists
 from sk_toolfilter.selection.tool_source import (  # noqa: F401  (kernel_fingerprint: its 0.2 home)
     KernelTools,
     ToolSource,
@@ -57,15 +70,6 @@ MIN_MATCH_SCORE = 0.3
 
 ConversationPins = Callable[["ChatHistory"], Sequence[tuple[str, str]]]
 """Tools a conversation asks to keep on offer, as ``(full_name, reason)`` pairs (e.g. found with discovery)."""
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The outcome of one selection: names to send (best first, then pins) and the evidence."""
-
-    names: list[str]
-    ranking: Ranking
-    decisions: list[ToolDecision]
 
 
 class ToolFilterManager:
@@ -98,6 +102,9 @@ class ToolFilterManager:
             resolve_reranker(self.config.rerank.model)  # a wrong rerank.model fails here, not per request
         self._upkeep = CatalogUpkeep(index, self.config, self.policy)
         self._conversation_pins: dict[str, ConversationPins] = {}
+        self._picker: SecondStage | None = None
+        self.sticky = StickyLists(self.config.sticky_max_tools)
+        """The sticky tool list of each conversation (``selection_mode: sticky``), shared by every adapter."""
         self._co_usage_table: CoUsageTable | None = None
         self.telemetry = Telemetry()
         """Spans and metrics of selections (off unless the app turns telemetry on)."""
@@ -134,6 +141,19 @@ class ToolFilterManager:
             self._conversation_pins.pop(key, None)
         else:
             self._conversation_pins[key] = source
+
+    def set_second_stage(self, stage: SecondStage | None) -> None:
+        """Run `stage` between the first-stage ranking and the cut of every selection (None removes it).
+
+        :func:`sk_toolfilter.create_tool_filter` sets one for ``rerank: {type: llm}``; see
+        :class:`sk_toolfilter.LLMToolPicker` to build one in code.
+        """
+        self._picker = stage
+
+    @property
+    def second_stage(self) -> SecondStage | None:
+        """The stage between ranking and cut (the model's pick), or None."""
+        return self._picker
 
     @classmethod
     async def from_kernel(
@@ -280,8 +300,9 @@ class ToolFilterManager:
         used together with the best-ranked ones are added, within one budget per request.
         With telemetry on (:mod:`sk_toolfilter.telemetry`), each selection is one span.
         """
+        request = SelectionRequest(query, allowed, extra_pins, turn, previous_turn)
         with self.telemetry.selection() as record:
-            selection = await self._select(query, allowed, extra_pins, turn, previous_turn)
+            selection = await self._select(request)
             if self.telemetry.enabled:
                 self._describe_selection(record, query, selection, turn)
         return selection
@@ -322,91 +343,72 @@ class ToolFilterManager:
             self._turn_configs[key] = self.config.for_turn(model_weights)
         return self._turn_configs[key]
 
-    async def _select(
-        self,
-        query: str,
-        allowed: set[str] | None,
-        extra_pins: Sequence[tuple[str, str]],
-        turn: Turn | None,
-        previous_turn: Turn | None,
-    ) -> Selection:
+    async def _select(self, request: SelectionRequest) -> Selection:
+        """The stages of :mod:`sk_toolfilter.selection.pipeline`, in order, over one catalog snapshot."""
         await self.refresh()
-        config, catalog = self.config, self._catalog
-        candidates, count = catalog.searchable_mask, catalog.searchable_count
-        if allowed is not None:
-            candidates = candidates & catalog.index.mask_of(allowed)
-            count = int(np.count_nonzero(candidates))
-        loop_turn = turn if turn is not None and config.agent_loop.enabled else None
-        if loop_turn is not None:
-            config = self._turn_config(catalog.index.loop_fusion_weights)
-        needs = self._needs(loop_turn.request) if loop_turn is not None else []
-        every_tool = count == len(catalog.index)  # nothing to mask out (the ranking skips its masking passes)
+        snapshot = take_snapshot(self._catalog, request.allowed, self._upkeep.gone())
+        config, turn = self.config, request.turn if self.config.agent_loop.enabled else None
+        if turn is not None:
+            config = self._turn_config(snapshot.catalog.index.loop_fusion_weights)
+        needs = self._needs(turn.request) if turn is not None else []
         ranking = await rank_tools(
-            catalog.index,
-            query,
+            snapshot.catalog.index,
+            request.query,
             config,
-            limit=max(config.top_k * 4, 20),
-            allowed=None if every_tool else candidates,
+            limit=max(config.top_k * 4, 20, self._shortlist()),
+            allowed=None if snapshot.every_tool else snapshot.candidates,
             prefetch=needs,
             fill=False,  # tools without evidence are never sent: the selection does not list them
         )
-        # Functions removed while this (older) index was in use are dropped before the cut, not after it.
-        decisions = apply_cutoff(
-            [t for t in ranking.tools if self._exists(t.full_name)], config, no_tool_reason=ranking.no_tool_reason
-        )
-        decisions += [ToolDecision(name, False, f"cut: {why}") for name, why in ranking.without_evidence]
-        names = [d.full_name for d in decisions if d.kept]
-        budget = self._budget(loop_turn)
-        everything_fits = count <= budget  # counted on the mask: no per-tool list on this path
+        budget = self._budget(turn)
+        outcome = await self._second_stage(request, ranking, snapshot, budget)
+        if outcome is not None and outcome.picked is not None:
+            decisions = cut_to_pick(ranking, outcome, self._shortlist(), budget)
+        else:
+            decisions = cut(ranking, config, snapshot)
+        everything_fits = snapshot.count <= budget  # counted on the mask: no per-tool list on this path
         if everything_fits:
-            # Filtering would save nothing and could only hide a tool: every candidate is sent (the
-            # caller's own filters, exclusions and visibility still narrowed the candidates).
-            tools = zip(catalog.index.tools, candidates, strict=True)
-            everything = [t.full_name for t, ok in tools if ok and self._exists(t.full_name)]
-            ranked = [n for n in names if n in everything]
-            names = ranked + [n for n in everything if n not in ranked]
-            by_name = {d.full_name: d for d in decisions}
-            reason = f"kept: all {len(everything)} candidate tools fit the budget of {budget}"
-            decisions = [
-                ToolDecision(
-                    n,
-                    True,
-                    reason,
-                    getattr(by_name.get(n), "score", None),
-                    getattr(by_name.get(n), "method_scores", None),
-                )
-                for n in names
-            ]
-        elif loop_turn is not None:
-            # The needs were embedded with the query; when that failed, they are ranked with BM25 too.
-            need_config = config
-            if ranking.fallback_reason is not None:
-                need_config = config.model_copy(update={"search_method": "bm25"})
-            best = await self._best_per_need(needs, candidates, need_config)
-            names, decisions = self._plan_agent_loop(loop_turn, previous_turn, names, decisions, allowed, best)
+            decisions = send_everything(snapshot, decisions, budget)
+            names = [d.full_name for d in decisions]
+        elif turn is not None:
+            names, decisions = await self._plan_agent_loop(request, turn, snapshot, ranking, decisions, needs, config)
+        else:
+            names = [d.full_name for d in decisions if d.kept]
+        pins = self._pins(request, config, snapshot, with_discovery=config.enabled and not everything_fits)
+        names, decisions, pinned = add_pins(snapshot, names, decisions, pins)
+        names, decisions = cap_total(names, decisions, pinned, config.max_tools_total)
+        return Selection(names, ranking, decisions, outcome)
 
+    def _shortlist(self) -> int:
+        """How many first-stage tools a second stage reads (0 without one)."""
+        return self.config.rerank.shortlist if self._picker is not None else 0
+
+    async def _second_stage(
+        self, request: SelectionRequest, ranking: Ranking, snapshot: Snapshot, budget: int
+    ) -> StageOutcome | None:
+        """The second stage's outcome, or None without one (or with nothing to choose from)."""
+        if self._picker is None or ranking.no_tool_reason is not None or snapshot.count <= budget:
+            return None
+        if len([t for t in ranking.tools if not t.name_match]) == 0:
+            return None
+        return await self._picker(request, ranking, budget)
+
+    def _pins(
+        self, request: SelectionRequest, config: ToolFilterConfig, snapshot: Snapshot, *, with_discovery: bool
+    ) -> list[tuple[str, str]]:
+        """Every pin in order: the configuration's own, overrides and sources, the request's extra pins,
+        the most used tools, then (when not everything is sent) the discovery tools."""
         pins = [(n, "pinned: always_include") for n in config.always_include]
         pins += self.policy.pinned()
-        pins += extra_pins
-        visible = catalog.visible
-        for name in self.usage.most_used(config.always_include_top_n_used, visible):
-            pins.append((name, f"pinned: among the {config.always_include_top_n_used} most used tools"))
-        if config.enabled and not everything_fits:
+        pins += request.extra_pins
+        top_n = config.always_include_top_n_used
+        most_used = self.usage.most_used(top_n, snapshot.catalog.visible)
+        pins += [(n, f"pinned: among the {top_n} most used tools") for n in most_used]
+        if with_discovery:
             # When every candidate is sent there is nothing left to discover: a small agent sends
             # exactly what plain Semantic Kernel sends, never more.
-            pins += [(n, "pinned: discovery tool") for n in catalog.discovery_names]
-        pinned: list[str] = []
-        for name, reason in pins:
-            usable = name in visible and (allowed is None or name in allowed) and self._exists(name)
-            if name in names or not usable:
-                continue
-            names.append(name)
-            pinned.append(name)
-            decisions = [d for d in decisions if d.full_name != name]
-            decisions.append(ToolDecision(name, True, reason))
-        if config.max_tools_total is not None and len(names) > config.max_tools_total:
-            names, decisions = _cap_total(names, decisions, pinned, config.max_tools_total)
-        return Selection(names, ranking, decisions)
+            pins += [(n, "pinned: discovery tool") for n in snapshot.catalog.discovery_names]
+        return pins
 
     def _needs(self, request: str) -> list[str]:
         """The actions a request lists (``agent_loop.split_request``); [] when it asks for one thing."""
@@ -415,33 +417,26 @@ class ToolFilterManager:
         needs = split_request_clauses(request[:MAX_LISTED_REQUEST_CHARS])[:MAX_QUERY_PARTS]
         return needs if len(needs) > 1 else []
 
-    async def _best_per_need(
-        self, needs: Sequence[str], candidates: np.ndarray, config: ToolFilterConfig
-    ) -> list[tuple[str, str]]:
-        """(best tool, need) for each need."""
-        index, found = self._catalog.index, []
-        for need in needs:
-            ranking = await rank_tools(index, need, config, limit=1, allowed=candidates, fill=False)
-            found += [(t.full_name, need) for t in ranking.tools if self._exists(t.full_name)]
-        return found
-
-    def _plan_agent_loop(
+    async def _plan_agent_loop(
         self,
+        request: SelectionRequest,
         turn: Turn,
-        previous: Turn | None,
-        ranked: list[str],
+        snapshot: Snapshot,
+        ranking: Ranking,
         decisions: list[ToolDecision],
-        allowed: set[str] | None,
-        needs: Sequence[tuple[str, str]],
+        needs: Sequence[str],
+        config: ToolFilterConfig,
     ) -> tuple[list[str], list[ToolDecision]]:
-        catalog = self._catalog
-
-        def usable(name: str, searchable_only: bool) -> bool:
-            pool = catalog.searchable if searchable_only else catalog.visible
-            return name in pool and (allowed is None or name in allowed) and self._exists(name)
-
-        loop = LoopInputs(turn, previous, ranked, decisions, needs, self._budget(turn), catalog.index.providers)
-        return plan_agent_loop(self.config.agent_loop, loop, self.co_usage, usable)
+        """The agent-loop stage: the best tool of each listed action (ranked in one batch), then the plan."""
+        if ranking.fallback_reason is not None:  # the needs were embedded with the query: that failed too
+            config = config.model_copy(update={"search_method": "bm25"})
+        rankings = await rank_many(snapshot.catalog.index, needs, config, limit=1, allowed=snapshot.candidates)
+        best = [(t.full_name, need) for need, r in zip(needs, rankings, strict=True) for t in r.tools]
+        ranked = [d.full_name for d in decisions if d.kept]
+        loop = LoopInputs(
+            turn, request.previous_turn, ranked, decisions, best, self._budget(turn), snapshot.catalog.index.providers
+        )
+        return plan_agent_loop(self.config.agent_loop, loop, self.co_usage, snapshot.usable)
 
     async def select_for_history(
         self,
@@ -472,55 +467,45 @@ class ToolFilterManager:
         """Per ranked tool: the score of each method, and why it was kept or cut."""
         return (await self.select(query)).decisions
 
+    async def offer(
+        self, conversation: str | ChatHistory, on_offer: Sequence[str], *, strategy: QueryStrategy | None = None
+    ) -> Offer:
+        """The tools one model request carries, among the names its framework put `on_offer`.
+
+        Every rule about what is sent is decided here (:mod:`sk_toolfilter.selection.offer`): filtering
+        off hides only excluded and disabled tools; filtering on sends the selection for `conversation`
+        (a request text or a chat history) in the order on offer, or the conversation's sticky order
+        (``selection_mode: sticky``); a tool the index does not know stays on offer within
+        ``max_tools_total``. The SK wrapper, the Agent Framework middleware and
+        :meth:`prepare_execution_settings` only map the names back to their framework's tools.
+        """
+        if not self.config.enabled:
+            return visible_offer(on_offer, {n for n in on_offer if self.is_hidden(n)})
+        started = time.perf_counter()
+        allowed = set(on_offer)
+        if isinstance(conversation, str):
+            selection = await self.select(conversation, allowed=allowed)
+        else:
+            selection = await self.select_for_history(conversation, allowed=allowed, strategy=strategy)
+        order = None
+        if self.config.selection_mode == "sticky" and not isinstance(conversation, str):
+            order = self.sticky.update(conversation, selection.names)
+        index = self.index
+        unknown = [n for n in on_offer if n not in index and not self.is_hidden(n)]
+        seconds = time.perf_counter() - started
+        return selected_offer(on_offer, selection, order, unknown, self.config.max_tools_total, seconds)
+
     async def prepare_execution_settings(self, query: str | ChatHistory, base_settings: SettingsT) -> SettingsT:
         """A clone of `base_settings` offering only the selected functions; the base is never mutated.
 
         `query` is the text to match, or a chat history (then the query is built from the
-        conversation and tools found with discovery are included). With ``enabled: false`` nothing is
-        ranked: the base settings come back unchanged, or, when ``exclude`` or ``enabled: false``
-        overrides hide tools, a clone offering every visible one (exclusions are a policy, not a
-        ranking hint). With nothing selected and nothing pinned the clone offers no tools at all.
+        conversation and tools found with discovery are included). The tools on offer are the
+        source's functions the base's ``FunctionChoiceBehavior`` filters allow; :meth:`offer` decides
+        which are sent. With ``enabled: false`` and nothing hidden the base settings come back
+        unchanged. With nothing selected and nothing pinned the clone offers no tools at all.
         """
-        if not self.config.enabled:
-            everything = self._source_names() or self.index.names
-            allowed = allowed_by_behavior(base_settings.function_choice_behavior, everything)
-            offered = [n for n in everything if allowed is None or n in allowed]
-            visible = [n for n in offered if not self.is_hidden(n)]
-            return base_settings if len(visible) == len(offered) else clone_with_functions(base_settings, visible)
-        allowed = allowed_by_behavior(base_settings.function_choice_behavior, self.index.names)
-        if isinstance(query, str):
-            selection = await self.select(query, allowed=allowed)
-        else:
-            selection = await self.select_for_history(query, allowed=allowed)
-        return clone_with_functions(base_settings, selection.names)
-
-
-def _cap_total(
-    names: list[str], decisions: list[ToolDecision], pinned: list[str], cap: int
-) -> tuple[list[str], list[ToolDecision]]:
-    """At most `cap` names, pins included: the lowest-ranked selected tools go first; when the pins
-    alone are more than `cap`, the first `cap` pins in pin order stay (the configuration's own, then
-    those of tool sources and servers, then conversation pins) and one warning per source names it."""
-    kept_pins = pinned[:cap]
-    room = cap - len(kept_pins)
-    pinned_set = set(pinned)
-    ranked = [n for n in names if n not in pinned_set]
-    dropped = set(ranked[room:]) | set(pinned[cap:])
-    by_name = {d.full_name: d for d in decisions}
-    if len(pinned) > cap and pinned[cap] in by_name:  # the source whose pins cross the cap is named
-        source = by_name[pinned[cap]].reason.removeprefix("pinned: ")
-        warn_once(
-            logger,
-            f"{source} pins more tools than max_tools_total={cap} holds: the pinned tools beyond it are not sent "
-            "(explain lists them; raise max_tools_total or pin fewer)",
-        )
-    ranked_reason = f"cut: beyond max_tools_total={cap} (pinned tools included)"
-    pin_reason = f"cut: beyond max_tools_total={cap} (more tools are pinned than it holds)"
-
-    def cut(d: ToolDecision) -> ToolDecision:
-        why = pin_reason if d.full_name in pinned_set else ranked_reason
-        return ToolDecision(
-            d.full_name, False, f"{why}; {d.reason}" if d.full_name in pinned_set else why, d.score, d.method_scores
-        )
-
-    return [n for n in names if n not in dropped], [cut(d) if d.full_name in dropped else d for d in decisions]
+        everything = self._source_names() or self.index.names
+        allowed = allowed_by_behavior(base_settings.function_choice_behavior, everything)
+        on_offer = [n for n in everything if allowed is None or n in allowed]
+        offer = await self.offer(query, on_offer)
+        return clone_with_functions(base_settings, offer.names) if offer.narrowed else base_settings

@@ -1,0 +1,72 @@
+"""What one model request carries, decided once for every framework.
+
+The SK chat-service wrapper, the Agent Framework middleware and ``prepare_execution_settings`` hand
+:meth:`ToolFilterManager.offer` the names their framework put on offer and map the answer back to
+their own tool objects; every rule about what is sent lives here and in the selection pipeline:
+
+* filtering off → every tool on offer but the hidden ones (``exclude``, ``enabled: false``);
+* filtering on → the selection (ranked, pinned, capped) among the tools on offer, in the order on
+  offer, or with ``selection_mode: sticky`` in the conversation's sticky order;
+* a tool the index does not know (given to one run only) stays on offer, after the selection, and
+  counts toward ``max_tools_total`` (it is the first cut when the cap is reached).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sk_toolfilter.basics.redaction import library_logger, warn_once
+from sk_toolfilter.selection.pipeline import Selection
+
+logger = library_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The tools one model request carries.
+
+    ``names``: what to send, in the order to send it (always a subset of what was on offer).
+    ``narrowed``: False when the request goes out with exactly what was on offer (filtering off and
+    nothing hidden). ``selection``: the evidence (None with filtering off). ``seconds``: time spent.
+    """
+
+    names: list[str]
+    narrowed: bool
+    selection: Selection | None = None
+    seconds: float = 0.0
+
+
+def visible_offer(on_offer: Sequence[str], hidden: set[str]) -> Offer:
+    """Filtering off: everything on offer but the hidden tools (exclusions are a policy, not a ranking)."""
+    names = [n for n in on_offer if n not in hidden]
+    return Offer(names, narrowed=len(names) < len(on_offer))
+
+
+def selected_offer(
+    on_offer: Sequence[str],
+    selection: Selection,
+    order: Sequence[str] | None,
+    unknown: Sequence[str],
+    cap: int | None,
+    seconds: float,
+) -> Offer:
+    """Filtering on: the selection among the tools on offer — in `order` (a sticky list) when given,
+    else in the order on offer — then the `unknown` tools, all within `cap`."""
+    chosen = set(selection.names)
+    names = list(order) if order is not None else [n for n in on_offer if n in chosen]
+    offered = set(on_offer)
+    names = [n for n in names if n in offered]
+    names += [n for n in unknown if n not in set(names)]
+    if cap is not None and len(names) > cap:
+        room = cap - len([n for n in names if n in chosen])
+        extra = [n for n in names if n not in chosen]
+        dropped = set(extra[max(room, 0) :])
+        if any(n in dropped for n in unknown):
+            warn_once(
+                logger,
+                f"tools the index does not know are on offer beyond max_tools_total={cap}: the last of them are "
+                "not sent (index them with the agent's tools, or raise max_tools_total)",
+            )
+        names = [n for n in names if n not in dropped]
+    return Offer(names, narrowed=True, selection=selection, seconds=seconds)
