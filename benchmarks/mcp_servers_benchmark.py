@@ -32,7 +32,7 @@ from semantic_kernel.functions import KernelArguments
 
 from sk_toolfilter.agents.agent_file import MCPSource
 from sk_toolfilter.agents.mcp import MCPConnection, build_plugin
-from sk_toolfilter.measure.tokens import count_tokens
+from sk_toolfilter.basics.tokenizer import count_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
 
 SK_TIMEOUT = 15.0

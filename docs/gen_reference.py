@@ -125,6 +125,35 @@ def configuration_reference() -> str:
     return "\n".join(out) + "\n"
 
 
+AT_A_GLANCE = """
+```text
+sk-toolfilter validate agent.yaml                      # load, connect, index; tool count per source
+sk-toolfilter search agent.yaml "email bob" --explain  # ranked tools, per-method scores, kept/cut and why
+sk-toolfilter report agent.yaml [--queries FILE] [--out DIR] [--model-encoding o200k_base]
+sk-toolfilter index push agent.yaml                    # shared store: embed new/changed tools, switch version
+sk-toolfilter index status agent.yaml                  # shared store: its version vs this agent's tools
+sk-toolfilter chat agent.yaml                          # needs OPENAI_API_KEY or model.base_url
+sk-toolfilter eval --tools examples/data/bfcl/tools.jsonl --queries examples/data/bfcl/dev.jsonl --out eval
+```
+
+The BFCL catalog and its dev queries ship with the repository (`examples/data/bfcl`, Apache-2.0; its
+README gives the source commit). The other public sets (metatool, seal_tools, livemcpbench,
+bfcl_multiturn) are converted the same way in the development workspace, one folder per set beside
+the repository (`../shared/benchmarks`; each folder's README names its source, commit and licence).
+`eval` reports recall@k, complete@k, nDCG@10, MRR, mean tools and schema tokens sent and latency
+p50/p95; tool and query embeddings are cached, so re-runs only pay for ranking
+(`benchmarks/core_benchmark.py` measures it cold). On each of those folders:
+
+```text
+for d in metatool bfcl seal_tools livemcpbench; do
+  sk-toolfilter eval --tools ../shared/benchmarks/$d/tools.jsonl --queries ../shared/benchmarks/$d/dev.jsonl --out eval/$d
+done
+```
+
+Every command and option, as `--help` prints them:
+"""
+
+
 def cli_reference() -> str:
     import os
 
@@ -139,6 +168,8 @@ def cli_reference() -> str:
         "Generated from the argument parser by `docs/gen_reference.py`. Every command exits 0 on success,",
         "1 when the work found a problem it reports (e.g. `index push` with nothing to push), 2 on a usage or",
         "configuration error, with one line naming the file and the key.",
+        "",
+        AT_A_GLANCE.strip(),
         "",
         "```text",
         parser.format_help().rstrip(),

@@ -19,7 +19,7 @@ _compat.install()
 # and Semantic Kernel loads only when a name that needs it is used.
 _PUBLIC = {
     "sk_toolfilter.config": ("BM25Config", "EmbeddingConfig", "RerankConfig", "ToolFilterConfig"),
-    "sk_toolfilter.errors": (
+    "sk_toolfilter.basics.errors": (
         "ConfigError",
         "EmbeddingServiceError",
         "RerankError",
@@ -42,8 +42,7 @@ _HOME = {name: module for module, names in _PUBLIC.items() for name in names}
 
 if TYPE_CHECKING:
     from sk_toolfilter.agents.agent import load_agent
-    from sk_toolfilter.config import BM25Config, EmbeddingConfig, RerankConfig, ToolFilterConfig
-    from sk_toolfilter.errors import (
+    from sk_toolfilter.basics.errors import (
         ConfigError,
         EmbeddingServiceError,
         RerankError,
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
         ToolSourceError,
         UnknownToolError,
     )
+    from sk_toolfilter.config import BM25Config, EmbeddingConfig, RerankConfig, ToolFilterConfig
     from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
     from sk_toolfilter.integration.setup import attach_to_kernel, create_tool_filter, enable_tool_filtering
     from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, create_embedding_service

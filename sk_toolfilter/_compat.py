@@ -1,9 +1,12 @@
 """Old flat module paths (``sk_toolfilter.manager`` …) keep importing for one release, with a warning.
 
-0.2 moved every module into a sub-package by concern, 0.3 the shared basics into ``basics`` (see
-CHANGELOG.md). A meta-path finder maps
-each old name to its new module, so ``from sk_toolfilter.service import ...`` still works and says
-where the name lives now.
+0.2 moved every module into a sub-package by concern, 0.3 the shared basics (and the errors) into
+``basics`` (see CHANGELOG.md). Every old path and name is one row here, and all of them go away
+together in 0.4: a meta-path finder maps each old module path (:data:`MOVED`) to its new module, so
+``from sk_toolfilter.service import ...`` still works; a moved name of a module that still exists
+(:data:`MOVED_ATTRIBUTES`) is served by that module's ``__getattr__``. Each says where the name
+lives now, in a DeprecationWarning attributed to the user's own line (shown under Python's default
+filters).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import importlib.abc
 import importlib.util
 import sys
 import warnings
+from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
@@ -27,6 +31,20 @@ MOVED: dict[str, str] = {
     **{name: f"measure.{name}" for name in ("wire", "tokens", "report", "metrics", "evaluation", "eval_run")},
     # 0.3: the shared basics moved into one package.
     **{name: f"basics.{name}" for name in ("progress", "input_files", "redaction", "wire_json", "tokenizer")},
+    "errors": "basics.errors",
+    "measure.tokens": "basics.tokenizer",
+}
+
+
+# Names a module of 0.2 kept for its callers and that live elsewhere now: module (under
+# sk_toolfilter) → name → its module now. Each such module's ``__getattr__`` is
+# ``moved_attributes(__name__)``, so ``from sk_toolfilter.retrieval.cache import cached`` still works,
+# with a DeprecationWarning at the importing line.
+MOVED_ATTRIBUTES: dict[str, dict[str, str]] = {
+    "retrieval.cache": {"CachedEmbeddings": "retrieval.embeddings", "cached": "retrieval.embeddings"},
+    "retrieval.embeddings": {"embed_texts": "retrieval.encoders", "catalog_call_timeout": "retrieval.encoders"},
+    "measure.report": {"prefix_stable_share": "measure.token_report"},
+    "selection.manager": {"kernel_fingerprint": "selection.tool_source"},
 }
 
 
@@ -52,9 +70,29 @@ REMOVED_NAMES: dict[str, dict[str, str]] = {
 }
 
 
+def moved_attributes(module: str) -> Callable[[str], Any]:
+    """The module-level ``__getattr__`` of `module`: its :data:`MOVED_ATTRIBUTES` row, each name
+    imported from its new home with a DeprecationWarning attributed to the line that asked for it."""
+    rows = MOVED_ATTRIBUTES[module.removeprefix("sk_toolfilter.")]
+
+    def __getattr__(name: str) -> Any:
+        if name not in rows:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        home = f"sk_toolfilter.{rows[name]}"
+        warnings.warn(
+            f"{module}.{name} moved to {home}.{name} (public names: from sk_toolfilter import ...); "
+            "the old path goes away in 0.4",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), name)
+
+    return __getattr__
+
+
 def _refusal_reason(manager: Any, full_name: str, settings: Any) -> str | None:
     """0.1's ``guard.refusal_reason``: why a call must be refused, or None (see ``guard.refusal``)."""
-    from sk_toolfilter.integration.guard import refusal
+    refusal = importlib.import_module("sk_toolfilter.integration.guard").refusal  # (no static import: a low layer)
 
     outcome = refusal(manager, full_name, settings)
     return None if outcome is None else outcome[0]
@@ -98,8 +136,10 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
     """Resolves ``sk_toolfilter.<old>`` to ``sk_toolfilter.<package>.<old>`` with a DeprecationWarning."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        package, _, old = fullname.rpartition(".")
-        if package != "sk_toolfilter" or old not in MOVED:
+        if not fullname.startswith("sk_toolfilter."):
+            return None
+        old = fullname.removeprefix("sk_toolfilter.")
+        if old not in MOVED:
             return None
         new_name = f"sk_toolfilter.{MOVED[old]}"
         elsewhere = sorted({home.partition(":")[0] for home in MOVED_NAMES.get(old, {}).values()} - {"_compat"})

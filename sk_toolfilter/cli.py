@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sk_toolfilter.basics.errors import ConfigError, ToolFilterError, naming
 from sk_toolfilter.basics.progress import Progress
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.errors import ConfigError, ToolFilterError, naming
 
 log = library_logger("sk_toolfilter.cli")
 
@@ -231,8 +231,8 @@ async def cmd_report(args: argparse.Namespace) -> int:
 
 def _read_queries(path: Path) -> list[Any]:
     from sk_toolfilter.agents.agent_file import SampleQuery
+    from sk_toolfilter.basics.errors import ConfigError
     from sk_toolfilter.basics.input_files import json_lines, json_object, read_text
-    from sk_toolfilter.errors import ConfigError
 
     if path.suffix != ".jsonl":
         return [SampleQuery(query=line.strip()) for line in read_text(path, "queries").splitlines() if line.strip()]

@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from sk_toolfilter.errors import ConfigError, describe_validation_error
+from sk_toolfilter.basics.errors import ConfigError, describe_validation_error
 
 SearchMethod = Literal["semantic", "bm25", "hybrid"]
 

@@ -22,7 +22,7 @@ from sk_toolfilter.agent_framework import (
 )
 from sk_toolfilter.agents.agent import LoadedAgentFrameworkAgent, load_agent, open_toolset
 from sk_toolfilter.agents.agent_file import parse_agent
-from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.measure.conversations import load_steps, replay_conversations
 from sk_toolfilter.measure.report import build_token_report
 from sk_toolfilter.measure.wire import RecordingTransport, offline_agent_framework_client, text_reply, tool_call_reply

@@ -45,6 +45,52 @@ def test_the_cli_reference_holds_every_command_and_option(generator):
                 assert option in page, (name, option)
 
 
+def test_the_tool_filtering_block_of_the_docs_is_the_model_with_its_defaults():
+    """docs/agent-files/configuration.md shows the whole block as YAML: it must load as the model,
+    every value it writes must be the default, and every key of the model must be in it (written, or
+    commented out with an example)."""
+    import re
+
+    import yaml
+
+    from sk_toolfilter.config import ToolFilterConfig
+
+    text = (ROOT / "docs" / "agent-files" / "configuration.md").read_text(encoding="utf-8")
+    block = re.findall(r"```yaml\n(.*?)```", text, re.S)[0]
+    written = yaml.safe_load(block)["tool_filtering"]
+    ToolFilterConfig.model_validate(written)  # loads as the model (unknown keys are errors)
+    defaults = ToolFilterConfig().model_dump(by_alias=True)
+
+    def differing(given: dict, default: dict, path: str = "") -> list[str]:
+        found = []
+        for key, value in given.items():
+            if isinstance(value, dict) and value and isinstance(default.get(key), dict):
+                found += differing(value, default[key], f"{path}{key}.")
+            elif default.get(key, "(no such key)") != value:
+                found.append(
+                    f"{path}{key}: the docs say {value!r}, the default is {default.get(key, '(no such key)')!r}"
+                )
+        return found
+
+    assert differing(written, defaults) == []
+    mentioned = set(re.findall(r"(\w+):", block))  # block keys, flow-style keys, commented-out keys
+    for model in _models_of(ToolFilterConfig):
+        missing = {info.alias or key for key, info in model.model_fields.items()} - mentioned
+        assert missing == set(), (model.__name__, missing)
+
+
+def _models_of(model: type) -> list[type]:
+    """`model` and the models of its fields (one level: the blocks the docs write inline)."""
+    from pydantic import BaseModel
+
+    found = [model]
+    for info in model.model_fields.values():
+        kind = info.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            found.append(kind)
+    return found
+
+
 def test_the_committed_generated_pages_are_what_the_generator_makes_now(generator):
     """A fresh clone builds the docs with --strict and the README's links resolve: the generated pages
     are committed, so they must never drift from the models, the parser and CHANGELOG.md."""

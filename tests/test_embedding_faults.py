@@ -12,8 +12,8 @@ from semantic_kernel.contents import ChatHistory
 from semantic_kernel.functions import kernel_function
 
 from sk_toolfilter import ToolFilterConfig, create_tool_filter
+from sk_toolfilter.basics.errors import EmbeddingServiceError
 from sk_toolfilter.config import EmbeddingConfig
-from sk_toolfilter.errors import EmbeddingServiceError
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.search import rank_tools

@@ -259,7 +259,7 @@ async def test_rank_tools_refuses_an_allowed_mask_of_the_wrong_length_or_kind(tm
 
 
 async def test_a_batch_the_service_rejects_keeps_what_was_built_and_a_retry_sends_only_the_rest(tmp_path):
-    from sk_toolfilter.errors import EmbeddingServiceError
+    from sk_toolfilter.basics.errors import EmbeddingServiceError
     from sk_toolfilter.retrieval.index import embed_catalog
     from tests.conftest import HashEmbedder
 

@@ -5,7 +5,7 @@ def test_an_install_line_fits_how_the_package_was_installed(tmp_path, monkeypatc
     import json
     from importlib import metadata
 
-    from sk_toolfilter.errors import install_line
+    from sk_toolfilter.basics.errors import install_line
 
     class Installed:
         def __init__(self, record):

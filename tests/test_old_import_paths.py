@@ -155,7 +155,7 @@ def test_the_package_keeps_its_top_level_small_and_the_basics_keep_their_old_pat
 
     top = sorted(p.stem for p in Path(sk_toolfilter.__file__).parent.glob("*.py"))
     assert len(top) <= 8, top
-    for name in ("progress", "input_files", "redaction", "wire_json", "tokenizer"):
+    for name in ("progress", "input_files", "redaction", "wire_json", "tokenizer", "errors"):
         sys.modules.pop(f"sk_toolfilter.{name}", None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -181,3 +181,30 @@ def test_an_old_path_warns_at_the_users_own_line_under_pythons_default_filters(t
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
     for line, old in ((2, "progress"), (3, "manager"), (4, "service")):
         assert f"user_script.py:{line}: DeprecationWarning: sk_toolfilter.{old} moved to" in result.stderr, old
+
+
+def test_every_moved_name_and_nested_path_warns_at_the_users_own_line(tmp_path):
+    """The rows of MOVED_ATTRIBUTES (names a module kept for its callers) and the nested old paths
+    (``measure.tokens``) warn like the flat ones: at the importing line, under default filters."""
+    import subprocess
+    import sys
+
+    from sk_toolfilter._compat import MOVED, MOVED_ATTRIBUTES
+
+    lines = [
+        f"from sk_toolfilter.{module} import {name}" for module, names in MOVED_ATTRIBUTES.items() for name in names
+    ]
+    nested = [old for old in MOVED if "." in old]
+    lines += [f"import sk_toolfilter.{old}" for old in nested]
+    script = tmp_path / "user_script.py"
+    script.write_text("\n".join(lines) + "\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
+    number = 0
+    for module, names in MOVED_ATTRIBUTES.items():
+        for name, home in names.items():
+            number += 1
+            expected = f"user_script.py:{number}: DeprecationWarning: sk_toolfilter.{module}.{name} moved to "
+            assert f"{expected}sk_toolfilter.{home}.{name}" in result.stderr, (module, name, result.stderr)
+    for old in nested:
+        number += 1
+        assert f"user_script.py:{number}: DeprecationWarning: sk_toolfilter.{old} moved to" in result.stderr, old

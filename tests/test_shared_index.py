@@ -20,7 +20,7 @@ from semantic_kernel import Kernel
 from semantic_kernel.functions import kernel_function
 
 from sk_toolfilter import ToolFilterConfig, ToolFilterManager
-from sk_toolfilter.errors import ConfigError, IndexStoreError
+from sk_toolfilter.basics.errors import ConfigError, IndexStoreError
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.store.postgres import PostgresIndexStore
 from sk_toolfilter.store.records import StoredCatalog, content_hash, pack_image, record_key, to_record

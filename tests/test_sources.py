@@ -43,7 +43,7 @@ async def test_native_plugin_from_an_import_path(tmp_path):
     [
         ("no_such_module_xyz:Thing", "cannot import module 'no_such_module_xyz'"),
         ("sk_toolfilter.demo:NoSuchPlugin", "has no attribute 'NoSuchPlugin'"),
-        ("sk_toolfilter.errors", "has no @kernel_function methods"),
+        ("sk_toolfilter.basics.errors", "has no @kernel_function methods"),
     ],
 )
 async def test_bad_plugin_sources_are_errors_naming_the_source(import_path, message):

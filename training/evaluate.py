@@ -17,8 +17,8 @@ from typing import Any
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.measure.evaluation import LabelledQuery, evaluate_method, load_queries
-from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
-from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+from sk_toolfilter.retrieval.cache import EmbeddingCache
+from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, cached
 from sk_toolfilter.retrieval.index import ToolIndex
 from training.sources import BENCHMARKS, RETRIEVAL_SETS
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.measure.evaluation import load_queries
-from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
-from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+from sk_toolfilter.retrieval.cache import EmbeddingCache
+from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, cached
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.search import rank_tools
 from training.sources import BENCHMARKS, RETRIEVAL_SETS

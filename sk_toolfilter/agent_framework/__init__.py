@@ -17,7 +17,7 @@ from __future__ import annotations
 try:
     import agent_framework as _agent_framework  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    from sk_toolfilter.errors import ToolFilterError, install_line
+    from sk_toolfilter.basics.errors import ToolFilterError, install_line
 
     raise ToolFilterError(f"Agent Framework is not installed: {install_line('agent-framework')}") from exc
 

@@ -10,8 +10,8 @@ from agent_framework import FunctionTool, normalize_tools
 
 from sk_toolfilter.agent_framework.middleware import ToolFilterMiddleware, ToolGuardMiddleware
 from sk_toolfilter.agent_framework.tools import AgentFrameworkTools, function_tools, kernel_function_tool
+from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.errors import ConfigError
 from sk_toolfilter.selection.discovery import DiscoveryPlugin, discovery_pins
 from sk_toolfilter.selection.manager import ToolFilterManager
 

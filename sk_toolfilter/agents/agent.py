@@ -16,9 +16,9 @@ from typing_extensions import Self
 from sk_toolfilter.agents.agent_file import AgentSpec, Framework, ModelSpec, VectorstoreSource, load_agent_file
 from sk_toolfilter.agents.mcp.plugin import PIN
 from sk_toolfilter.agents.sources import add_sources
+from sk_toolfilter.basics.errors import ConfigError, ToolFilterError, closest_names, install_line, naming
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.config import ToolFilterConfig, ToolOverride
-from sk_toolfilter.errors import ConfigError, ToolFilterError, closest_names, install_line, naming
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.integration.setup import create_tool_filter
 from sk_toolfilter.retrieval.embeddings import create_embedding_service

@@ -23,9 +23,9 @@ from pydantic import (
 from sk_toolfilter.agents.declarative import from_sk_declarative, is_sk_declarative
 from sk_toolfilter.agents.holodeck import adapt_holodeck
 from sk_toolfilter.agents.yaml_reader import read_yaml
+from sk_toolfilter.basics.errors import ConfigError, describe_validation_error
 from sk_toolfilter.basics.redaction import remember_secret
 from sk_toolfilter.config import StrictConfig, ToolFilterConfig
-from sk_toolfilter.errors import ConfigError, describe_validation_error
 from sk_toolfilter.retrieval.text import clean_text
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.basics.input_files import json_lines, json_object, parse_json, read_text
-from sk_toolfilter.errors import ConfigError
 from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
 
 _PLUGIN_SAFE = re.compile(r"[^0-9A-Za-z_]")

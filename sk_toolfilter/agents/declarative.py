@@ -29,8 +29,8 @@ import os
 import re
 from typing import Any
 
+from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.errors import ConfigError
 
 logger = library_logger(__name__)
 

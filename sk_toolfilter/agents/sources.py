@@ -27,8 +27,8 @@ from sk_toolfilter.agents.mcp import MCPConnection, build_plugin, keep_kernel_in
 from sk_toolfilter.agents.tool_names import function_name
 from sk_toolfilter.agents.vectorstore import PLUGIN as VECTORSTORE_PLUGIN
 from sk_toolfilter.agents.vectorstore import add_vectorstore
+from sk_toolfilter.basics.errors import ConfigError, ToolFilterError, ToolSourceError, closest_names
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.errors import ConfigError, ToolFilterError, ToolSourceError, closest_names
 
 logger = library_logger(__name__)
 

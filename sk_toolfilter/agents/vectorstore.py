@@ -27,9 +27,9 @@ from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGene
 from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, kernel_function
 
 from sk_toolfilter.agents.agent_file import AgentSpec, VectorDatabase, VectorstoreSource
+from sk_toolfilter.basics.errors import ConfigError, ToolSourceError, install_line
 from sk_toolfilter.basics.input_files import json_lines, parse_json, read_text
 from sk_toolfilter.basics.redaction import library_logger, redact_url
-from sk_toolfilter.errors import ConfigError, ToolSourceError, install_line
 from sk_toolfilter.retrieval.embeddings import (
     catalog_call_timeout,
     create_embedding_service,

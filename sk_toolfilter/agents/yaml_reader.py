@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.basics.errors import ConfigError
 
 MAX_FILE_BYTES = 1_000_000
 """Agent files larger than this are refused (real ones are a few KB)."""

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.basics.errors import ConfigError
 
 
 def read_text(path: str | Path, what: str) -> str:

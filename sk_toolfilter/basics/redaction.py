@@ -10,7 +10,7 @@ token, well-known key formats (``sk-…``, ``ghp_…``, AWS ``AKIA…``, JWTs), 
 of a URL path (``https://host/mcp/<token>``), and any word of a message that is a fragment of a
 remembered secret (a driver quoting part of a password). Rendered, each becomes ``***``.
 
-- :func:`redact_text` — free text (every :class:`~sk_toolfilter.errors.ToolFilterError` message
+- :func:`redact_text` — free text (every :class:`~sk_toolfilter.basics.errors.ToolFilterError` message
   passes through it, and every log line of the library through :class:`RedactingFilter`);
 - :func:`redact_config` — a configuration mapping about to be written (``eval.json``);
 - :func:`redact_url` — one URL for a message.

@@ -6,8 +6,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.basics.wire_json import compact_json
-from sk_toolfilter.errors import ConfigError
 
 ENCODINGS = ("o200k_base", "cl100k_base")
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 
+from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.errors import ConfigError
 from sk_toolfilter.integration.guard import attach_execution_guard
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.selection.discovery import DiscoveryPlugin, discovery_pins

@@ -28,11 +28,11 @@ from semantic_kernel.contents import (
 )
 
 from sk_toolfilter.agents.agent_file import Framework
+from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.basics.input_files import json_lines, json_object
-from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.integration.service import wrap_chat_service
 from sk_toolfilter.measure.caching import billed_tool_tokens
-from sk_toolfilter.measure.tokens import count_json_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
 
 if TYPE_CHECKING:

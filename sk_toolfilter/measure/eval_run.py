@@ -16,13 +16,13 @@ import yaml
 from sk_toolfilter.agents.agent_file import AgentSpec, load_agent_file, parse_agent
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.agents.tool_names import sent_name
+from sk_toolfilter.basics.errors import ConfigError, closest_names
 from sk_toolfilter.basics.progress import Progress
 from sk_toolfilter.basics.redaction import redact_config
+from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.errors import ConfigError, closest_names
 from sk_toolfilter.measure.conversations import load_steps, render_summary, replay_conversations
 from sk_toolfilter.measure.evaluation import LabelledQuery, MethodResult, evaluate_method, load_queries, results_to_json
-from sk_toolfilter.measure.tokens import count_json_tokens
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import cached, create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.basics.input_files import json_lines, json_object
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
-from sk_toolfilter.errors import ConfigError
 from sk_toolfilter.measure.metrics import complete_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
 from sk_toolfilter.retrieval.cutoff import apply_cutoff
 from sk_toolfilter.retrieval.index import ToolIndex

@@ -13,21 +13,21 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sk_toolfilter._compat import moved_attributes
 from sk_toolfilter.agents.agent_file import AgentSpec, Framework, SampleQuery
+from sk_toolfilter.basics.errors import UnknownToolError
 from sk_toolfilter.basics.progress import ProgressCallback
-from sk_toolfilter.errors import UnknownToolError
+from sk_toolfilter.basics.tokenizer import count_json_tokens, count_tokens
 from sk_toolfilter.integration.service import wrap_chat_service
 from sk_toolfilter.measure.report_html import render_chart_svg, render_html, share_percent, shorten
-from sk_toolfilter.measure.token_report import (  # noqa: F401  (prefix_stable_share: its 0.2 home)
+from sk_toolfilter.measure.token_report import (
     ConversationReport,
     QueryReport,
     TokenReport,
     caching_line,
     methods_used,
     plural,
-    prefix_stable_share,
 )
-from sk_toolfilter.measure.tokens import count_json_tokens, count_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
 from sk_toolfilter.selection.visibility import NameResolver
 
@@ -319,3 +319,6 @@ def write_report(report: TokenReport, out_dir: str | Path) -> dict[str, Path]:
     paths["chart"].write_text(svg, encoding="utf-8")
     paths["html"].write_text(render_html(report), encoding="utf-8")
     return paths
+
+
+__getattr__ = moved_attributes(__name__)

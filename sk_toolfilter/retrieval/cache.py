@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import os
 import re
 import tempfile
@@ -21,6 +20,7 @@ from typing import IO
 
 import numpy as np
 
+from sk_toolfilter._compat import moved_attributes
 from sk_toolfilter.basics.redaction import library_logger
 
 logger = library_logger(__name__)
@@ -158,8 +158,4 @@ class EmbeddingCache:
                     self._memory[model_id] = dict(list(memory.items())[-self.max_entries :])
 
 
-def __getattr__(name: str) -> object:
-    """``CachedEmbeddings`` and ``cached`` (SK services) live in :mod:`sk_toolfilter.retrieval.embeddings`."""
-    if name in ("CachedEmbeddings", "cached"):
-        return getattr(importlib.import_module("sk_toolfilter.retrieval.embeddings"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_attributes(__name__)

@@ -15,17 +15,14 @@ import numpy as np
 from pydantic import PrivateAttr, ValidationError
 from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
 
+from sk_toolfilter._compat import moved_attributes
+from sk_toolfilter.basics.errors import ConfigError, ToolFilterError
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import EmbeddingConfig
-from sk_toolfilter.errors import ConfigError, ToolFilterError
 from sk_toolfilter.retrieval.cache import EmbeddingCache
-from sk_toolfilter.retrieval.encoders import (  # noqa: F401  (embed_texts, catalog_call_timeout: their 0.2 home)
+from sk_toolfilter.retrieval.encoders import (
     OnnxEncoder,
-    catalog_call_timeout,
-    embed_texts,
     embedding_model_id,
-    fitted_weights,
-    query_encoder,
 )
 from sk_toolfilter.retrieval.local_models import DEFAULT_MODEL_ID, resolve_local_model
 
@@ -265,3 +262,6 @@ class CachedEmbeddings(EmbeddingGeneratorBase):
 def cached(service: EmbeddingGeneratorBase, cache: EmbeddingCache) -> CachedEmbeddings:
     """`service` behind `cache`, keeping the service's model id (so cache keys stay the same)."""
     return CachedEmbeddings(inner=service, cache=cache, ai_model_id=getattr(service, "ai_model_id", None) or "")
+
+
+__getattr__ = moved_attributes(__name__)

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from sk_toolfilter.errors import EmbeddingServiceError
+from sk_toolfilter.basics.errors import EmbeddingServiceError
 from sk_toolfilter.retrieval.local_models import LocalModel
 from sk_toolfilter.retrieval.text import clean_text
 

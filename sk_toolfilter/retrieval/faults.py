@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 
 import numpy as np
 
+from sk_toolfilter.basics.errors import EmbeddingServiceError
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.errors import EmbeddingServiceError
 
 logger = library_logger(__name__)
 

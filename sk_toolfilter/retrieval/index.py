@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from sk_toolfilter.basics.errors import EmbeddingServiceError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import BM25Config
-from sk_toolfilter.errors import EmbeddingServiceError
 from sk_toolfilter.retrieval.batching import QueryBatcher
 from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.cache import EmbeddingCache

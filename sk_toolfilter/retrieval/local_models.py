@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sk_toolfilter.errors import ConfigError
+from sk_toolfilter.basics.errors import ConfigError
 
 MODELS_DIR = Path(__file__).parent / "models"
 

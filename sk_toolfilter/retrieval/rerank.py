@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from sk_toolfilter.basics.errors import ConfigError, RerankError
 from sk_toolfilter.basics.redaction import library_logger, warn_once
 from sk_toolfilter.config import RerankConfig
-from sk_toolfilter.errors import ConfigError, RerankError
 from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.local_models import MODELS_DIR, LocalModel, read_manifest, shipped_models

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sk_toolfilter.basics.errors import EmbeddingServiceError
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
-from sk_toolfilter.errors import EmbeddingServiceError
 from sk_toolfilter.retrieval.fusion import (
     float32_threshold,
     normalize_by_max,

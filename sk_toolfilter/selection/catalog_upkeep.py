@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from sk_toolfilter.basics.errors import ConfigError, EmbeddingServiceError, IndexStoreError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.errors import ConfigError, EmbeddingServiceError, IndexStoreError
 from sk_toolfilter.retrieval.bulk import collector_paused
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.encoders import EmbeddingService

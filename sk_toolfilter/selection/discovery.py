@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from semantic_kernel.functions import kernel_function
 
-from sk_toolfilter.errors import ToolFilterError
+from sk_toolfilter.basics.errors import ToolFilterError
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.prerequisites import Provider
 from sk_toolfilter.selection.active import active_manager

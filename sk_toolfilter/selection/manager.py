@@ -6,11 +6,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from sk_toolfilter._compat import moved_attributes
+from sk_toolfilter.basics.errors import ConfigError, UnknownToolError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.config import ToolFilterConfig
-from sk_toolfilter.errors import ConfigError, UnknownToolError
 from sk_toolfilter.retrieval.bulk import collector_paused
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.cutoff import ToolDecision
@@ -41,11 +42,7 @@ from sk_toolfilter.selection.pipeline import (
 from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
 from sk_toolfilter.selection.sticky import StickyLists
-from sk_toolfilter.selection.tool_source import (  # noqa: F401  (kernel_fingerprint: its 0.2 home)
-    KernelTools,
-    ToolSource,
-    kernel_fingerprint,
-)
+from sk_toolfilter.selection.tool_source import KernelTools, ToolSource
 from sk_toolfilter.selection.turns import Turn, split_turns
 from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
@@ -509,3 +506,6 @@ class ToolFilterManager:
         on_offer = [n for n in everything if allowed is None or n in allowed]
         offer = await self.offer(query, on_offer)
         return clone_with_functions(base_settings, offer.names) if offer.narrowed else base_settings
+
+
+__getattr__ = moved_attributes(__name__)

@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
+from sk_toolfilter.basics.errors import ConfigError, closest_names
 from sk_toolfilter.config import ToolFilterConfig, ToolOverride
-from sk_toolfilter.errors import ConfigError, closest_names
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from sk_toolfilter.basics.errors import ConfigError, IndexStoreError, install_line
 from sk_toolfilter.basics.redaction import library_logger, remember_secret
 from sk_toolfilter.config import IndexConfig
-from sk_toolfilter.errors import ConfigError, IndexStoreError, install_line
 from sk_toolfilter.store.co_usage_table import CoUsageTable
 from sk_toolfilter.store.outage import StoreOutage, first_line
 from sk_toolfilter.store.shared_catalog import Collection, SharedCatalog

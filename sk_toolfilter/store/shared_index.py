@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sk_toolfilter.basics.errors import ConfigError, IndexStoreError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import BM25Config, IndexConfig
-from sk_toolfilter.errors import ConfigError, IndexStoreError
 from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import embedding_model_id

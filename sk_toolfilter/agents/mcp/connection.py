@@ -35,8 +35,8 @@ from mcp import ClientSession, McpError, types
 from mcp.shared.message import SessionMessage
 
 from sk_toolfilter.agents.agent_file import MCPSource
+from sk_toolfilter.basics.errors import ToolFilterError, ToolSourceError
 from sk_toolfilter.basics.redaction import library_logger, redact_url
-from sk_toolfilter.errors import ToolFilterError, ToolSourceError
 
 logger = library_logger(__name__)
 
