@@ -164,23 +164,60 @@ class ToolOverride(StrictConfig):
 
 
 class RerankConfig(StrictConfig):
-    """The second stage: a model that reads the request and each shortlisted tool together and reorders
-    the first stage's shortlist (never adding a tool, never moving a pin; how many tools are sent stays
-    the first stage's decision). ``rerank: cross-encoder`` is short for ``{type: cross-encoder}``."""
+    """The second stage, between the first-stage ranking and the cut. ``cross-encoder``: the shipped
+    reranker reads the request and each shortlisted tool together and reorders the shortlist (how many
+    are sent stays the first stage's decision). ``llm``: the application's own chat model picks up to
+    ``top_k`` tools from the shortlist (names and one-line descriptions only; never a tool outside it;
+    any failure keeps the first stage's answer). ``rerank: llm`` is short for ``{type: llm}``."""
 
-    type: Literal["none", "cross-encoder"] = Field(
-        default="none", description="none: the first stage's order; cross-encoder: the shipped reranker reorders it."
+    type: Literal["none", "cross-encoder", "llm"] = Field(
+        default="none",
+        description="none: the first stage's order; cross-encoder: the shipped reranker reorders it; llm: the "
+        "application's chat model picks from the shortlist.",
     )
     shortlist: int = Field(
         default=10,
         ge=2,
         le=100,
-        description="How many of the first stage's best tools the reranker reads (10: chosen by leave-one-catalog-out; "
-        "each more costs time, see benchmarks/rerank_benchmark.py).",
+        description="How many of the first stage's best tools the second stage reads (cross-encoder: 10, chosen by "
+        "leave-one-catalog-out; llm: 20 unless set, where the first stage's top 20 holds every needed tool for 90 % "
+        "of requests on an unseen catalog). Each more costs time (and, with llm, tokens).",
     )
     model: str | None = Field(
-        default=None, description="A shipped reranker id or a folder with its model.json (default: the shipped one)."
+        default=None,
+        description="cross-encoder: a shipped reranker id or a folder with its model.json (default: the shipped one).",
     )
+    service_id: str | None = Field(
+        default=None,
+        description="llm: the kernel's chat service that picks (default: the agent's own chat model). A cheap model "
+        "beside a larger one for the answer is the usual setup.",
+    )
+    timeout_seconds: float = Field(
+        default=3.0, gt=0, le=120, description="llm: a pick not answered within this keeps the first stage's answer."
+    )
+    description_chars: int = Field(
+        default=160, ge=20, le=2000, description="llm: each tool's description, one line, cut to this many characters."
+    )
+    cache_size: int = Field(
+        default=1024, ge=0, le=1_000_000, description="llm: picks kept for repeated requests (0: none kept)."
+    )
+    cache_seconds: float = Field(default=600.0, ge=0, le=86_400, description="llm: how long a kept pick is reused.")
+
+    @model_validator(mode="after")
+    def _llm_reads_twenty(self) -> RerankConfig:
+        if self.type == "llm" and "shortlist" not in self.model_fields_set:
+            object.__setattr__(self, "shortlist", LLM_SHORTLIST)  # (validate_assignment would re-run this)
+        if self.type != "cross-encoder" and self.model is not None:
+            raise ValueError(f"rerank.model names a cross-encoder: it applies to type: cross-encoder, not {self.type}")
+        if self.type != "llm" and self.service_id is not None:
+            raise ValueError(
+                f"rerank.service_id names the picking chat service: it applies to type: llm, not {self.type}"
+            )
+        return self
+
+
+LLM_SHORTLIST = 20
+"""The shortlist the model picks from unless ``rerank.shortlist`` is set."""
 
 
 class DiscoveryConfig(StrictConfig):

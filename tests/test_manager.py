@@ -81,11 +81,14 @@ async def test_prepare_execution_settings_returns_a_clone_and_never_mutates_the_
         function_choice_behavior=FunctionChoiceBehavior.Auto(maximum_auto_invoke_attempts=3),
     )
     before = base.model_dump()
-    clone = await manager_for(bm25_index).prepare_execution_settings("send an email", base)
+    manager = manager_for(bm25_index)
+    clone = await manager.prepare_execution_settings("send an email", base)
     assert clone is not base
     assert base.model_dump() == before
     assert base.function_choice_behavior.filters is None
-    assert clone.function_choice_behavior.filters["included_functions"][0] == "Messaging-send_email"
+    included = clone.function_choice_behavior.filters["included_functions"]
+    selected = (await manager.select("send an email")).names
+    assert "Messaging-send_email" in included and sorted(included) == sorted(selected)
     assert clone.function_choice_behavior.maximum_auto_invoke_attempts == 3
     assert (clone.service_id, clone.temperature, clone.max_tokens) == ("svc", 0.3, 99)
     assert clone.extension_data["seed"] == 7

@@ -21,6 +21,7 @@ from sk_toolfilter.selection.refusals import refusal, report_refusal
 
 if TYPE_CHECKING:
     from sk_toolfilter.selection.manager import ToolFilterManager
+    from sk_toolfilter.selection.offer import Offer
 
 # The tools the latest model call of this task offered (None: nothing was narrowed, nothing is checked).
 # Agent Framework runs a turn's model calls and tool calls in one task (parallel tool calls in
@@ -38,6 +39,8 @@ class ToolFilterMiddleware(ChatMiddleware):
         """The names offered on the most recent model call (empty when no tools were sent)."""
         self.last_selection_seconds = 0.0
         """Time the most recent model call spent selecting its tools."""
+        self.last_offer: Offer | None = None
+        """The most recent model call's :class:`~sk_toolfilter.selection.offer.Offer` (evidence, second-stage cost)."""
 
     async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
         options = dict(context.options or {})
@@ -62,6 +65,7 @@ class ToolFilterMiddleware(ChatMiddleware):
         passthrough = [t for t in tools if id(t) not in ranked]
         history = to_chat_history(context.messages)
         offer = await self.manager.offer(history, list(by_name), strategy=self.query_strategy)
+        self.last_offer = offer
         self.last_selection_seconds = offer.seconds
         self.last_selection = list(offer.names)
         return [*(by_name[n] for n in offer.names), *passthrough]

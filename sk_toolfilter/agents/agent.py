@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from semantic_kernel import Kernel
+from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
 from typing_extensions import Self
 
@@ -19,6 +20,7 @@ from sk_toolfilter.agents.sources import add_sources
 from sk_toolfilter.basics.errors import ConfigError, ToolFilterError, closest_names, install_line, naming
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.config import ToolFilterConfig, ToolOverride
+from sk_toolfilter.integration.picker_chat import semantic_kernel_picker
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.integration.setup import create_tool_filter
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
@@ -26,9 +28,9 @@ from sk_toolfilter.selection.manager import ToolFilterManager
 
 if TYPE_CHECKING:
     from semantic_kernel.agents import ChatCompletionAgent
-    from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 
     from sk_toolfilter.agent_framework.setup import AgentFrameworkFilter
+    from sk_toolfilter.selection.pipeline import SecondStage
 
 
 @dataclass
@@ -199,6 +201,23 @@ def _with_catalog_name(spec: AgentSpec, config: ToolFilterConfig) -> ToolFilterC
     return config.updated(index=config.index.model_copy(update={"catalog": spec.name}))
 
 
+def _tool_picker(spec: AgentSpec, kernel: Kernel, chat_service: Any) -> SecondStage | None:
+    """The picker ``rerank: {type: llm}`` asks for (None for other second stages)."""
+    rerank = spec.tool_filtering.rerank
+    if rerank.type != "llm":
+        return None
+    if chat_service is not None and not isinstance(chat_service, ChatCompletionClientBase):
+        from sk_toolfilter.agent_framework.picker_chat import agent_framework_picker
+
+        return agent_framework_picker(rerank, chat_service)
+    if chat_service is None and rerank.service_id is None:
+        try:
+            chat_service = create_chat_service(spec.model)
+        except ConfigError as exc:
+            raise ConfigError(f"tool_filtering.rerank: type llm picks with the agent's model, and {exc}") from None
+    return semantic_kernel_picker(rerank, kernel, chat_service)
+
+
 def execution_settings(spec: AgentSpec, service: ChatCompletionClientBase) -> Any:
     """The agent's own execution settings: ``model.options`` plus automatic function calling."""
     settings_class = service.get_prompt_execution_settings_class()
@@ -215,6 +234,7 @@ async def open_toolset(
     progress: ProgressCallback | None = None,
     embed: bool = True,
     wait: bool = True,
+    chat_service: Any = None,
 ) -> Toolset:
     """Load an agent file's tool sources into a kernel and index them (no chat model needed).
     ``embed=False``: nothing is embedded (tools without a cached or stored vector rank with BM25).
@@ -225,6 +245,9 @@ async def open_toolset(
 
     With `kernel`, its plugins (the ones an SK declarative spec's ``type: function`` tools name) are
     the agent's too; when the file names ``functions``, the kernel's other functions are hidden.
+
+    ``rerank: {type: llm}`` picks with `chat_service` (an SK chat service or an Agent Framework chat
+    client), else the kernel's service ``rerank.service_id`` names, else the ``model:`` block's model.
     """
     spec = path if isinstance(path, AgentSpec) else load_agent_file(path)
     stack = contextlib.AsyncExitStack()
@@ -243,6 +266,7 @@ async def open_toolset(
             embedding_service=service if config.search_method != "bm25" else None,
             progress=progress,
             embed=embed,
+            second_stage=_tool_picker(spec, kernel, chat_service),
         )
         stack.push_async_callback(manager.aclose)
         if wait and embed:
@@ -309,7 +333,12 @@ async def load_agent(
     """
     spec = path if isinstance(path, AgentSpec) else load_agent_file(path)
     chosen = framework or spec.framework
-    tools = await open_toolset(spec, kernel=kernel, progress=progress)
+    rerank = spec.tool_filtering.rerank
+    if chat_service is None and rerank.type == "llm" and rerank.service_id is None:
+        # The picker and the agent share the agent's model (one client).
+        agent_framework = chosen == "agent-framework"
+        chat_service = create_agent_framework_client(spec.model) if agent_framework else create_chat_service(spec.model)
+    tools = await open_toolset(spec, kernel=kernel, progress=progress, chat_service=chat_service)
     try:
         if chosen == "agent-framework":
             return _agent_framework_agent(tools, chat_service)

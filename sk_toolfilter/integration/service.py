@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from semantic_kernel.contents import ChatHistory, ChatMessageContent, StreamingChatMessageContent
 
     from sk_toolfilter.selection.manager import ToolFilterManager
+    from sk_toolfilter.selection.offer import Offer
 
 logger = library_logger(__name__)
 
@@ -44,11 +45,18 @@ class FilteredChatCompletion(ChatCompletionClientBase):
     _offered: dict[int, list[Any]] = PrivateAttr(default_factory=dict)
     _last_selection: list[str] = PrivateAttr(default_factory=list)
     _last_seconds: float = PrivateAttr(default=0.0)
+    _last_offer: Any = PrivateAttr(default=None)
 
     @property
     def last_selection(self) -> list[str]:
         """The names offered on the most recent request (empty when no tools were sent)."""
         return list(self._last_selection)
+
+    @property
+    def last_offer(self) -> Offer | None:
+        """The most recent request's :class:`~sk_toolfilter.selection.offer.Offer` (its selection holds the
+        evidence and the second stage's cost); None before the first filtered request."""
+        return self._last_offer
 
     @property
     def last_selection_seconds(self) -> float:
@@ -112,6 +120,7 @@ class FilteredChatCompletion(ChatCompletionClientBase):
             logger.warning("sk-toolfilter: unrecognized tool format from %s; not filtering", type(self.inner))
             return
         offer = await manager.offer(chat_history, names_on_offer, strategy=self.query_strategy)
+        self._last_offer = offer
         self._last_seconds = offer.seconds
         self._last_selection = list(offer.names)
         if not offer.narrowed:

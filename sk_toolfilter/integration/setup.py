@@ -14,6 +14,7 @@ from semantic_kernel.connectors.ai.chat_completion_client_base import ChatComple
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.integration.guard import attach_execution_guard
+from sk_toolfilter.integration.picker_chat import semantic_kernel_picker
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.selection.discovery import DiscoveryPlugin, discovery_pins
 from sk_toolfilter.selection.manager import ToolFilterManager
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from semantic_kernel.functions import KernelPlugin
 
     from sk_toolfilter.basics.progress import ProgressCallback
+    from sk_toolfilter.selection.pipeline import SecondStage
 
 
 async def create_tool_filter(
@@ -33,6 +35,7 @@ async def create_tool_filter(
     embedding_service: EmbeddingGeneratorBase | None = None,
     progress: ProgressCallback | None = None,
     embed: bool = True,
+    second_stage: SecondStage | None = None,
 ) -> ToolFilterManager:
     """Index `kernel` and make it ready for filtered requests; returns the manager.
     ``embed=False`` embeds nothing: tools without a cached or stored vector are ranked with BM25
@@ -41,6 +44,10 @@ async def create_tool_filter(
     Adds the discovery plugin (``config.discovery``) before indexing, so it is pinned on every
     request; registers the execution guard and usage counting on `kernel`. Wrap chat services with
     :func:`wrap_chat_service` or :func:`enable_tool_filtering`.
+
+    ``rerank: {type: llm}``: `second_stage` picks (e.g. an :class:`~sk_toolfilter.LLMToolPicker`), else
+    the kernel's chat service ``rerank.service_id`` names (else its default chat service); a kernel
+    with none is a :class:`ConfigError` naming the key.
     """
     config = config or ToolFilterConfig()
     plugin = _add_discovery_plugin(kernel, config)
@@ -49,6 +56,14 @@ async def create_tool_filter(
     )
     if plugin is not None:
         plugin.bind(manager)
+    if config.rerank.type == "llm":
+        try:
+            manager.set_second_stage(second_stage or semantic_kernel_picker(config.rerank, kernel))
+        except BaseException:
+            await manager.aclose()
+            raise
+    elif second_stage is not None:
+        manager.set_second_stage(second_stage)
     attach_to_kernel(kernel, manager)
     return manager
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter._compat import moved_attributes
 from sk_toolfilter.agents.agent_file import AgentSpec, Framework, SampleQuery
 from sk_toolfilter.basics.errors import UnknownToolError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.tokenizer import count_json_tokens, count_tokens
-from sk_toolfilter.integration.service import wrap_chat_service
+from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
 from sk_toolfilter.measure.report_html import render_chart_svg, render_html, share_percent, shorten
 from sk_toolfilter.measure.token_report import (
     ConversationReport,
@@ -26,6 +26,7 @@ from sk_toolfilter.measure.token_report import (
     TokenReport,
     caching_line,
     methods_used,
+    picker_line,
     plural,
 )
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
@@ -34,7 +35,7 @@ from sk_toolfilter.selection.visibility import NameResolver
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
 
-    from sk_toolfilter.selection.manager import ToolFilterManager
+    from sk_toolfilter.selection.manager import Selection, ToolFilterManager
 
 
 def resolve_expected(queries: Sequence[SampleQuery], full_names: Sequence[str]) -> list[SampleQuery]:
@@ -53,6 +54,9 @@ def resolve_expected(queries: Sequence[SampleQuery], full_names: Sequence[str]) 
         resolved.append(item.model_copy(update={"expect": names}))
     return resolved
 
+
+Offered = Callable[[], "Selection | None"]
+"""The selection behind the latest filtered ("on") request."""
 
 Send = Callable[[str, list[tuple[str, str]]], Awaitable[str]]
 """``send(how, messages)``: one request for a conversation of ``(role, text)`` messages ("user",
@@ -80,9 +84,9 @@ async def build_token_report(
     """
     transport = RecordingTransport()
     if framework == "agent-framework":
-        send = _agent_framework_send(spec, kernel, manager, transport)
+        send, offered = _agent_framework_send(spec, kernel, manager, transport)
     else:
-        send = _semantic_kernel_send(spec, kernel, manager, transport)
+        send, offered = _semantic_kernel_send(spec, kernel, manager, transport)
     queries = resolve_expected(queries, [t.full_name for t in manager.index.tools])
     rows = []
     for done, item in enumerate(queries, 1):
@@ -92,8 +96,7 @@ async def build_token_report(
             bodies.append((transport.requests[-1], transport.raw_bodies[-1].decode("utf-8")))
         (off, off_raw), (on, on_raw) = bodies
         selected = [t["function"]["name"] for t in on.get("tools") or []]
-        ranking = (await manager.select(item.query)).ranking
-        method = ranking.method + (f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else "")
+        selection = offered()  # the selection behind what was sent (no second selection, no second pick)
         rows.append(
             QueryReport(
                 query=item.query,
@@ -106,7 +109,7 @@ async def build_token_report(
                 selected=selected,
                 expected=item.expect,
                 expected_sent=set(item.expect) <= set(selected) if item.expect else None,
-                method=method,
+                **_selection_fields(selection),
             )
         )
         if progress is not None:
@@ -135,9 +138,26 @@ async def build_token_report(
     )
 
 
+def _selection_fields(selection: Selection | None) -> dict[str, Any]:
+    """A query row's method and second-stage figures, read from the selection behind what was sent."""
+    if selection is None:
+        return {}
+    ranking = selection.ranking
+    fields: dict[str, Any] = {
+        "method": ranking.method + (f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else "")
+    }
+    stage = selection.second_stage
+    if stage is not None:
+        fields["picker"] = stage.note
+        fields["picker_input_tokens"] = int(stage.cost.get("input_tokens", 0))
+        fields["picker_output_tokens"] = int(stage.cost.get("output_tokens", 0))
+        fields["picker_seconds"] = float(stage.cost.get("seconds", 0.0))
+    return fields
+
+
 def _semantic_kernel_send(
     spec: AgentSpec, kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport
-) -> Send:
+) -> tuple[Send, Offered]:
     from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
     from semantic_kernel.contents import AuthorRole, ChatHistory, ChatMessageContent
 
@@ -168,12 +188,14 @@ def _semantic_kernel_send(
         reply = await service.get_chat_message_contents(history, request_settings, kernel=kernel)
         return str(reply[0].content or "")
 
-    return send
+    on = services["on"][0]
+    assert isinstance(on, FilteredChatCompletion)
+    return send, lambda: on.last_offer.selection if on.last_offer is not None else None
 
 
 def _agent_framework_send(
     spec: AgentSpec, kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport
-) -> Send:
+) -> tuple[Send, Offered]:
     from agent_framework import Message
 
     from sk_toolfilter.agent_framework.middleware import ToolFilterMiddleware
@@ -184,12 +206,10 @@ def _agent_framework_send(
     discovery = f"{manager.config.discovery.plugin_name}-"
     everything = [t for t in tool_filter.tools if not t.name.startswith(discovery)]
     model = spec.model.name
+    on = ToolFilterMiddleware(manager, "last_message")
     clients = {
         "off": (offline_agent_framework_client(transport, model), everything),
-        "on": (
-            offline_agent_framework_client(transport, model, [ToolFilterMiddleware(manager, "last_message")]),
-            tool_filter.tools,
-        ),
+        "on": (offline_agent_framework_client(transport, model, [on]), tool_filter.tools),
         "conversation": (
             offline_agent_framework_client(transport, model, [tool_filter.chat_middleware]),
             tool_filter.tools,
@@ -204,7 +224,7 @@ def _agent_framework_send(
         response = await client.get_response(sent, options={**spec.model.options, "tools": tools})
         return response.text or ""
 
-    return send
+    return send, lambda: on.last_offer.selection if on.last_offer is not None else None
 
 
 _CLIENTS = {
@@ -234,6 +254,8 @@ def render_terminal(report: TokenReport) -> str:
             "request, so filtering sends exactly what plain Semantic Kernel sends (no discovery tools either)"
         )
     lines.append(f"Ranked with: {methods_used(report)}")
+    if (picked := picker_line(report)) is not None:
+        lines.append(picked)
     if t["expected_tool_sent"]:
         lines.append(f"Expected tool sent: {t['expected_tool_sent']} queries")
     if report.conversation:
@@ -265,6 +287,8 @@ def render_markdown(report: TokenReport) -> str:
         f"| mean tools sent | {t['mean_tools_off']} | {t['mean_tools_on']} | |",
         "",
     ]
+    if (picked := picker_line(report)) is not None:
+        out += [picked + ".", ""]
     if t["expected_tool_sent"]:
         out += [f"Expected tool sent for {t['expected_tool_sent']} queries.", ""]
     if report.conversation:
@@ -292,13 +316,18 @@ def render_markdown(report: TokenReport) -> str:
         "| query | tools off | tools on | tokens off | tokens on | expected sent | selected |",
         "|---|---|---|---|---|---|---|",
     ]
+    picker = any(q.picker for q in report.queries)
+    if picker:
+        out[-2] = out[-2].replace(" | expected sent |", " | picker tokens | expected sent |")
+        out[-1] += "---|"
     for q in report.queries:
         expected = {True: "yes", False: "**no**", None: ""}[q.expected_sent]
         selected = ", ".join(f"`{s}`" for s in q.selected) or "(none)"
         query = q.query.replace("|", "\\|")
+        cost = f"{q.picker_tokens} | " if picker else ""
         out.append(
             f"| {query} | {q.tools_off} | {q.tools_on} | {q.tools_tokens_off} | {q.tools_tokens_on} | "
-            f"{expected} | {selected} |"
+            f"{cost}{expected} | {selected} |"
         )
     return "\n".join(out) + "\n"
 

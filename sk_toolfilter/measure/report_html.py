@@ -10,7 +10,7 @@ import math
 from html import escape
 from typing import TYPE_CHECKING
 
-from sk_toolfilter.measure.token_report import caching_line, methods_used
+from sk_toolfilter.measure.token_report import caching_line, methods_used, picker_line
 
 if TYPE_CHECKING:
     from sk_toolfilter.measure.token_report import TokenReport
@@ -142,6 +142,11 @@ def render_html(report: TokenReport) -> str:
         sent, total = (int(n) for n in t["expected_tool_sent"].split("/"))
         tone = "good" if sent == total else "bad"
         cards.append(_card(f"{sent} / {total}", "queries whose expected tools were sent", tone))
+    picked = picker_line(report)
+    if picked is not None:
+        cards.append(
+            _card(f"{t['net_saved_percent']:.1f}%", "tools tokens saved net of the tool picker's tokens", "good")
+        )
     rows = []
     for q in report.queries:
         expected = {True: "yes", False: '<span class="miss">no</span>', None: "–"}[q.expected_sent]
@@ -152,7 +157,8 @@ def render_html(report: TokenReport) -> str:
         rows.append(
             f"<tr><td>{escape(q.query)}</td><td class='num'>{q.tools_off}</td><td class='num'>{q.tools_on}</td>"
             f"<td class='num'>{q.tools_tokens_off:,}</td><td class='num'>{q.tools_tokens_on:,}</td>"
-            f"<td class='num'>{expected}</td><td>{selected}</td></tr>"
+            + (f"<td class='num'>{q.picker_tokens:,}</td>" if picked is not None else "")
+            + f"<td class='num'>{expected}</td><td>{selected}</td></tr>"
         )
     conversation = ""
     if report.conversation:
@@ -179,11 +185,14 @@ def render_html(report: TokenReport) -> str:
         f"tokenizer <code>{escape(report.encoding)}</code> · search <code>{escape(report.search_method)}</code> "
         f"(ranked with: {escape(methods_used(report))}) · "
         f"{len(report.queries)} sample queries. Tokens are counted on the <code>tools</code> array of the request "
-        "body Semantic Kernel's OpenAI connector sent, filtering off (every tool) and on.</p>"
+        "body Semantic Kernel's OpenAI connector sent, filtering off (every tool) and on."
+        + (f" {escape(picked)}." if picked is not None else "")
+        + "</p>"
         f"<section class='cards'>{''.join(cards)}</section>"
         f"<h2>Tool-schema tokens per request</h2><figure>{render_chart_svg(report, title=False)}</figure>"
         "<h2>Per query</h2><table><thead><tr><th class='query'>query</th><th class='num'>tools off</th>"
         "<th class='num'>tools on</th><th class='num'>tokens off</th><th class='num'>tokens on</th>"
-        f"<th class='num wide'>expected sent</th><th>tools sent</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
-        f"{conversation}</main></body></html>"
+        + ("<th class='num'>picker tokens</th>" if picked is not None else "")
+        + "<th class='num wide'>expected sent</th><th>tools sent</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>{conversation}</main></body></html>"
     )

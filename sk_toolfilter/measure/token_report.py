@@ -25,6 +25,16 @@ class QueryReport:
     expected_sent: bool | None = None
     method: str = ""
     """The method that ranked the request (``hybrid``, or ``bm25 (fallback: why)``)."""
+    picker: str = ""
+    """What the second stage (``rerank: {type: llm}``) did for this request ("" without one)."""
+    picker_input_tokens: int = 0
+    picker_output_tokens: int = 0
+    picker_seconds: float = 0.0
+
+    @property
+    def picker_tokens(self) -> int:
+        """Tokens the picking call cost (input and output): spent to save the tools tokens."""
+        return self.picker_input_tokens + self.picker_output_tokens
 
 
 def plural(count: int, noun: str) -> str:
@@ -83,6 +93,7 @@ class TokenReport:
             return sum(getattr(q, key) for q in self.queries)
 
         off, on = total("tools_tokens_off"), total("tools_tokens_on")
+        picker = sum(q.picker_tokens for q in self.queries)
         body_off, body_on = total("body_tokens_off"), total("body_tokens_on")
         checked = [q.expected_sent for q in self.queries if q.expected_sent is not None]
         n = max(len(self.queries), 1)
@@ -93,6 +104,9 @@ class TokenReport:
             "body_tokens_off": body_off,
             "body_tokens_on": body_on,
             "saved_percent": round(100.0 * (off - on) / off, 2) if off else 0.0,
+            "picker_tokens": picker,
+            "picker_tokens_per_request": round(picker / n, 1),
+            "net_saved_percent": round(100.0 * (off - on - picker) / off, 2) if off else 0.0,
             "body_saved_percent": round(100.0 * (body_off - body_on) / body_off, 2) if body_off else 0.0,
             "mean_tools_off": round(total("tools_off") / n, 2),
             "mean_tools_on": round(total("tools_on") / n, 2),
@@ -120,6 +134,21 @@ def methods_used(report: TokenReport) -> str:
     counts = Counter(q.method or report.search_method for q in report.queries)
     total = len(report.queries)
     return "; ".join(f"{method} for {n} of {total} {plural(total, 'request')}" for method, n in counts.most_common())
+
+
+def picker_line(report: TokenReport) -> str | None:
+    """The picker's cost and the savings net of it (None when no request used a picker)."""
+    if not any(q.picker for q in report.queries):
+        return None
+    t = report.totals
+    n = max(len(report.queries), 1)
+    calls = sum(q.picker_tokens > 0 for q in report.queries)
+    seconds = sum(q.picker_seconds for q in report.queries) / n
+    return (
+        f"The tool picker cost {t['picker_tokens_per_request']:,.1f} tokens per request ({calls} of {n} requests "
+        f"called it, {seconds:.2f} s per request); net of it, tools tokens saved {t['net_saved_percent']:.1f}% "
+        f"(gross {t['saved_percent']:.1f}%)"
+    )
 
 
 def caching_line(report: TokenReport) -> str:

@@ -151,7 +151,7 @@ async def rank_tools(
                 marks=content_marks(query),
             )
             no_tool_reason = verdict.reason() if verdict is not None else None
-    rerank = config.rerank if config.rerank.type != "none" and no_tool_reason is None else None
+    rerank = config.rerank if config.rerank.type == "cross-encoder" and no_tool_reason is None else None
     depth = limit if rerank is None or limit is None else max(limit, rerank.shortlist)
     lists = [rank_order(s.final, depth).tolist() for s in scored]
     order = lists[0] if len(lists) == 1 else _interleave(lists)

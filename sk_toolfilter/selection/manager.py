@@ -95,7 +95,7 @@ class ToolFilterManager:
                 )
             if name not in index:
                 raise UnknownToolError(f"tool_filtering.always_include[{position}]", name, index.names)
-        if self.config.rerank.type != "none":
+        if self.config.rerank.type == "cross-encoder":
             resolve_reranker(self.config.rerank.model)  # a wrong rerank.model fails here, not per request
         self._upkeep = CatalogUpkeep(index, self.config, self.policy)
         self._conversation_pins: dict[str, ConversationPins] = {}
@@ -316,6 +316,10 @@ class ToolFilterManager:
         record.fallback_reason, record.query = selection.ranking.fallback_reason, query
         if selection.ranking.rerank is not None:
             record.extra["sk_toolfilter.rerank"] = selection.ranking.rerank
+        if selection.second_stage is not None:
+            record.extra["sk_toolfilter.pick"] = selection.second_stage.note
+            for key, value in selection.second_stage.cost.items():
+                record.extra[f"sk_toolfilter.pick.{key}"] = value
         if self._catalog_tokens[0] is not catalog:  # summed once per catalog, not per selection
             self._catalog_tokens = (catalog, sum(self._schema_tokens(n) for n in catalog.searchable))
         record.tokens_all = self._catalog_tokens[1]
@@ -360,7 +364,7 @@ class ToolFilterManager:
         budget = self._budget(turn)
         outcome = await self._second_stage(request, ranking, snapshot, budget)
         if outcome is not None and outcome.picked is not None:
-            decisions = cut_to_pick(ranking, outcome, self._shortlist(), budget)
+            decisions = cut_to_pick(ranking, outcome, self._shortlist(), config.top_k)
         else:
             decisions = cut(ranking, config, snapshot)
         everything_fits = snapshot.count <= budget  # counted on the mask: no per-tool list on this path
@@ -383,12 +387,13 @@ class ToolFilterManager:
     async def _second_stage(
         self, request: SelectionRequest, ranking: Ranking, snapshot: Snapshot, budget: int
     ) -> StageOutcome | None:
-        """The second stage's outcome, or None without one (or with nothing to choose from)."""
+        """The second stage's outcome (it picks at most ``top_k``), or None without one or with nothing
+        to choose from (small talk, nothing ranked, or every candidate fits the budget anyway)."""
         if self._picker is None or ranking.no_tool_reason is not None or snapshot.count <= budget:
             return None
-        if len([t for t in ranking.tools if not t.name_match]) == 0:
+        if not any(t.evidence and not t.name_match for t in ranking.tools):
             return None
-        return await self._picker(request, ranking, budget)
+        return await self._picker(request, ranking, self.config.top_k)
 
     def _pins(
         self, request: SelectionRequest, config: ToolFilterConfig, snapshot: Snapshot, *, with_discovery: bool

@@ -90,6 +90,16 @@ class StageOutcome:
     note: str
     cost: dict[str, float] = field(default_factory=dict)
 
+    def describe(self) -> str:
+        """One line for ``explain``: what the stage did and what it cost."""
+        cost = self.cost
+        parts = []
+        if "input_tokens" in cost or "output_tokens" in cost:
+            parts.append(f"{cost.get('input_tokens', 0):,.0f} tokens in, {cost.get('output_tokens', 0):,.0f} out")
+        if "seconds" in cost:
+            parts.append(f"{cost['seconds']:.2f} s")
+        return f"{self.note} ({'; '.join(parts)})" if parts else self.note
+
 
 @dataclass(frozen=True)
 class Selection:
