@@ -128,7 +128,8 @@ def configuration_reference() -> str:
 AT_A_GLANCE = """
 ```text
 sk-toolfilter validate agent.yaml                      # load, connect, index; tool count per source
-sk-toolfilter search agent.yaml "email bob" --explain  # ranked tools, per-method scores, kept/cut and why
+sk-toolfilter search agent.yaml "email bob"            # the tools one request gets, best first
+sk-toolfilter explain agent.yaml "email bob"           # per tool: scores per method, kept/cut and why
 sk-toolfilter report agent.yaml [--queries FILE] [--out DIR] [--model-encoding o200k_base]
 sk-toolfilter index push agent.yaml                    # shared store: embed new/changed tools, switch version
 sk-toolfilter index status agent.yaml                  # shared store: its version vs this agent's tools
@@ -146,7 +147,8 @@ p50/p95; tool and query embeddings are cached, so re-runs only pay for ranking
 
 ```text
 for d in metatool bfcl seal_tools livemcpbench; do
-  sk-toolfilter eval --tools ../shared/benchmarks/$d/tools.jsonl --queries ../shared/benchmarks/$d/dev.jsonl --out eval/$d
+  sk-toolfilter eval --tools ../shared/benchmarks/$d/tools.jsonl \\
+    --queries ../shared/benchmarks/$d/dev.jsonl --out eval/$d
 done
 ```
 
@@ -165,9 +167,10 @@ def cli_reference() -> str:
     out = [
         "# CLI reference",
         "",
-        "Generated from the argument parser by `docs/gen_reference.py`. Every command exits 0 on success,",
-        "1 when the work found a problem it reports (e.g. `index push` with nothing to push), 2 on a usage or",
-        "configuration error, with one line naming the file and the key.",
+        "Generated from the argument parser by `docs/gen_reference.py`. Every command exits 0 on success;",
+        "2 when the input is wrong (a usage or configuration error: one line naming the file and the key);",
+        "1 when something failed at run time (an MCP server that does not start, a database or service that",
+        "does not answer, `index push` with nothing to push), with one line saying what.",
         "",
         AT_A_GLANCE.strip(),
         "",

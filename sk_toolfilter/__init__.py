@@ -34,6 +34,9 @@ _PUBLIC = {
     "sk_toolfilter.retrieval.metadata": ("ParameterMetadata", "ToolMetadata"),
     "sk_toolfilter.retrieval.search": ("Ranking", "ScoredTool", "rank_tools"),
     "sk_toolfilter.selection.manager": ("Selection", "ToolDecision", "ToolFilterManager"),
+    "sk_toolfilter.selection.llm_pick": ("LLMToolPicker",),
+    "sk_toolfilter.selection.offer": ("Offer",),
+    "sk_toolfilter.integration.picker_chat": ("semantic_kernel_picker_chat",),
     "sk_toolfilter.selection.settings": ("clone_with_functions",),
     "sk_toolfilter.selection.usage": ("UsageTracker",),
     "sk_toolfilter.agents.agent": ("load_agent",),
@@ -51,13 +54,16 @@ if TYPE_CHECKING:
         UnknownToolError,
     )
     from sk_toolfilter.config import BM25Config, EmbeddingConfig, RerankConfig, ToolFilterConfig
+    from sk_toolfilter.integration.picker_chat import semantic_kernel_picker_chat
     from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
     from sk_toolfilter.integration.setup import attach_to_kernel, create_tool_filter, enable_tool_filtering
     from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, create_embedding_service
     from sk_toolfilter.retrieval.index import ToolIndex
     from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
     from sk_toolfilter.retrieval.search import Ranking, ScoredTool, rank_tools
+    from sk_toolfilter.selection.llm_pick import LLMToolPicker
     from sk_toolfilter.selection.manager import Selection, ToolDecision, ToolFilterManager
+    from sk_toolfilter.selection.offer import Offer
     from sk_toolfilter.selection.settings import clone_with_functions
     from sk_toolfilter.selection.usage import UsageTracker
 
@@ -80,7 +86,9 @@ __all__ = [
     "EmbeddingConfig",
     "EmbeddingServiceError",
     "FilteredChatCompletion",
+    "LLMToolPicker",
     "LocalEmbeddingGenerator",
+    "Offer",
     "ParameterMetadata",
     "Ranking",
     "RerankConfig",
@@ -104,5 +112,6 @@ __all__ = [
     "enable_tool_filtering",
     "load_agent",
     "rank_tools",
+    "semantic_kernel_picker_chat",
     "wrap_chat_service",
 ]

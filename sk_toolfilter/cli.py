@@ -1,4 +1,4 @@
-"""The ``sk-toolfilter`` command line: validate, search, report, index, chat, eval.
+"""The ``sk-toolfilter`` command line: validate, search, explain, report, index, chat, eval.
 
 A thin layer over the library. Exit codes: 0 success; 2 usage error — bad flags or a bad agent file
 (any :class:`ConfigError`); 1 runtime failure. Either way one line on stderr, never a traceback
@@ -66,7 +66,9 @@ def _print_counts(tools: Any) -> None:
     for name, reason in tools.skipped_sources.items():
         print(f"  {name}: skipped (optional): {' '.join(reason.split())}")
     total = tools.manager.catalog_size
-    print(f"  total: {total} {plural(total, 'tool')} indexed", end="")
+    discovery = len(tools.manager.discovery_names)
+    extra = f" (+ {discovery} discovery {plural(discovery, 'tool')})" if discovery else ""
+    print(f"  total: {total} {plural(total, 'tool')}{extra} indexed", end="")
     index = tools.manager.index
     if index.vectors_pending:
         print(f" (BM25 for now: {index.vectors_pending}; without --no-wait the command waits for them)")
@@ -347,16 +349,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_no_wait(p)
     p.set_defaults(run=cmd_validate)
 
-    p = sub.add_parser("search", help="rank the tools of an agent file for a query")
-    p.add_argument("agent", help="agent YAML file")
-    p.add_argument("query")
-    p.add_argument("--method", choices=["semantic", "bm25", "hybrid"])
-    p.add_argument("--top-k", type=positive_int, help="tools to keep (overrides the file)")
-    p.add_argument("--explain", action="store_true", help="per tool: scores per method, why kept or cut")
-    p.add_argument("--limit", type=positive_int, default=20, help="rows of --explain (default 20)")
-    p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
-    _add_no_wait(p)
-    p.set_defaults(run=cmd_search)
+    for command, text in (
+        ("search", "rank the tools of an agent file for a query"),
+        ("explain", "why each tool is sent or not for a query (search --explain): scores, cut, pins, the pick"),
+    ):
+        p = sub.add_parser(command, help=text)
+        p.add_argument("agent", help="agent YAML file")
+        p.add_argument("query")
+        p.add_argument("--method", choices=["semantic", "bm25", "hybrid"])
+        p.add_argument("--top-k", type=positive_int, help="tools to keep (overrides the file)")
+        if command == "search":
+            p.add_argument("--explain", action="store_true", help="per tool: scores per method, why kept or cut")
+        p.add_argument("--limit", type=positive_int, default=20, help="rows of the explanation (default 20)")
+        p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
+        _add_no_wait(p)
+        p.set_defaults(run=cmd_search, explain=command == "explain")
 
     p = sub.add_parser("report", help="token-savings report: tools payload with filtering off vs on")
     p.add_argument("agent", help="agent YAML file")
@@ -407,6 +414,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", default="bm25,semantic,hybrid")
     p.add_argument("--k", default="1,3,5,10", help="cut-offs for recall@k and complete@k")
     p.add_argument("--by-category", action="store_true", help="also report metrics per query category")
+    p.add_argument(
+        "--rerank",
+        choices=("none", "oracle", "llm"),
+        default="none",
+        help="also measure a second stage over the first stage's shortlist (rerank.shortlist, 20 unless set): "
+        "oracle = the best possible pick (the ceiling), llm = the chat model picking (the agent's model, or "
+        "OPENAI_API_KEY / OPENAI_BASE_URL); --queries only",
+    )
     p.add_argument("--out", help="folder for eval.json and eval.md")
     p.add_argument("--limit", type=positive_int, help="evaluate only the first N queries")
     p.set_defaults(run=cmd_eval)

@@ -23,7 +23,6 @@ from sk_toolfilter.agent_framework import (
 from sk_toolfilter.agents.agent import LoadedAgentFrameworkAgent, load_agent, open_toolset
 from sk_toolfilter.agents.agent_file import parse_agent
 from sk_toolfilter.basics.errors import ConfigError
-from sk_toolfilter.measure.conversations import load_steps, replay_conversations
 from sk_toolfilter.measure.report import build_token_report
 from sk_toolfilter.measure.wire import RecordingTransport, offline_agent_framework_client, text_reply, tool_call_reply
 from sk_toolfilter.retrieval.metadata import openai_tool_definition, tool_from_function
@@ -271,28 +270,6 @@ async def test_the_token_report_is_the_same_in_both_frameworks():
     assert [q.tools_tokens_off for q in af.queries] == [q.tools_tokens_off for q in sk.queries]
     assert af.totals["saved_percent"] > 50
     assert af.conversation is not None and af.conversation.tools_per_request == sk.conversation.tools_per_request
-
-
-@pytest.mark.skipif(not (BENCHMARKS / "bfcl_multiturn" / "dev.jsonl").is_file(), reason="needs ../shared/benchmarks")
-@pytest.mark.parametrize("selection_mode", ["fresh", "sticky"])
-async def test_multi_turn_replay_gives_the_same_steps_through_both_frameworks(selection_mode):
-    steps = load_steps(BENCHMARKS / "bfcl_multiturn" / "dev.jsonl")
-    keep = list(dict.fromkeys(s.conversation for s in steps))[:3]
-    steps = [s for s in steps if s.conversation in keep]
-    spec = parse_agent(
-        {
-            "name": "bfcl",
-            "tools": [{"type": "catalog", "name": "bfcl", "path": str(BENCHMARKS / "bfcl_multiturn" / "tools.jsonl")}],
-            "tool_filtering": {"selection_mode": selection_mode},
-        },
-        source="test",
-    )
-    sent = {}
-    for framework in ("semantic-kernel", "agent-framework"):
-        async with await open_toolset(spec) as toolset:
-            replay = await replay_conversations(toolset.kernel, toolset.manager, steps, framework=framework)
-        sent[framework] = [r.sent for r in replay.steps]
-    assert sent["agent-framework"] == sent["semantic-kernel"]
 
 
 async def test_an_mcp_server_of_an_agent_file_runs_in_agent_framework(tmp_path):

@@ -30,13 +30,20 @@ def bm25_agent(tmp_path):
 def test_validate_prints_tool_counts_per_source(bm25_agent, capsys):
     assert main(["validate", str(bm25_agent)]) == 0
     out = capsys.readouterr().out
-    assert "atlas: OK" in out and "Files: 8 tools" in out and "total: 46 tools indexed" in out
+    assert "atlas: OK" in out and "Files: 8 tools" in out and "total: 46 tools (+ 2 discovery tools) indexed" in out
 
 
 def test_search_explain_shows_scores_and_reasons(bm25_agent, capsys):
     assert main(["search", str(bm25_agent), "email bob", "--explain", "--top-k", "2"]) == 0
     out = capsys.readouterr().out
     assert "Messaging-send_email" in out and "bm25=1.00" in out and "cut: beyond top_k=2" in out
+
+
+def test_the_explain_command_says_what_search_explain_says(bm25_agent, capsys):
+    assert main(["search", str(bm25_agent), "email bob", "--explain", "--top-k", "2"]) == 0
+    searched = capsys.readouterr().out
+    assert main(["explain", str(bm25_agent), "email bob", "--top-k", "2"]) == 0
+    assert capsys.readouterr().out == searched
 
 
 def test_report_writes_its_files(bm25_agent, tmp_path, capsys):

@@ -52,6 +52,30 @@ async def test_bad_plugin_sources_are_errors_naming_the_source(import_path, mess
     assert "tools[0] (P)" in str(info.value) and message in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("import no_such_dependency_xyz\n", "was found, but importing it failed: it imports 'no_such_dependency_xyz'"),
+        ("raise RuntimeError('no config file')\n", "was found, but importing it failed (RuntimeError: no config file)"),
+        ("def broken(:\n", "has a syntax error"),
+    ],
+    ids=["missing-dependency", "raises", "syntax-error"],
+)
+async def test_a_plugin_module_whose_own_import_fails_is_not_reported_as_missing(tmp_path, code, message):
+    module = f"user_plugin_{abs(hash(code)) % 10_000}"
+    (tmp_path / f"{module}.py").write_text(code)
+    with pytest.raises(ConfigError) as info:
+        await load([{"type": "plugin", "name": "P", "import": f"{module}:Plugin"}], base_dir=tmp_path)
+    text = str(info.value)
+    assert text.startswith("tools[0] (P).import: ") and message in text and "no module of that name" not in text
+
+
+async def test_a_catalog_that_cannot_be_read_names_its_key(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        await load([{"type": "catalog", "name": "bfcl", "path": "nothere/tools.jsonl"}], base_dir=tmp_path)
+    assert str(info.value).startswith("tools[0] (bfcl).path: ") and "nothere/tools.jsonl" in str(info.value)
+
+
 async def test_optional_sources_that_fail_are_skipped(caplog):
     _, counts, _ = await load(
         [

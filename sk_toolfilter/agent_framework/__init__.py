@@ -22,6 +22,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ToolFilterError(f"Agent Framework is not installed: {install_line('agent-framework')}") from exc
 
 from sk_toolfilter.agent_framework.middleware import ToolFilterMiddleware, ToolGuardMiddleware
+from sk_toolfilter.agent_framework.picker_chat import agent_framework_picker_chat
 from sk_toolfilter.agent_framework.setup import AgentFrameworkFilter, create_agent_framework_filter
 from sk_toolfilter.agent_framework.tools import AgentFrameworkTools, kernel_function_tool, tool_from_agent_framework
 
@@ -30,6 +31,7 @@ __all__ = [
     "AgentFrameworkTools",
     "ToolFilterMiddleware",
     "ToolGuardMiddleware",
+    "agent_framework_picker_chat",
     "create_agent_framework_filter",
     "kernel_function_tool",
     "tool_from_agent_framework",

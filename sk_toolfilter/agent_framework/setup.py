@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from agent_framework import FunctionTool, normalize_tools
 
 from sk_toolfilter.agent_framework.middleware import ToolFilterMiddleware, ToolGuardMiddleware
+from sk_toolfilter.agent_framework.picker_chat import agent_framework_picker
 from sk_toolfilter.agent_framework.tools import AgentFrameworkTools, function_tools, kernel_function_tool
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.config import ToolFilterConfig
@@ -67,11 +68,20 @@ async def create_agent_framework_filter(
     *,
     embedding_service: EmbeddingService | None = None,
     progress: ProgressCallback | None = None,
+    chat_client: Any = None,
 ) -> AgentFrameworkFilter:
     """Index Agent Framework tools (``FunctionTool``, ``@tool`` functions, plain callables, connected
     MCP tools) and return the filter to give an ``Agent``: its ``tools`` (plus the discovery tools)
-    and its ``middleware``. The manager follows the returned tool list."""
+    and its ``middleware``. The manager follows the returned tool list.
+
+    ``rerank: {type: llm}`` picks with `chat_client` (an Agent Framework chat client: a cheap model
+    beside the agent's, or the agent's own); without one it is a :class:`ConfigError`."""
     config = config or ToolFilterConfig()
+    if config.rerank.type == "llm" and chat_client is None:
+        raise ConfigError(
+            "tool_filtering.rerank: type llm needs a chat client to pick with: "
+            "create_agent_framework_filter(tools, config, chat_client=client)"
+        )
     given = list(normalize_tools(tools))
     for position, item in enumerate(given):
         if not isinstance(item, FunctionTool | Mapping):  # a hosted tool is a mapping; the rest is no tool
@@ -95,6 +105,8 @@ async def create_agent_framework_filter(
     if plugin is not None:
         plugin.bind(manager)
         manager.set_conversation_pins("discovery", discovery_pins(manager))
+    if config.rerank.type == "llm":
+        manager.set_second_stage(agent_framework_picker(config.rerank, chat_client))
     return AgentFrameworkFilter(manager, given)
 
 

@@ -45,8 +45,23 @@ def _import_object(path: str, where: str, base_dir: Path) -> Any:
     module_name, _, attribute = path.partition(":")
     try:
         module = _import_module(module_name, base_dir)
-    except ImportError as exc:
-        raise ConfigError(f"{where}: cannot import module {module_name!r} ({exc})") from None
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and module_name != missing and not module_name.startswith(f"{missing}."):
+            raise ConfigError(
+                f"{where}: module {module_name!r} was found, but importing it failed: it imports {missing!r}, "
+                "which is not installed in this environment"
+            ) from None
+        raise ConfigError(
+            f"{where}: cannot import module {module_name!r}: no module of that name ({exc}); check the name, or "
+            "put the module beside the agent file"
+        ) from None
+    except SyntaxError as exc:
+        raise ConfigError(f"{where}: module {module_name!r} has a syntax error ({exc.filename}:{exc.lineno})") from None
+    except Exception as exc:  # the module's own code failed while it was imported
+        raise ConfigError(
+            f"{where}: module {module_name!r} was found, but importing it failed ({type(exc).__name__}: {exc})"
+        ) from None
     if not attribute:
         return module
     target: Any = module
@@ -166,7 +181,10 @@ async def _add_source(
         _claim(source.name, where, owners)
         return len(add_native_plugin(kernel, source, spec, where).functions)
     if isinstance(source, CatalogSource):
-        plugins = catalog_plugins(source, spec)
+        try:
+            plugins = catalog_plugins(source, spec)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}.path: {exc}") from None
         for plugin in plugins:
             _claim(plugin.name, where, owners)
         for plugin in plugins:

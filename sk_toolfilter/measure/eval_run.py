@@ -8,7 +8,7 @@ import json
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
@@ -22,12 +22,22 @@ from sk_toolfilter.basics.redaction import redact_config
 from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.measure.conversations import load_steps, render_summary, replay_conversations
-from sk_toolfilter.measure.evaluation import LabelledQuery, MethodResult, evaluate_method, load_queries, results_to_json
+from sk_toolfilter.measure.evaluation import (
+    LabelledQuery,
+    MethodResult,
+    RerankMode,
+    evaluate_method,
+    load_queries,
+    results_to_json,
+)
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import cached, create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
 from sk_toolfilter.store.shared_index import SharedIndex
+
+if TYPE_CHECKING:
+    from sk_toolfilter.selection.pipeline import SecondStage
 
 COLUMNS = ("recall@1", "recall@3", "recall@5", "recall@10", "complete@5", "ndcg@10", "mrr", "mean_tools_sent")
 
@@ -70,12 +80,39 @@ def _with_sent_gold(query: LabelledQuery, index: ToolIndex) -> LabelledQuery:
 
 def render_table(results: list[MethodResult], columns: tuple[str, ...] = COLUMNS) -> str:
     names = (*columns, "tokens_sent", "p50_ms")
+    if any("picker_tokens" in r.metrics for r in results):
+        names = (*names, "picker_tokens")
     widths = [max(10, len(c) + 2) for c in names]
-    rows = [f"{'method':10}" + "".join(f"{c:>{w}}" for c, w in zip(names, widths, strict=True))]
+    first = max(10, *(len(r.method) + 1 for r in results))
+    rows = [f"{'method':{first}}" + "".join(f"{c:>{w}}" for c, w in zip(names, widths, strict=True))]
     for r in results:
         values = [r.metrics.get(c, float("nan")) for c in names]
-        rows.append(f"{r.method:10}" + "".join(f"{v:{w}.3f}" for v, w in zip(values, widths, strict=True)))
+        rows.append(f"{r.method:{first}}" + "".join(f"{v:{w}.3f}" for v, w in zip(values, widths, strict=True)))
     return "\n".join(rows)
+
+
+def picking_config(config: ToolFilterConfig) -> ToolFilterConfig:
+    """`config` with ``rerank: llm`` (its shortlist, timeout and cache kept where they were set): what
+    ``eval --rerank oracle|llm`` measures."""
+    if config.rerank.type == "llm":
+        return config
+    given = config.rerank.model_dump(exclude_unset=True, exclude={"type", "model"})
+    return config.updated(rerank={**given, "type": "llm"})
+
+
+def eval_picker(args: argparse.Namespace, config: ToolFilterConfig) -> SecondStage:
+    """``eval --rerank llm``: the picker on the agent file's model (``--agent``), else on the model the
+    environment names (OPENAI_API_KEY, OPENAI_BASE_URL)."""
+    from sk_toolfilter.agents.agent import create_chat_service
+    from sk_toolfilter.agents.agent_file import ModelSpec
+    from sk_toolfilter.integration.picker_chat import semantic_kernel_picker
+
+    model = load_agent_file(args.agent).model if args.agent else ModelSpec()
+    try:
+        service = create_chat_service(model)
+    except ConfigError as exc:
+        raise ConfigError(f"--rerank llm picks with a chat model, and {exc}") from None
+    return semantic_kernel_picker(config.rerank, service=service)
 
 
 def render_markdown(results: list[MethodResult], n_queries: int, n_tools: int, by_category: bool) -> str:
@@ -95,8 +132,11 @@ def render_markdown(results: list[MethodResult], n_queries: int, n_tools: int, b
 
 
 def apply_overrides(config: ToolFilterConfig, assignments: list[str]) -> ToolFilterConfig:
-    """`config` with ``KEY=VALUE`` settings applied (dotted keys for nested blocks; YAML values)."""
-    data = config.model_dump(mode="python")
+    """`config` with ``KEY=VALUE`` settings applied (dotted keys for nested blocks; YAML values). What
+    the configuration did not set stays unset (a default that depends on another key still follows it)."""
+    from pydantic import BaseModel
+
+    data = config.model_dump(mode="python", exclude_unset=True)
     for assignment in assignments:
         key, sep, raw = assignment.partition("=")
         if not sep or not key.strip():
@@ -105,13 +145,17 @@ def apply_overrides(config: ToolFilterConfig, assignments: list[str]) -> ToolFil
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
             value = raw
-        target = data
+        target: dict[str, Any] = data
+        model: type[BaseModel] | None = ToolFilterConfig
         *parents, leaf = key.strip().split(".")
         for parent in parents:
-            if not isinstance(target.get(parent), dict):
+            info = model.model_fields.get(parent) if model is not None else None
+            block = info.annotation if info is not None else None
+            if model is not None and not (isinstance(block, type) and issubclass(block, BaseModel)):
                 raise ConfigError(f"--set {key}: tool_filtering has no block {parent!r}")
-            target = target[parent]
-        if leaf not in target:
+            target = target.setdefault(parent, {})
+            model = block if isinstance(block, type) and issubclass(block, BaseModel) else None
+        if model is not None and leaf not in model.model_fields:
             raise ConfigError(f"--set {key}: unknown tool_filtering setting {leaf!r}")
         target[leaf] = value
     return ToolFilterConfig.from_mapping(data)
@@ -134,6 +178,11 @@ async def run_conversation_eval(args: argparse.Namespace) -> int:
     """``eval --conversations``: replay recorded conversations through the real wrapper and score each step."""
     from sk_toolfilter.agents.agent import open_toolset
 
+    if getattr(args, "rerank", "none") != "none":
+        raise ConfigError(
+            "--rerank measures labelled queries (--queries); a replay of --conversations runs the agent's own "
+            "rerank setting"
+        )
     steps = load_steps(args.conversations)
     if args.limit:
         keep = list(dict.fromkeys(s.conversation for s in steps))[: args.limit]
@@ -203,18 +252,24 @@ async def run_eval(args: argparse.Namespace) -> int:
             raise ConfigError(f"--queries: gold tools not in the catalog: {shown}{more}")
         tool_tokens = np.array([count_json_tokens(openai_tool_definition(t)) for t in index.tools])
         results = []
+        modes: list[RerankMode] = ["none"] if args.rerank == "none" else ["none", args.rerank]
+        picked = picking_config(config) if args.rerank != "none" else config
+        picker = eval_picker(args, picked) if args.rerank == "llm" else None
         for method in methods:
-            result = await evaluate_method(
-                index,
-                queries,
-                method,
-                config,
-                ks,
-                progress=Progress(f"querying ({method})", unit="queries"),
-                tool_tokens=tool_tokens,
-            )
-            result.metrics["tokens_all"] = float(tool_tokens.sum())
-            results.append(result)
+            for mode in modes:
+                result = await evaluate_method(
+                    index,
+                    queries,
+                    method,
+                    picked if mode != "none" else config,
+                    ks,
+                    progress=Progress(f"querying ({method}{'' if mode == 'none' else ', ' + mode})", unit="queries"),
+                    tool_tokens=tool_tokens,
+                    rerank=mode,
+                    picker=picker,
+                )
+                result.metrics["tokens_all"] = float(tool_tokens.sum())
+                results.append(result)
     finally:
         for close in closers:
             await close()

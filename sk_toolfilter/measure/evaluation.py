@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -18,6 +18,10 @@ from sk_toolfilter.measure.metrics import complete_at_k, ndcg_at_k, recall_at_k,
 from sk_toolfilter.retrieval.cutoff import apply_cutoff
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.search import rank_tools
+from sk_toolfilter.selection.pipeline import SelectionRequest
+
+if TYPE_CHECKING:
+    from sk_toolfilter.selection.pipeline import SecondStage
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,24 @@ def _aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
     return {key: float(np.mean([r[key] for r in rows])) for key in rows[0]} if rows else {}
 
 
+RerankMode = Literal["none", "oracle", "llm"]
+"""``eval --rerank``: the first stage alone; the best possible pick from its shortlist (the ceiling of
+any second stage); or the configured chat model picking (:class:`~sk_toolfilter.LLMToolPicker`)."""
+
+
+def oracle_pick(ranked: Sequence[str], gold: Sequence[str], shortlist: int, limit: int) -> list[str]:
+    """The best pick a second stage could make: the gold tools among the first `shortlist`, at most
+    `limit`, in ranking order (what a perfect picker reading the shortlist would send)."""
+    wanted = set(gold)
+    return [name for name in ranked[:shortlist] if name in wanted][:limit]
+
+
+def picked_first(ranked: Sequence[str], picked: Sequence[str]) -> list[str]:
+    """The ranking a pick gives: the picked tools, then the rest in the first stage's order."""
+    chosen = set(picked)
+    return [*picked, *(n for n in ranked if n not in chosen)]
+
+
 async def evaluate_method(
     index: ToolIndex,
     queries: Sequence[LabelledQuery],
@@ -85,13 +107,18 @@ async def evaluate_method(
     *,
     progress: Callable[[int, int], None] | None = None,
     tool_tokens: np.ndarray | None = None,
+    rerank: RerankMode = "none",
+    picker: SecondStage | None = None,
 ) -> MethodResult:
     """Rank every query with `method`; strict metrics (only gold names count).
 
-    With `tool_tokens` (schema tokens per catalog position), also the mean ``tokens_sent``.
+    With `tool_tokens` (schema tokens per catalog position), also the mean ``tokens_sent``. With
+    ``rerank="oracle"`` the ranking is reordered by :func:`oracle_pick` (``rerank.shortlist`` deep,
+    ``top_k`` picked); with ``rerank="llm"`` by `picker` (whose tokens are counted: ``picker_tokens``).
     """
     method_config = config.model_copy(update={"search_method": method})
-    depth = max(max(ks), 10, config.top_k)
+    shortlist = config.rerank.shortlist if rerank != "none" else 0
+    depth = max(max(ks), 10, config.top_k, shortlist)
     rows: list[dict[str, float]] = []
     categories: dict[str, list[dict[str, float]]] = {}
     latencies = []
@@ -105,12 +132,24 @@ async def evaluate_method(
             for d in apply_cutoff(ranking.tools, method_config, no_tool_reason=ranking.no_tool_reason)
             if d.kept
         ]
+        pick_tokens = 0.0
+        if rerank == "oracle":
+            sent = oracle_pick(ranked, item.gold, shortlist, config.top_k) or sent
+            ranked = picked_first(ranked, sent)
+        elif rerank == "llm" and picker is not None:
+            outcome = await picker(SelectionRequest(item.query), ranking, config.top_k)
+            pick_tokens = outcome.cost.get("input_tokens", 0.0) + outcome.cost.get("output_tokens", 0.0)
+            if outcome.picked is not None:
+                sent = outcome.picked
+                ranked = picked_first(ranked, sent)
         row = {f"recall@{k}": recall_at_k(ranked, item.gold, k) for k in ks}
         row.update({f"complete@{k}": complete_at_k(ranked, item.gold, k) for k in ks})
         row["ndcg@10"] = ndcg_at_k(ranked, item.gold, 10)
         row["mrr"] = reciprocal_rank(ranked, item.gold)
         row["recall_sent"] = recall_at_k(sent, item.gold, len(sent)) if sent else 0.0
         row["mean_tools_sent"] = float(len(sent))
+        if rerank == "llm":
+            row["picker_tokens"] = pick_tokens
         if tool_tokens is not None:
             row["tokens_sent"] = float(sum(tool_tokens[index.position(n)] for n in sent))
         rows.append(row)
@@ -121,7 +160,8 @@ async def evaluate_method(
     if latencies:
         metrics["p50_ms"] = float(np.percentile(latencies, 50))
         metrics["p95_ms"] = float(np.percentile(latencies, 95))
-    return MethodResult(method, metrics, {c: _aggregate(r) for c, r in sorted(categories.items())})
+    name = method if rerank == "none" else f"{method}+{rerank}@{shortlist}"
+    return MethodResult(name, metrics, {c: _aggregate(r) for c, r in sorted(categories.items())})
 
 
 def results_to_json(
