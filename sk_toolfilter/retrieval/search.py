@@ -111,88 +111,28 @@ async def rank_tools(
     query = (query or "")[:MAX_QUERY_CHARS]
     if not query.strip() or len(index) == 0:
         return Ranking(query, requested, requested)
-
     if mask is not None and mask.all():
         mask = None  # nothing to remove: skip the masking passes
     texts = _query_texts(query, config)
-
-    vectors, fallback_reason = None, None
-    if requested != "bm25":
-        if index.vectors_pending:
-            fallback_reason = index.vectors_pending  # one whole BM25 index until every vector is there
-        elif not index.has_embeddings:
-            fallback_reason = index.vectors_failed or "the index has no embedding service"
-        else:
-            try:
-                vectors = await index.embed_queries([*texts, *prefetch])
-            except EmbeddingServiceError as exc:
-                # The circuit breaker logs one warning per incident; per request only at debug level.
-                fallback_reason = f"query embedding failed ({exc})"
-                logger.debug("sk-toolfilter: %s; using BM25 for this request", fallback_reason)
-
+    vectors, fallback_reason = await _request_vectors(index, [*texts, *prefetch], config)
     scored = [
         _score_text(index, text, None if vectors is None else vectors[i], config, mask) for i, text in enumerate(texts)
     ]
     whole = scored[0]
-    method, final, cosines = whole.method, whole.final, whole.raw.get("semantic")
-    no_tool_reason = None
-    if vectors is not None and cosines is not None and config.no_tool_margin is not None:
-        subjects = subject_words(query)
-        short = len(subjects) <= max(MAX_SUBJECT_WORDS, MAX_CLEAR_SUBJECT_WORDS)
-        small_talk = await index.small_talk_vectors() if short else None
-        if small_talk is not None:
-            allowed_cosines = cosines if mask is None else cosines[mask]
-            verdict = judge_small_talk(
-                vectors[0],
-                small_talk,
-                allowed_cosines,
-                config.no_tool_margin,
-                subject_count=len(subjects),
-                marks=content_marks(query),
-            )
-            no_tool_reason = verdict.reason() if verdict is not None else None
-    rerank = config.rerank if config.rerank.type == "cross-encoder" and no_tool_reason is None else None
-    depth = limit if rerank is None or limit is None else max(limit, rerank.shortlist)
-    lists = [rank_order(s.final, depth).tolist() for s in scored]
-    order = lists[0] if len(lists) == 1 else _interleave(lists)
-    if len(scored) > 1:
-        final = np.maximum.reduce([s.final for s in scored])
+    cosines = whole.raw.get("semantic")
+    no_tool_reason = await _small_talk_reason(index, query, vectors, cosines, mask, config)
+    final = whole.final if len(scored) == 1 else np.maximum.reduce([s.final for s in scored])
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
-    second: SecondStage | None = None
-    first_stage_scores: list[float] = []
-    if rerank is not None and len(order) > 1:
-        second = await rerank_lists(index, query, lists, order[: rerank.shortlist], rerank)
-        if second.lists is not None:  # the scores the cut would have seen, named tools (always first) aside
-            named_set = set(named)
-            first_stage_scores = [float(final[i]) for i in order[:limit] if i not in named_set]
-            reordered = second.lists[0] if len(lists) == 1 else _interleave(second.lists)
-            kept = set(reordered)
-            order = reordered + [i for i in order if i not in kept]  # beyond the shortlist: first-stage order
-    order = order[:limit]
-
+    order, second, first_stage_scores = await _ordered(
+        index, query, scored, final, named, limit, config if no_tool_reason is None else None
+    )
     without_evidence = []
     if not order and cosines is not None:
         without_evidence = _closest_without_evidence(index, cosines, mask, config, whole.raw.get("bm25"))
         if no_tool_reason is not None:  # small talk: that is the reason the user needs to read
             without_evidence = [(name, f"{why}; and {no_tool_reason}") for name, why in without_evidence]
     order = list(dict.fromkeys([*named, *order]))[:limit]
-    named_set = set(named)
-    if second is not None and second.lists is not None:
-        # The second stage decides the order; the first stage's scores, position by position, decide how many
-        # are sent (the cut sees the score sequence it would have seen).
-        unnamed = iter(first_stage_scores)
-        finals = [1.0 if i in named_set else next(unnamed, 0.0) for i in order]
-    else:
-        finals = final[order].tolist()
-    method_scores = whole.method_scores_of(order)
-    if second is not None and second.scores:
-        for i, scores in zip(order, method_scores, strict=True):
-            if i in second.scores:
-                scores["rerank"] = second.scores[i]
-    ranked = [
-        ScoredTool(index.tools[i], 1.0 if i in named_set else score, scores, name_match=i in named_set)
-        for i, score, scores in zip(order, finals, method_scores, strict=True)
-    ]
+    ranked = _scored_tools(index, whole, order, final, set(named), second, first_stage_scores)
     if fill and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
         filling = _closest_left_out(order, cosines, mask, limit - len(order))
         ranked += [
@@ -200,7 +140,112 @@ async def rank_tools(
             for i, scores in zip(filling, whole.method_scores_of(filling), strict=True)
         ]
     rerank_note = second.note if second is not None else None
-    return Ranking(query, requested, method, ranked, fallback_reason, no_tool_reason, without_evidence, rerank_note)
+    return Ranking(
+        query, requested, whole.method, ranked, fallback_reason, no_tool_reason, without_evidence, rerank_note
+    )
+
+
+async def _request_vectors(
+    index: ToolIndex, texts: list[str], config: ToolFilterConfig
+) -> tuple[np.ndarray | None, str | None]:
+    """The request's vectors (one service call), or None and why the ranking falls back to BM25."""
+    if config.search_method == "bm25":
+        return None, None
+    if index.vectors_pending:
+        return None, index.vectors_pending  # one whole BM25 index until every vector is there
+    if not index.has_embeddings:
+        return None, index.vectors_failed or "the index has no embedding service"
+    try:
+        return await index.embed_queries(texts), None
+    except EmbeddingServiceError as exc:
+        # The circuit breaker logs one warning per incident; per request only at debug level.
+        reason = f"query embedding failed ({exc})"
+        logger.debug("sk-toolfilter: %s; using BM25 for this request", reason)
+        return None, reason
+
+
+async def _small_talk_reason(
+    index: ToolIndex,
+    query: str,
+    vectors: np.ndarray | None,
+    cosines: np.ndarray | None,
+    mask: np.ndarray | None,
+    config: ToolFilterConfig,
+) -> str | None:
+    """Why the request has no real evidence for any tool (small talk), or None."""
+    if vectors is None or cosines is None or config.no_tool_margin is None:
+        return None
+    subjects = subject_words(query)
+    short = len(subjects) <= max(MAX_SUBJECT_WORDS, MAX_CLEAR_SUBJECT_WORDS)
+    small_talk = await index.small_talk_vectors() if short else None
+    if small_talk is None:
+        return None
+    verdict = judge_small_talk(
+        vectors[0],
+        small_talk,
+        cosines if mask is None else cosines[mask],
+        config.no_tool_margin,
+        subject_count=len(subjects),
+        marks=content_marks(query),
+    )
+    return verdict.reason() if verdict is not None else None
+
+
+async def _ordered(
+    index: ToolIndex,
+    query: str,
+    scored: list[_TextScores],
+    final: np.ndarray,
+    named: list[int],
+    limit: int | None,
+    config: ToolFilterConfig | None,
+) -> tuple[list[int], SecondStage | None, list[float]]:
+    """The catalog positions in ranking order (intents interleaved), reordered by the cross-encoder
+    when ``rerank: cross-encoder`` (`config` None: no second stage, e.g. small talk); with it, the
+    first stage's scores of the unnamed tools, position by position (what the cut reads)."""
+    rerank = config.rerank if config is not None and config.rerank.type == "cross-encoder" else None
+    depth = limit if rerank is None or limit is None else max(limit, rerank.shortlist)
+    lists = [rank_order(s.final, depth).tolist() for s in scored]
+    order = lists[0] if len(lists) == 1 else _interleave(lists)
+    if rerank is None or len(order) <= 1:
+        return order[:limit], None, []
+    second = await rerank_lists(index, query, lists, order[: rerank.shortlist], rerank)
+    first_stage_scores: list[float] = []
+    if second.lists is not None:  # the scores the cut would have seen, named tools (always first) aside
+        named_set = set(named)
+        first_stage_scores = [float(final[i]) for i in order[:limit] if i not in named_set]
+        reordered = second.lists[0] if len(lists) == 1 else _interleave(second.lists)
+        kept = set(reordered)
+        order = reordered + [i for i in order if i not in kept]  # beyond the shortlist: first-stage order
+    return order[:limit], second, first_stage_scores
+
+
+def _scored_tools(
+    index: ToolIndex,
+    whole: _TextScores,
+    order: list[int],
+    final: np.ndarray,
+    named: set[int],
+    second: SecondStage | None,
+    first_stage_scores: list[float],
+) -> list[ScoredTool]:
+    """The ranked tools with their final and per-method scores (a named tool scores 1.0)."""
+    if second is not None and second.lists is not None:
+        # The second stage decides the order; the first stage's scores, position by position, decide how many
+        # are sent (the cut sees the score sequence it would have seen).
+        unnamed = iter(first_stage_scores)
+        finals = [1.0 if i in named else next(unnamed, 0.0) for i in order]
+    else:
+        finals = final[order].tolist()
+    method_scores = whole.method_scores_of(order)
+    if second is not None and second.scores:
+        for i, scores in zip(order, method_scores, strict=True):
+            if i in second.scores:
+                scores["rerank"] = second.scores[i]
+    return [
+        ScoredTool(index.tools[i], 1.0 if i in named else score, scores, name_match=i in named)
+        for i, score, scores in zip(order, finals, method_scores, strict=True)
+    ]
 
 
 async def rank_many(
