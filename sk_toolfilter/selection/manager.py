@@ -10,7 +10,6 @@ from sk_toolfilter._compat import moved_attributes
 from sk_toolfilter.basics.errors import ConfigError, UnknownToolError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.retrieval.bulk import collector_paused
 from sk_toolfilter.retrieval.cache import EmbeddingCache
@@ -18,7 +17,7 @@ from sk_toolfilter.retrieval.cutoff import ToolDecision
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.encoders import EmbeddingService
 from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
+from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.rerank import resolve_reranker
 from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_many, rank_tools
 from sk_toolfilter.retrieval.text import split_request_clauses
@@ -41,6 +40,7 @@ from sk_toolfilter.selection.pipeline import (
 )
 from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
+from sk_toolfilter.selection.span import SpanWriter
 from sk_toolfilter.selection.sticky import StickyLists
 from sk_toolfilter.selection.tool_source import KernelTools, ToolSource
 from sk_toolfilter.selection.turns import Turn, split_turns
@@ -48,7 +48,7 @@ from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
 from sk_toolfilter.store.co_usage_table import CoUsageTable
 from sk_toolfilter.store.shared_index import SharedIndex
-from sk_toolfilter.telemetry import SelectionRecord, Telemetry
+from sk_toolfilter.telemetry import Telemetry
 
 logger = library_logger(__name__)
 
@@ -105,8 +105,7 @@ class ToolFilterManager:
         self._co_usage_table: CoUsageTable | None = None
         self.telemetry = Telemetry()
         """Spans and metrics of selections (off unless the app turns telemetry on)."""
-        self._token_counts: dict[str, int] = {}
-        self._catalog_tokens: tuple[Catalog | None, int] = (None, 0)
+        self._span = SpanWriter()
         index.circuit.on_incident = self.telemetry.embedding_incident
 
     @property
@@ -301,41 +300,16 @@ class ToolFilterManager:
         with self.telemetry.selection() as record:
             selection = await self._select(request)
             if self.telemetry.enabled:
-                self._describe_selection(record, query, selection, turn)
+                budget = self._budget(turn)
+                self._span.describe(
+                    record, self._catalog, selection, query=query, method=self.config.search_method, budget=budget
+                )
         return selection
-
-    def _describe_selection(self, record: SelectionRecord, query: str, selection: Selection, turn: Turn | None) -> None:
-        config, catalog = self.config, self._catalog
-        scores = {d.full_name: d.score for d in selection.decisions}
-        pinned = {d.full_name for d in selection.decisions if d.reason.startswith("pinned")}
-        record.catalog_size = len(catalog.searchable)
-        record.budget = self._budget(turn)
-        record.method, record.method_used = config.search_method, selection.ranking.method
-        record.offered, record.pins = selection.names, [n for n in selection.names if n in pinned]
-        record.scores = [scores.get(n) for n in selection.names]
-        record.fallback_reason, record.query = selection.ranking.fallback_reason, query
-        if selection.ranking.rerank is not None:
-            record.extra["sk_toolfilter.rerank"] = selection.ranking.rerank
-        if selection.second_stage is not None:
-            record.extra["sk_toolfilter.pick"] = selection.second_stage.note
-            for key, value in selection.second_stage.cost.items():
-                record.extra[f"sk_toolfilter.pick.{key}"] = value
-        if self._catalog_tokens[0] is not catalog:  # summed once per catalog, not per selection
-            self._catalog_tokens = (catalog, sum(self._schema_tokens(n) for n in catalog.searchable))
-        record.tokens_all = self._catalog_tokens[1]
-        record.tokens_offered = sum(self._schema_tokens(n) for n in selection.names)
 
     def _budget(self, turn: Turn | None) -> int:
         """Selected tools per request: ``top_k``, or within an agent loop's turn ``max(top_k, max_tools)``."""
         loop = self.config.agent_loop
         return max(self.config.top_k, loop.max_tools) if turn is not None and loop.enabled else self.config.top_k
-
-    def _schema_tokens(self, name: str) -> int:
-        """Tokens of a tool's schema as SK's OpenAI connector sends it (counted once per tool)."""
-        if name not in self._token_counts:
-            tool = self._catalog.index.get(name)
-            self._token_counts[name] = count_json_tokens(openai_tool_definition(tool)) if tool is not None else 0
-        return self._token_counts[name]
 
     def _turn_config(self, model_weights: dict[str, float] | None) -> ToolFilterConfig:
         """The configuration a turn's requests rank with (:meth:`ToolFilterConfig.for_turn`), made once per blend."""
