@@ -130,11 +130,8 @@ class ToolIndex:
         embeddings, missing = None, None
         if embedding_service is not None and tools:
             texts = embedding_texts(tools)
-            known = (
-                previous.vectors_by_text()
-                if previous is not None and previous.embedding_service is embedding_service
-                else {}
-            )
+            same_service = previous is not None and previous.embedding_service is embedding_service
+            known = previous.vectors_by_text() if same_service and previous is not None else {}
             if embed_new:
                 embeddings, _ = await embed_catalog(
                     embedding_service,

@@ -1,4 +1,10 @@
-"""Ranking the catalog against a query: BM25, semantic, or hybrid (RRF), plus exact-name hits."""
+"""Ranking the catalog against a query: BM25, semantic, or hybrid (RRF), plus exact-name hits.
+
+Intent coverage: a request with several intents (steps a sequencing word starts, "…, then …"; or
+``config.min_query_parts`` sentences or more) is also ranked intent by intent, and the rankings are
+merged round by round — the whole request's best tool, each intent's best, then each one's second
+best — so a near-duplicate of one intent's tool never takes the place of another intent's best.
+"""
 
 from __future__ import annotations
 
@@ -88,13 +94,8 @@ async def rank_tools(
     """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools.
 
     With `allowed` (names, or a boolean mask over the catalog), every other tool is removed before
-    scores are normalized, so the best allowed tool scores 1.0.
-
-    Intent coverage: a request with several intents (steps a sequencing word starts, "…, then …";
-    or ``config.min_query_parts`` sentences or more) is also ranked intent by intent, and the
-    rankings are merged round by round — the whole request's best tool, each intent's best, then
-    each one's second best — so a near-duplicate of one intent's tool never takes the place of
-    another intent's best.
+    scores are normalized, so the best allowed tool scores 1.0. Requests with several intents are
+    ranked intent by intent too (see the module docstring).
 
     `fill`: when fewer than `limit` tools have evidence, the closest others by cosine follow them
     (``evidence=False``, score 0; :func:`apply_cutoff` never keeps them), so a ranking lists `limit`
@@ -128,21 +129,28 @@ async def rank_tools(
     )
     without_evidence = []
     if not order and cosines is not None:
-        without_evidence = _closest_without_evidence(index, cosines, mask, config, whole.raw.get("bm25"))
-        if no_tool_reason is not None:  # small talk: that is the reason the user needs to read
-            without_evidence = [(name, f"{why}; and {no_tool_reason}") for name, why in without_evidence]
+        without_evidence = _closest_without_evidence(
+            index, cosines, mask, config, whole.raw.get("bm25"), no_tool_reason
+        )
     order = list(dict.fromkeys([*named, *order]))[:limit]
     ranked = _scored_tools(index, whole, order, final, set(named), second, first_stage_scores)
     if fill and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
-        filling = _closest_left_out(order, cosines, mask, limit - len(order))
-        ranked += [
-            ScoredTool(index.tools[i], 0.0, scores, evidence=False)
-            for i, scores in zip(filling, whole.method_scores_of(filling), strict=True)
-        ]
+        ranked += _filling(index, whole, order, cosines, mask, limit - len(order))
     rerank_note = second.note if second is not None else None
     return Ranking(
         query, requested, whole.method, ranked, fallback_reason, no_tool_reason, without_evidence, rerank_note
     )
+
+
+def _filling(
+    index: ToolIndex, whole: _TextScores, order: list[int], cosines: np.ndarray, mask: np.ndarray | None, count: int
+) -> list[ScoredTool]:
+    """The closest tools without evidence that fill a short ranking (``evidence=False``, never sent)."""
+    filling = _closest_left_out(order, cosines, mask, count)
+    return [
+        ScoredTool(index.tools[i], 0.0, scores, evidence=False)
+        for i, scores in zip(filling, whole.method_scores_of(filling), strict=True)
+    ]
 
 
 async def _request_vectors(
@@ -305,10 +313,12 @@ def _closest_without_evidence(
     mask: np.ndarray | None,
     config: ToolFilterConfig,
     lexical: np.ndarray | None,
+    no_tool_reason: str | None = None,
     count: int = 3,
 ) -> list[tuple[str, str]]:
     """The `count` tools closest to a request that no tool has evidence for (and the one sharing the
-    most with it, when that is another), and why each is not ranked. `lexical`: BM25 scores (hybrid)."""
+    most with it, when that is another), and why each is not ranked. `lexical`: BM25 scores (hybrid);
+    `no_tool_reason`: why the request is small talk (then that is the reason the user needs to read)."""
     closest = _closest_left_out([], cosines, mask, count)
     if lexical is not None and lexical.max(initial=0.0) > 0:
         closest = list(dict.fromkeys([*closest, int(np.argmax(lexical))]))
@@ -323,7 +333,7 @@ def _closest_without_evidence(
             )
         elif lexical is not None:
             why += " and it shares no word with the request"
-        reasons.append((index.tools[i].full_name, why))
+        reasons.append((index.tools[i].full_name, why if no_tool_reason is None else f"{why}; and {no_tool_reason}"))
     return reasons
 
 

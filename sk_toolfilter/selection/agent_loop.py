@@ -76,6 +76,14 @@ def plan_agent_loop(
     budget = inputs.budget
     planned = list(dict.fromkeys([*turn_tools, *anchors, *companions, *lookups, *need_tools, *ranked, *earlier]))
     chosen = planned[:budget]
+    return chosen, _decisions(chosen, decisions, reasons, turn_tools, budget)
+
+
+def _decisions(
+    chosen: list[str], decisions: list[ToolDecision], reasons: Mapping[str, str], turn_tools: list[str], budget: int
+) -> list[ToolDecision]:
+    """Every decision after the plan: the chosen tools with their reason (a ranked tool keeps the
+    cut's), then the rest; a tool the cut kept but the plan left out is cut as beyond the budget."""
     kept = set(chosen)
     by_name = {d.full_name: d for d in decisions}
     updated = []
@@ -86,19 +94,14 @@ def plan_agent_loop(
             old = by_name.get(name)
             score, method_scores = (old.score, old.method_scores) if old else (None, None)
             updated.append(ToolDecision(name, True, reasons[name], score, method_scores))
+    beyond = f"cut: beyond the budget of {budget} tools per request"
     for decision in decisions:
         if decision.full_name in kept:
             continue
         if decision.kept:
-            decision = ToolDecision(
-                decision.full_name,
-                False,
-                f"cut: beyond the budget of {budget} tools per request",
-                decision.score,
-                decision.method_scores,
-            )
+            decision = ToolDecision(decision.full_name, False, beyond, decision.score, decision.method_scores)
         updated.append(decision)
-    return chosen, updated
+    return updated
 
 
 def quoted(text: str, limit: int = 60) -> str:

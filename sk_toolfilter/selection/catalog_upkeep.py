@@ -87,12 +87,7 @@ async def build_first_index(
     fingerprint = source.fingerprint(None)
     crawled = source.crawl()
     config = resolve_bare_names(config, [t.full_name for t in crawled])
-    policy = ToolPolicy(config)
-    unmatched = policy.unmatched([t.full_name for t in crawled])
-    if unmatched and config.strict:
-        raise ConfigError("; ".join(unmatched) + " (tool_filtering.strict is on)")
-    for message in unmatched:
-        logger.warning("sk-toolfilter: %s", message)
+    policy = _checked_policy(config, [t.full_name for t in crawled])
     circuit = EmbeddingCircuit(
         config.embedding.timeout_seconds, config.embedding.failure_threshold, config.embedding.cooldown_seconds
     )
@@ -102,11 +97,7 @@ async def build_first_index(
         "circuit": circuit,
         "precision": config.embedding.precision,
     }
-    store = None
-    if config.index.store != "memory" and embedding_service is None:
-        logger.warning("sk-toolfilter: index.store applies to semantic and hybrid search; BM25 indexes in memory")
-    elif config.index.store != "memory" and embedding_service is not None:
-        store = await SharedIndex.open(config.index, embedding_service)
+    store = await _open_store(config, embedding_service)
     tools = policy.apply(crawled)
 
     async def build(embed_new: bool) -> ToolIndex:
@@ -142,6 +133,28 @@ async def build_first_index(
             f"{waiting} of {len(tools)} tools are being embedded in the background; BM25 ranks until all are ready"
         )
     return FirstIndex(index, config, fingerprint, store)
+
+
+async def _open_store(config: ToolFilterConfig, embedding_service: EmbeddingService | None) -> SharedIndex | None:
+    """The shared store ``index.store`` names (None for memory; BM25 alone always indexes in memory)."""
+    if config.index.store == "memory":
+        return None
+    if embedding_service is None:
+        logger.warning("sk-toolfilter: index.store applies to semantic and hybrid search; BM25 indexes in memory")
+        return None
+    return await SharedIndex.open(config.index, embedding_service)
+
+
+def _checked_policy(config: ToolFilterConfig, names: list[str]) -> ToolPolicy:
+    """The visibility policy; an ``exclude`` or override that matches no tool is a warning (an error
+    with ``strict``)."""
+    policy = ToolPolicy(config)
+    unmatched = policy.unmatched(names)
+    if unmatched and config.strict:
+        raise ConfigError("; ".join(unmatched) + " (tool_filtering.strict is on)")
+    for message in unmatched:
+        logger.warning("sk-toolfilter: %s", message)
+    return policy
 
 
 def build_options(config: ToolFilterConfig, cache: EmbeddingCache | None) -> dict[str, Any]:
@@ -258,6 +271,32 @@ class CatalogUpkeep:
         """Every tool of the followed source (hidden ones included), in its order."""
         return [] if self.source is None else self.source.names()
 
+    async def _rebuild(self, tools: list[ToolMetadata], old: ToolIndex, *, embed_new: bool, changed: bool) -> ToolIndex:
+        """A new index of `tools` from `old` (its vectors and tokens reused): through the shared store when
+        there is one (publishing when the tools `changed`), else in memory. A store failure with unchanged
+        tools keeps `old` (the catalog in memory keeps serving)."""
+        store = self.store
+        common: dict[str, Any] = {
+            **build_options(self.config, self.embedding_cache),
+            "previous": old,
+            "embed_new": embed_new,
+        }
+        if store is not None and old.embedding_service is not None:
+            try:
+                return await store.build(
+                    tools,
+                    old.embedding_service,
+                    circuit=old.circuit,
+                    precision=old.precision,
+                    publish=self.config.index.publish and changed,
+                    **common,
+                )
+            except IndexStoreError as exc:
+                store.report_failure(exc)
+                if not changed:
+                    return old
+        return await ToolIndex.build(tools, old.embedding_service, **common)
+
     async def refresh(self, *, force: bool = False) -> bool:
         """Re-index if the source's tools changed (or `force`, or vectors are due for a retry, or the
         shared store has a new version); True when a new index was swapped in."""
@@ -284,26 +323,7 @@ class CatalogUpkeep:
             building = self.background is not None and not self.background.done()
 
             async def build(embed_new: bool = True) -> ToolIndex:
-                common: dict[str, Any] = {
-                    **build_options(self.config, self.embedding_cache),
-                    "previous": old,
-                    "embed_new": embed_new and not building,  # the background build embeds them
-                }
-                if store is not None and old.embedding_service is not None:
-                    try:
-                        return await store.build(
-                            tools,
-                            old.embedding_service,
-                            circuit=old.circuit,
-                            precision=old.precision,
-                            publish=self.config.index.publish and tools_changed,
-                            **common,
-                        )
-                    except IndexStoreError as exc:
-                        store.report_failure(exc)
-                        if not tools_changed:
-                            return old  # keep serving the catalog in memory
-                return await ToolIndex.build(tools, old.embedding_service, **common)
+                return await self._rebuild(tools, old, embed_new=embed_new and not building, changed=tools_changed)
 
             try:
                 with collector_paused():

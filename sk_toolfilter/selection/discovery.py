@@ -111,10 +111,20 @@ def render_matches(
             body.append(block)
             shown.append(tool.full_name)
             used += len(block) + 1
+    footer = _footer(query, total, tier, shown, len(body), len(counts), max_loaded)
+    while body and sum(len(line) + 1 for line in body) + len(footer) > max_chars:
+        body.pop()  # the footer always fits: the answer never exceeds max_chars
+        if len(shown) > len(body):
+            shown = shown[: len(body)]
+    return bounded("\n".join([*body, footer]), max_chars), shown
+
+
+def _footer(query: str, total: int, tier: str, shown: list[str], lines: int, plugins: int, max_loaded: int) -> str:
+    """What a discovery answer ends with: how many matched, what is shown, how to call or load a tool."""
     shown_query = query.strip() if len(query.strip()) <= 60 else query.strip()[:59] + "…"
     what = f"matching {shown_query!r}" if query.strip() else "in the catalog"
     if tier == "counts":
-        footer = f"[{total} tools {what}; too many to list: counts for {len(body)} of {len(counts)} plugins shown."
+        footer = f"[{total} tools {what}; too many to list: counts for {lines} of {plugins} plugins shown."
     else:
         footer = f"[{total} tools {what}; showing {len(shown)} ({tier})."
     if not total:
@@ -126,12 +136,7 @@ def render_matches(
         footer += f" {first} can be called on your next step; describe_tool(name) loads any other."
     elif total:
         footer += " describe_tool(name) loads a tool so you can call it on your next step."
-    footer += "]"
-    while body and sum(len(line) + 1 for line in body) + len(footer) > max_chars:
-        body.pop()  # the footer always fits: the answer never exceeds max_chars
-        if len(shown) > len(body):
-            shown = shown[: len(body)]
-    return bounded("\n".join([*body, footer]), max_chars), shown
+    return footer + "]"
 
 
 def bounded(text: str, max_chars: int) -> str:
