@@ -311,3 +311,21 @@ async def test_a_picker_with_no_model_to_pick_with_is_a_configuration_error(tmp_
         await create_tool_filter(kernel, ToolFilterConfig(rerank="llm"))
     with pytest.raises(ConfigError, match=r"rerank\.service_id: no chat service 'cheap'"):
         await create_tool_filter(kernel, ToolFilterConfig(rerank={"type": "llm", "service_id": "cheap"}))
+
+
+async def test_explain_names_the_pick_and_its_cost(tmp_path, server, monkeypatch, capsys):
+    import asyncio
+
+    from sk_toolfilter.cli import main
+
+    shutil.copytree(ROOT / "instructions", tmp_path / "instructions")
+    text = (ROOT / "agent.yaml").read_text().replace("tool_filtering:\n", "tool_filtering:\n  rerank: llm\n", 1)
+    (tmp_path / "agent.yaml").write_text(text)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.chdir(tmp_path)
+    server.pick = lambda body: {"content": json.dumps({"tools": ["Math-convert_units", "Messaging-send_email"]})}
+    code = await asyncio.to_thread(main, ["explain", str(tmp_path / "agent.yaml"), REQUEST])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "second stage: picked by gpt-4o-mini from the first stage's" in out and "812 tokens in, 14 out" in out
+    assert "kept: picked by gpt-4o-mini" in out and "cut: not picked (picked by gpt-4o-mini" in out
