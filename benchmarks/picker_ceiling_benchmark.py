@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from sk_toolfilter import ToolFilterConfig, ToolIndex
@@ -26,7 +27,9 @@ from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.basics.tokenizer import count_tokens
 from sk_toolfilter.measure.eval_run import picking_config
 from sk_toolfilter.measure.evaluation import evaluate_method, load_queries
+from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
+from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
 from sk_toolfilter.retrieval.search import rank_tools
 from sk_toolfilter.selection.llm_pick import SYSTEM_PROMPT, LLMToolPicker
@@ -38,8 +41,14 @@ SHORTLISTS = (10, 20, 30)
 MODELS = ("minilm-l6-tools-v1", GENERAL_MODEL_ID)
 
 
-async def ceiling_rows(data: Path, limit: int) -> list[str]:
-    rows = []
+async def catalog_index(folder: Path, service: object) -> ToolIndex:
+    """The dev set's catalog, embedded once (cached on disk; no per-call timeout on a busy machine)."""
+    tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
+    cache = EmbeddingCache(None)
+    return await ToolIndex.build(tools, service, cache=cache, circuit=EmbeddingCircuit(timeout_seconds=3600))  # type: ignore[arg-type]
+
+
+async def ceiling_rows(data: Path, limit: int):  # type: ignore[no-untyped-def]
     for model in MODELS:
         config = ToolFilterConfig(embedding={"model": model})
         service = create_embedding_service(config.embedding)
@@ -47,7 +56,8 @@ async def ceiling_rows(data: Path, limit: int) -> list[str]:
             folder = data / name
             if not (folder / "dev.jsonl").is_file():
                 continue
-            index = await ToolIndex.build([t for t, _ in load_catalog(folder / "tools.jsonl")], service)
+            print(f"{model}: {name}", file=sys.stderr, flush=True)
+            index = await catalog_index(folder, service)
             queries = load_queries(folder / "dev.jsonl")[:limit]
             first = await evaluate_method(index, queries, "hybrid", config, (5,))
             cells = [f"{first.metrics['recall@5']:.3f} / {first.metrics['complete@5']:.3f}"]
@@ -55,8 +65,7 @@ async def ceiling_rows(data: Path, limit: int) -> list[str]:
                 picked = picking_config(config.updated(rerank={"shortlist": shortlist}))
                 oracle = await evaluate_method(index, queries, "hybrid", picked, (5,), rerank="oracle")
                 cells.append(f"{oracle.metrics['recall@5']:.3f} / {oracle.metrics['complete@5']:.3f}")
-            rows.append(f"| {name} | {model} | {len(queries)} | " + " | ".join(cells) + " |")
-    return rows
+            yield f"| {name} | {model} | {len(queries)} | " + " | ".join(cells) + " |"
 
 
 async def cost_rows(data: Path, limit: int) -> list[str]:
@@ -70,7 +79,7 @@ async def cost_rows(data: Path, limit: int) -> list[str]:
             folder = data / name
             if not (folder / "dev.jsonl").is_file():
                 continue
-            index = await ToolIndex.build([t for t, _ in load_catalog(folder / "tools.jsonl")], service)
+            index = await catalog_index(folder, service)
             texts = [json.loads(line)["query"] for line in (folder / "dev.jsonl").read_text().splitlines()][:limit]
             for text in texts:
                 ranking = await rank_tools(index, text, config, limit=max(shortlist, 20), fill=False)
@@ -93,8 +102,8 @@ async def main() -> None:
     head = " | ".join(f"oracle @{s}: recall@5 / complete@5" for s in SHORTLISTS)
     print(f"| dev set | first stage | queries | first stage: recall@5 / complete@5 | {head} |")
     print("|---|---|---:|---|" + "---|" * len(SHORTLISTS))
-    for row in await ceiling_rows(args.data, args.limit):
-        print(row)
+    async for row in ceiling_rows(args.data, args.limit):
+        print(row, flush=True)
     print()
     print("| shortlist | picking prompt tokens: mean | median | max | answer tokens (5 names): mean |")
     print("|---:|---:|---:|---:|---:|")

@@ -19,9 +19,7 @@ from sk_toolfilter.retrieval.encoders import EmbeddingService
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.rerank import resolve_reranker
-from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_many, rank_tools
-from sk_toolfilter.retrieval.text import split_request_clauses
-from sk_toolfilter.selection.agent_loop import LoopInputs, plan_agent_loop
+from sk_toolfilter.retrieval.search import rank_tools
 from sk_toolfilter.selection.catalog_upkeep import Catalog, CatalogUpkeep, build_first_index
 from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
 from sk_toolfilter.selection.offer import Offer, selected_offer, visible_offer
@@ -29,16 +27,10 @@ from sk_toolfilter.selection.pipeline import (
     SecondStage,
     Selection,
     SelectionRequest,
-    Snapshot,
-    StageOutcome,
-    add_pins,
-    cap_total,
-    cut,
-    cut_to_pick,
-    send_everything,
     take_snapshot,
 )
 from sk_toolfilter.selection.query import QueryStrategy, build_query
+from sk_toolfilter.selection.selector import Selector
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
 from sk_toolfilter.selection.span import SpanWriter
 from sk_toolfilter.selection.sticky import StickyLists
@@ -58,9 +50,6 @@ if TYPE_CHECKING:
     from semantic_kernel.contents import ChatHistory
 
 SettingsT = TypeVar("SettingsT", bound="PromptExecutionSettings")
-
-# Only a request's first characters are read for a list of actions (a pasted document is not one).
-MAX_LISTED_REQUEST_CHARS = 2000
 
 # A tool scoring below this fraction of the best match is not a discovery match.
 MIN_MATCH_SCORE = 0.3
@@ -82,7 +71,6 @@ class ToolFilterManager:
         self.config = resolve_bare_names(config or ToolFilterConfig(), index.names)
         self.usage = usage or UsageTracker()
         self.co_usage = CoUsage()
-        self._turn_configs: dict[tuple[tuple[str, float], ...], ToolFilterConfig] = {}
         self._co_usage_file: CoUsageFile | None = None
         if self.config.agent_loop.co_usage_file:
             self._co_usage_file = CoUsageFile(self.config.agent_loop.co_usage_file)
@@ -99,7 +87,7 @@ class ToolFilterManager:
             resolve_reranker(self.config.rerank.model)  # a wrong rerank.model fails here, not per request
         self._upkeep = CatalogUpkeep(index, self.config, self.policy)
         self._conversation_pins: dict[str, ConversationPins] = {}
-        self._picker: SecondStage | None = None
+        self._selector = Selector(self.config, self.policy, self.usage, self.co_usage)
         self.sticky = StickyLists(self.config.sticky_max_tools)
         """The sticky tool list of each conversation (``selection_mode: sticky``), shared by every adapter."""
         self._co_usage_table: CoUsageTable | None = None
@@ -144,12 +132,12 @@ class ToolFilterManager:
         :func:`sk_toolfilter.create_tool_filter` sets one for ``rerank: {type: llm}``; see
         :class:`sk_toolfilter.LLMToolPicker` to build one in code.
         """
-        self._picker = stage
+        self._selector.second_stage = stage
 
     @property
     def second_stage(self) -> SecondStage | None:
         """The stage between ranking and cut (the model's pick), or None."""
-        return self._picker
+        return self._selector.second_stage
 
     @classmethod
     async def from_kernel(
@@ -300,119 +288,16 @@ class ToolFilterManager:
         with self.telemetry.selection() as record:
             selection = await self._select(request)
             if self.telemetry.enabled:
-                budget = self._budget(turn)
+                budget = self._selector.budget(turn)
                 self._span.describe(
                     record, self._catalog, selection, query=query, method=self.config.search_method, budget=budget
                 )
         return selection
 
-    def _budget(self, turn: Turn | None) -> int:
-        """Selected tools per request: ``top_k``, or within an agent loop's turn ``max(top_k, max_tools)``."""
-        loop = self.config.agent_loop
-        return max(self.config.top_k, loop.max_tools) if turn is not None and loop.enabled else self.config.top_k
-
-    def _turn_config(self, model_weights: dict[str, float] | None) -> ToolFilterConfig:
-        """The configuration a turn's requests rank with (:meth:`ToolFilterConfig.for_turn`), made once per blend."""
-        key = tuple(sorted((model_weights or {}).items()))
-        if key not in self._turn_configs:
-            self._turn_configs[key] = self.config.for_turn(model_weights)
-        return self._turn_configs[key]
-
     async def _select(self, request: SelectionRequest) -> Selection:
-        """The stages of :mod:`sk_toolfilter.selection.pipeline`, in order, over one catalog snapshot."""
+        """The pipeline's stages (:class:`~sk_toolfilter.selection.selector.Selector`) over one catalog snapshot."""
         await self.refresh()
-        snapshot = take_snapshot(self._catalog, request.allowed, self._upkeep.gone())
-        config, turn = self.config, request.turn if self.config.agent_loop.enabled else None
-        if turn is not None:
-            config = self._turn_config(snapshot.catalog.index.loop_fusion_weights)
-        needs = self._needs(turn.request) if turn is not None else []
-        ranking = await rank_tools(
-            snapshot.catalog.index,
-            request.query,
-            config,
-            limit=max(config.top_k * 4, 20, self._shortlist()),
-            allowed=None if snapshot.every_tool else snapshot.candidates,
-            prefetch=needs,
-            fill=False,  # tools without evidence are never sent: the selection does not list them
-        )
-        budget = self._budget(turn)
-        outcome = await self._second_stage(request, ranking, snapshot, budget)
-        if outcome is not None and outcome.picked is not None:
-            decisions = cut_to_pick(ranking, outcome, self._shortlist(), config.top_k)
-        else:
-            decisions = cut(ranking, config, snapshot)
-        everything_fits = snapshot.count <= budget  # counted on the mask: no per-tool list on this path
-        if everything_fits:
-            decisions = send_everything(snapshot, decisions, budget)
-            names = [d.full_name for d in decisions]
-        elif turn is not None:
-            names, decisions = await self._plan_agent_loop(request, turn, snapshot, ranking, decisions, needs, config)
-        else:
-            names = [d.full_name for d in decisions if d.kept]
-        pins = self._pins(request, config, snapshot, with_discovery=config.enabled and not everything_fits)
-        names, decisions, pinned = add_pins(snapshot, names, decisions, pins)
-        names, decisions = cap_total(names, decisions, pinned, config.max_tools_total)
-        return Selection(names, ranking, decisions, outcome)
-
-    def _shortlist(self) -> int:
-        """How many first-stage tools a second stage reads (0 without one)."""
-        return self.config.rerank.shortlist if self._picker is not None else 0
-
-    async def _second_stage(
-        self, request: SelectionRequest, ranking: Ranking, snapshot: Snapshot, budget: int
-    ) -> StageOutcome | None:
-        """The second stage's outcome (it picks at most ``top_k``), or None without one or with nothing
-        to choose from (small talk, nothing ranked, or every candidate fits the budget anyway)."""
-        if self._picker is None or ranking.no_tool_reason is not None or snapshot.count <= budget:
-            return None
-        if not any(t.evidence and not t.name_match for t in ranking.tools):
-            return None
-        return await self._picker(request, ranking, self.config.top_k)
-
-    def _pins(
-        self, request: SelectionRequest, config: ToolFilterConfig, snapshot: Snapshot, *, with_discovery: bool
-    ) -> list[tuple[str, str]]:
-        """Every pin in order: the configuration's own, overrides and sources, the request's extra pins,
-        the most used tools, then (when not everything is sent) the discovery tools."""
-        pins = [(n, "pinned: always_include") for n in config.always_include]
-        pins += self.policy.pinned()
-        pins += request.extra_pins
-        top_n = config.always_include_top_n_used
-        most_used = self.usage.most_used(top_n, snapshot.catalog.visible)
-        pins += [(n, f"pinned: among the {top_n} most used tools") for n in most_used]
-        if with_discovery:
-            # When every candidate is sent there is nothing left to discover: a small agent sends
-            # exactly what plain Semantic Kernel sends, never more.
-            pins += [(n, "pinned: discovery tool") for n in snapshot.catalog.discovery_names]
-        return pins
-
-    def _needs(self, request: str) -> list[str]:
-        """The actions a request lists (``agent_loop.split_request``); [] when it asks for one thing."""
-        if not self.config.agent_loop.split_request:
-            return []
-        needs = split_request_clauses(request[:MAX_LISTED_REQUEST_CHARS])[:MAX_QUERY_PARTS]
-        return needs if len(needs) > 1 else []
-
-    async def _plan_agent_loop(
-        self,
-        request: SelectionRequest,
-        turn: Turn,
-        snapshot: Snapshot,
-        ranking: Ranking,
-        decisions: list[ToolDecision],
-        needs: Sequence[str],
-        config: ToolFilterConfig,
-    ) -> tuple[list[str], list[ToolDecision]]:
-        """The agent-loop stage: the best tool of each listed action (ranked in one batch), then the plan."""
-        if ranking.fallback_reason is not None:  # the needs were embedded with the query: that failed too
-            config = config.model_copy(update={"search_method": "bm25"})
-        rankings = await rank_many(snapshot.catalog.index, needs, config, limit=1, allowed=snapshot.candidates)
-        best = [(t.full_name, need) for need, r in zip(needs, rankings, strict=True) for t in r.tools]
-        ranked = [d.full_name for d in decisions if d.kept]
-        loop = LoopInputs(
-            turn, request.previous_turn, ranked, decisions, best, self._budget(turn), snapshot.catalog.index.providers
-        )
-        return plan_agent_loop(self.config.agent_loop, loop, self.co_usage, snapshot.usable)
+        return await self._selector.run(request, take_snapshot(self._catalog, request.allowed, self._upkeep.gone()))
 
     async def select_for_history(
         self,
