@@ -69,6 +69,11 @@ class OnnxEncoder:
             options = ort.SessionOptions()
             options.log_severity_level = 3
             options.intra_op_num_threads = self.threads
+            # Memory patterns are planned and kept per input shape; a catalog's batches come in many
+            # shapes (padded lengths), so they piled up: 606 bfcl tools peaked at 3.3 GB with them,
+            # 1.6 GB without, at the same speed (benchmarks/tool_embedding_benchmark.py). Vectors are
+            # unchanged: this is memory planning only.
+            options.enable_mem_pattern = False
             session = ort.InferenceSession(
                 str(files.model_file), sess_options=options, providers=["CPUExecutionProvider"]
             )
