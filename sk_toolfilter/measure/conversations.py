@@ -222,10 +222,8 @@ async def replay_conversations(
     transport = RecordingTransport()
     if framework == "agent-framework":
         send = _agent_framework_sender(kernel, manager, transport)
-    elif via == "prepare_execution_settings":
-        send = _settings_sender(kernel, manager, transport)
     else:
-        send = _semantic_kernel_sender(kernel, manager, transport)
+        send = _semantic_kernel_sender(kernel, manager, transport, via)
     ordered = sorted(steps, key=lambda s: (s.conversation, s.turn, s.step))
     replay = ConversationReplay()
     seen, current = 0, ""
@@ -252,26 +250,11 @@ Sender = Callable[[list[dict[str, Any]], bool], Awaitable[float]]
 request through the filter, and returns the request's selection time."""
 
 
-def _semantic_kernel_sender(kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport) -> Sender:
-    service = wrap_chat_service(offline_chat_service(transport), manager)
-    settings = OpenAIChatPromptExecutionSettings(
-        function_choice_behavior=FunctionChoiceBehavior.Auto(auto_invoke=False)
-    )
-    state: dict[str, Any] = {"history": ChatHistory(), "names": {}}
-
-    async def send(new: list[dict[str, Any]], fresh: bool) -> float:
-        if fresh:
-            state["history"], state["names"] = ChatHistory(), {}
-        for message in new:
-            state["history"].add_message(message_to_content(message, state["names"]))
-        await service.get_chat_message_contents(state["history"], settings, kernel=kernel)
-        return service.last_selection_seconds
-
-    return send
-
-
-def _settings_sender(kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport) -> Sender:
-    service = offline_chat_service(transport)
+def _semantic_kernel_sender(
+    kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport, via: ReplayPath
+) -> Sender:
+    plain = offline_chat_service(transport)
+    wrapped = wrap_chat_service(plain, manager)
     base = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto(auto_invoke=False))
     state: dict[str, Any] = {"history": ChatHistory(), "names": {}}
 
@@ -280,10 +263,13 @@ def _settings_sender(kernel: Kernel, manager: ToolFilterManager, transport: Reco
             state["history"], state["names"] = ChatHistory(), {}
         for message in new:
             state["history"].add_message(message_to_content(message, state["names"]))
+        if via == "wrapper":
+            await wrapped.get_chat_message_contents(state["history"], base, kernel=kernel)
+            return wrapped.last_selection_seconds
         started = time.perf_counter()
         settings = await manager.prepare_execution_settings(state["history"], base)
         seconds = time.perf_counter() - started
-        await service.get_chat_message_contents(state["history"], settings, kernel=kernel)
+        await plain.get_chat_message_contents(state["history"], settings, kernel=kernel)
         return seconds
 
     return send
