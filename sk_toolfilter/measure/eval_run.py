@@ -20,7 +20,7 @@ from sk_toolfilter.basics.errors import ConfigError, closest_names
 from sk_toolfilter.basics.progress import Progress
 from sk_toolfilter.basics.redaction import redact_config
 from sk_toolfilter.basics.tokenizer import count_json_tokens
-from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.config import RerankConfig, ToolFilterConfig
 from sk_toolfilter.measure.conversations import load_steps, render_summary, replay_conversations
 from sk_toolfilter.measure.evaluation import (
     LabelledQuery,
@@ -56,9 +56,9 @@ async def _load_tools(args: argparse.Namespace) -> tuple[list[ToolMetadata], Too
 
     spec = load_agent_file(args.agent)
     # Index with BM25 only here; embeddings are computed below with the cache.
-    bm25_only = spec.model_copy(
-        update={"tool_filtering": spec.tool_filtering.model_copy(update={"search_method": "bm25"})}
-    )
+    # (no second stage either: eval measures it itself, with --rerank)
+    tools_only = spec.tool_filtering.model_copy(update={"search_method": "bm25", "rerank": RerankConfig()})
+    bm25_only = spec.model_copy(update={"tool_filtering": tools_only})
     toolset = await open_toolset(bm25_only)
     # The agent's own tools as its filter indexes them: exclusions and disabled tools left out,
     # tools_overrides' keywords, tags and categories in; the discovery plugin is pinned, never ranked.
