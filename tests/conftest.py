@@ -214,6 +214,18 @@ def own_postgres():
         yield server
 
 
+def chat_completion(body: dict, message: dict, usage: tuple[int, int]) -> dict:
+    """An OpenAI chat-completion response carrying `message`, with (prompt, completion) token `usage`."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "m"),
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
+    }
+
+
 @pytest.fixture
 def openai_compatible_server():
     """A loopback OpenAI-compatible server answering every chat completion with plain text."""
@@ -224,16 +236,7 @@ def openai_compatible_server():
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             self.server.bodies.append(body)  # type: ignore[attr-defined]
-            reply = {
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body.get("model", "m"),
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": "hi there"}, "finish_reason": "stop"}
-                ],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            }
+            reply = chat_completion(body, {"role": "assistant", "content": "hi there"}, (1, 1))
             data = json.dumps(reply).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
