@@ -153,3 +153,24 @@ async def test_enable_tool_filtering_on_a_kernel_without_a_chat_service_is_an_er
     manager = await create_tool_filter(demo_kernel, ToolFilterConfig(search_method="bm25"))
     with pytest.raises(ConfigError, match=r"no chat completion service yet.*kernel.add_service"):
         enable_tool_filtering(demo_kernel, manager)
+
+
+async def test_the_offer_keeps_unknown_tools_after_the_selection_and_cuts_them_first_at_the_cap(bm25_index, caplog):
+    import logging
+
+    on_offer = [*bm25_index.names, "RunOnly-lookup_ticket", "RunOnly-close_ticket"]
+    offer = await manager_for(bm25_index, top_k=2).offer("send an email to Bob", on_offer)
+    assert offer.narrowed and offer.names[-2:] == ["RunOnly-lookup_ticket", "RunOnly-close_ticket"]
+    assert set(offer.names[:-2]) == set(offer.selection.names) and "Messaging-send_email" in offer.names
+    with caplog.at_level(logging.WARNING):
+        capped = await manager_for(bm25_index, top_k=2, max_tools_total=3).offer("send an email to Bob", on_offer)
+    assert len(capped.names) == 3 and capped.names[-1] == "RunOnly-lookup_ticket"
+    assert set(capped.selection.names) <= set(capped.names)  # the selection is never what the cap cuts
+    assert "tools the index does not know are on offer beyond max_tools_total=3" in caplog.text
+
+
+async def test_with_filtering_off_the_offer_hides_only_excluded_tools_and_says_when_nothing_changed(bm25_index):
+    off = await manager_for(bm25_index, enabled=False).offer("anything", bm25_index.names)
+    assert not off.narrowed and off.names == bm25_index.names and off.selection is None
+    hidden = await manager_for(bm25_index, enabled=False, exclude=["Files-*"]).offer("anything", bm25_index.names)
+    assert hidden.narrowed and hidden.names == [n for n in bm25_index.names if not n.startswith("Files-")]
