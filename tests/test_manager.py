@@ -174,3 +174,21 @@ async def test_with_filtering_off_the_offer_hides_only_excluded_tools_and_says_w
     assert not off.narrowed and off.names == bm25_index.names and off.selection is None
     hidden = await manager_for(bm25_index, enabled=False, exclude=["Files-*"]).offer("anything", bm25_index.names)
     assert hidden.narrowed and hidden.names == [n for n in bm25_index.names if not n.startswith("Files-")]
+
+
+async def test_a_function_removed_from_its_plugin_in_place_is_never_selected_before_the_next_deep_check(
+    demo_kernel,
+):
+    """The kernel's cheap fingerprint notices a function removed from an existing plugin object only at
+    its next deep check; meanwhile the selection still never names it (nor pins it)."""
+    manager = await ToolFilterManager.from_kernel(
+        demo_kernel, ToolFilterConfig(search_method="bm25", always_include=["Messaging-send_direct_message"])
+    )
+    query = "send an email to Bob, then add 2 and 3"
+    before = await manager.filter_tools(query)
+    assert {"Messaging-send_email", "Messaging-send_direct_message", "Math-add"} <= set(before)
+    for name in ("send_email", "send_direct_message"):
+        del demo_kernel.plugins["Messaging"].functions[name]
+    names = await manager.filter_tools(query)
+    assert "Math-add" in names and "Messaging-send_email" not in names
+    assert "Messaging-send_direct_message" not in names

@@ -297,7 +297,9 @@ class ToolFilterManager:
     async def _select(self, request: SelectionRequest) -> Selection:
         """The pipeline's stages (:class:`~sk_toolfilter.selection.selector.Selector`) over one catalog snapshot."""
         await self.refresh()
-        return await self._selector.run(request, take_snapshot(self._catalog, request.allowed, self._upkeep.gone()))
+        upkeep = self._upkeep
+        snapshot = take_snapshot(self._catalog, request.allowed, upkeep.gone(), upkeep.exists)
+        return await self._selector.run(request, snapshot)
 
     async def select_for_history(
         self,

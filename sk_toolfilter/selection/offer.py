@@ -57,7 +57,8 @@ def selected_offer(
     names = list(order) if order is not None else [n for n in on_offer if n in chosen]
     offered = set(on_offer)
     names = [n for n in names if n in offered]
-    names += [n for n in unknown if n not in set(names)]
+    listed = set(names)
+    names += [n for n in unknown if n not in listed]
     if cap is not None and len(names) > cap:
         room = cap - len([n for n in names if n in chosen])
         extra = [n for n in names if n not in chosen]

@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -56,6 +56,9 @@ class Snapshot:
     candidates: np.ndarray
     """Boolean mask over the catalog: searchable, allowed, not gone."""
     count: int
+    exists: Callable[[str], bool] = lambda name: True
+    """Whether a tool is still in its source, asked only of the few tools a selection ends with (a tool
+    removed from a plugin in place is noticed by the source's fingerprint at its next deep check only)."""
 
     @property
     def every_tool(self) -> bool:
@@ -65,11 +68,18 @@ class Snapshot:
     def usable(self, name: str, searchable_only: bool = False) -> bool:
         """`name` may be offered: visible (or searchable), allowed by the caller, still in its source."""
         pool = self.catalog.searchable if searchable_only else self.catalog.visible
-        return name in pool and (self.allowed is None or name in self.allowed) and name not in self.gone
+        allowed = self.allowed is None or name in self.allowed
+        return name in pool and allowed and self.exists(name)  # (exists answers False for the gone ones too)
 
 
-def take_snapshot(catalog: Catalog, allowed: set[str] | None, gone: frozenset[str]) -> Snapshot:
-    """The snapshot stage: the candidates masked once, before anything is ranked."""
+def take_snapshot(
+    catalog: Catalog,
+    allowed: set[str] | None,
+    gone: frozenset[str],
+    exists: Callable[[str], bool] = lambda name: True,
+) -> Snapshot:
+    """The snapshot stage: the candidates masked once, before anything is ranked (the tools known to be
+    gone included); `exists` answers for the few tools the selection ends with."""
     candidates, count = catalog.searchable_mask, catalog.searchable_count
     if allowed is not None or gone:
         candidates = candidates.copy()
@@ -78,7 +88,7 @@ def take_snapshot(catalog: Catalog, allowed: set[str] | None, gone: frozenset[st
         if gone:
             candidates &= ~catalog.index.mask_of(gone)
         count = int(np.count_nonzero(candidates))
-    return Snapshot(catalog, allowed, gone, candidates, count)
+    return Snapshot(catalog, allowed, gone, candidates, count, exists)
 
 
 @dataclass(frozen=True)
@@ -123,18 +133,22 @@ class SecondStage(Protocol):
 
 
 def cut(ranking: Ranking, config: ToolFilterConfig, snapshot: Snapshot) -> list[ToolDecision]:
-    """The cut stage: threshold (or AutoCut) and ``top_k`` over the ranking; tools without evidence last."""
-    ranked = ranking.tools if not snapshot.gone else [t for t in ranking.tools if t.full_name not in snapshot.gone]
+    """The cut stage: threshold (or AutoCut) and ``top_k`` over the ranking (tools no longer in their
+    source left out); tools without evidence last."""
+    ranked = [t for t in ranking.tools if snapshot.exists(t.full_name)]
     decisions = apply_cutoff(ranked, config, no_tool_reason=ranking.no_tool_reason)
     return decisions + [ToolDecision(name, False, f"cut: {why}") for name, why in ranking.without_evidence]
 
 
-def cut_to_pick(ranking: Ranking, outcome: StageOutcome, shortlist: int, budget: int) -> list[ToolDecision]:
+def cut_to_pick(
+    ranking: Ranking, outcome: StageOutcome, shortlist: int, budget: int, snapshot: Snapshot
+) -> list[ToolDecision]:
     """The cut stage after a second stage picked: the tools the request names, then the pick (at most
-    `budget` in all); the rest of the shortlist cut as not picked, the tools beyond it as beyond it."""
+    `budget` in all; tools no longer in their source left out); the rest of the shortlist cut as not
+    picked, the tools beyond it as beyond it."""
     assert outcome.picked is not None
-    by_name = {t.full_name: t for t in ranking.tools}
-    named = [t.full_name for t in ranking.tools if t.name_match]
+    by_name = {t.full_name: t for t in ranking.tools if snapshot.exists(t.full_name)}
+    named = [n for n, t in by_name.items() if t.name_match]
     chosen = list(dict.fromkeys([*named, *(n for n in outcome.picked if n in by_name)]))[:budget]
     listed = {t.full_name for t in ranking.tools[:shortlist]}
 
@@ -146,7 +160,7 @@ def cut_to_pick(ranking: Ranking, outcome: StageOutcome, shortlist: int, budget:
         decision(by_name[n], True, "kept: the query names this tool" if by_name[n].name_match else picked)
         for n in chosen
     ]
-    for tool in ranking.tools:
+    for tool in by_name.values():
         if tool.full_name in chosen:
             continue
         if tool.full_name in listed:
@@ -160,7 +174,8 @@ def send_everything(snapshot: Snapshot, decisions: list[ToolDecision], budget: i
     """The all-fit stage: every candidate fits the budget, so every candidate is sent (ranked ones
     first): filtering would save nothing and could only hide a tool."""
     index = snapshot.catalog.index
-    everything = [t.full_name for t, ok in zip(index.tools, snapshot.candidates, strict=True) if ok]
+    tools = zip(index.tools, snapshot.candidates, strict=True)
+    everything = [t.full_name for t, ok in tools if ok and snapshot.exists(t.full_name)]
     candidates = set(everything)
     kept = [d.full_name for d in decisions if d.kept and d.full_name in candidates]
     ranked = set(kept)

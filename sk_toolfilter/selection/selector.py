@@ -70,7 +70,7 @@ class Selector:
         budget = self.budget(turn)
         outcome = await self._pick(request, ranking, snapshot, budget)
         if outcome is not None and outcome.picked is not None:
-            decisions = cut_to_pick(ranking, outcome, self._shortlist(), config.top_k)
+            decisions = cut_to_pick(ranking, outcome, self._shortlist(), config.top_k, snapshot)
         else:
             decisions = cut(ranking, config, snapshot)
         everything_fits = snapshot.count <= budget  # counted on the mask: no per-tool list on this path
