@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter._compat import moved_attributes
 from sk_toolfilter.agents.agent_file import AgentSpec, Framework, SampleQuery
+from sk_toolfilter.basics.display import shorten
 from sk_toolfilter.basics.errors import UnknownToolError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.tokenizer import count_json_tokens, count_tokens
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
-from sk_toolfilter.measure.report_html import render_chart_svg, render_html, share_percent, shorten
+from sk_toolfilter.measure.report_html import render_chart_svg, render_html, share_percent
 from sk_toolfilter.measure.token_report import (
     ConversationReport,
     QueryReport,

@@ -10,19 +10,13 @@ import math
 from html import escape
 from typing import TYPE_CHECKING
 
+from sk_toolfilter.basics.display import shorten
 from sk_toolfilter.measure.token_report import caching_line, methods_used, picker_line
 
 if TYPE_CHECKING:
     from sk_toolfilter.measure.token_report import TokenReport
 
 OFF_COLOUR, ON_COLOUR = "#c0392b", "#1e8449"
-
-
-def shorten(text: str, width: int) -> str:
-    """`text` on one line (runs of whitespace, line breaks included, become one space), cut to `width`
-    characters, an ellipsis marking the cut: a multi-line query never breaks a table row."""
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def share_percent(share: float | None) -> str:

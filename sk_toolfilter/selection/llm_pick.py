@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sk_toolfilter.basics.display import shorten
 from sk_toolfilter.basics.redaction import library_logger, redact_text, warn_once
 from sk_toolfilter.basics.tokenizer import count_tokens
 from sk_toolfilter.config import RerankConfig
@@ -114,12 +115,12 @@ class LLMToolPicker:
     def prompt(self, request: SelectionRequest, shortlist: Sequence[ScoredTool]) -> str:
         """The user message of the picking call: the request, the turn's calls so far, the numbered list."""
         text = request.turn.request if request.turn is not None else request.query
-        lines = [f"Request: {_one_line(text, MAX_REQUEST_CHARS)}"]
+        lines = [f"Request: {shorten(text, MAX_REQUEST_CHARS)}"]
         if request.turn is not None and request.turn.calls:
             lines.append(f"Calls already made for it: {', '.join(request.turn.calls[-MAX_CALLS_SHOWN:])}")
         lines.append("Tools:")
         limit = self.config.description_chars
-        lines += [f"- {t.full_name}: {_one_line(t.tool.description, limit)}" for t in shortlist]
+        lines += [f"- {t.full_name}: {shorten(t.tool.description or '', limit)}" for t in shortlist]
         return "\n".join(lines)
 
     def _fallback(self, why: str, started: float, cost: dict[str, float] | None = None) -> StageOutcome:
@@ -199,13 +200,8 @@ def _first_json(text: str) -> Any:
     return None
 
 
-def _one_line(text: str, limit: int) -> str:
-    line = " ".join((text or "").split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def _short(text: str, limit: int = 200) -> str:
-    return _one_line(redact_text(text), limit)
+    return shorten(redact_text(text), limit)
 
 
 def _answer_tokens(reply: PickerReply) -> int:
