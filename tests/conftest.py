@@ -226,6 +226,15 @@ def chat_completion(body: dict, message: dict, usage: tuple[int, int]) -> dict:
     }
 
 
+def send_json(handler: Any, data: bytes) -> None:
+    """Answer an HTTP request with `data` as a 200 JSON response."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 @pytest.fixture
 def openai_compatible_server():
     """A loopback OpenAI-compatible server answering every chat completion with plain text."""
@@ -238,11 +247,7 @@ def openai_compatible_server():
             self.server.bodies.append(body)  # type: ignore[attr-defined]
             reply = chat_completion(body, {"role": "assistant", "content": "hi there"}, (1, 1))
             data = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, data)
 
         def log_message(self, *args):
             pass

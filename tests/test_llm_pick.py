@@ -21,7 +21,7 @@ from sk_toolfilter.agents.agent import load_agent, open_toolset
 from sk_toolfilter.agents.agent_file import load_agent_file, parse_agent
 from sk_toolfilter.measure.report import build_token_report, render_markdown, render_terminal
 from sk_toolfilter.selection.llm_pick import parse_pick
-from tests.conftest import build_demo_kernel, chat_completion
+from tests.conftest import build_demo_kernel, chat_completion, send_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PICK_PROMPT = "You choose the tools an assistant needs"
@@ -72,11 +72,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     {"id": "call_1", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
                 ]
             data = json.dumps(chat_completion(body, message, (812, 14))).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, data)
 
     def log_message(self, *args):
         pass
