@@ -64,6 +64,24 @@ def test_the_default_is_the_tool_model_and_ranks_the_reference_tools_as_when_it_
         assert float(np.dot(vector, stored)) > INT8_COSINE_BOUND, text
 
 
+async def test_a_tools_vector_depends_on_its_text_only_never_on_the_rest_of_the_catalog(model):
+    """A tool embedded in a catalog of others, alone, or in another catalog gets the same vector: a
+    rebuild after adding tools, a replica embedding one tool and a full build agree (int8 models quantize
+    a run's activations together, so batching would tie a vector to its batch mates and their padding)."""
+    from sk_toolfilter import ToolIndex
+    from sk_toolfilter.agents.catalog import load_catalog
+
+    catalog = [tool for tool, _ in load_catalog(Path(__file__).parents[1] / "examples/data/bfcl/tools.jsonl")]
+    tools = catalog[:40]
+    whole = (await ToolIndex.build(tools, model)).embeddings
+    mixed = (await ToolIndex.build([*catalog[40:80], *tools[::-1]], model)).embeddings
+    assert whole is not None and mixed is not None
+    for i, tool in enumerate(tools[:5]):
+        alone = (await ToolIndex.build([tool], model)).embeddings
+        assert alone is not None and np.array_equal(alone[0], whole[i]), tool.full_name  # one process, one CPU
+    assert np.array_equal(mixed[40:][::-1], whole)
+
+
 def test_the_fast_request_encoder_ranks_the_reference_tools_as_when_it_was_distilled():
     """The 2-layer student: same tool vectors as the default, its own request vectors."""
     reference = json.loads((REFERENCE.parent / "student_reference.json").read_text())

@@ -53,7 +53,9 @@ class LocalEmbeddingGenerator(EmbeddingGeneratorBase):
     model: str | None = None
     ai_model_id: str = LOCAL_MODEL_ID
     max_length: int = 256
-    batch_size: int = 32
+    batch_size: int = 1
+    """Texts per ONNX run. 1: every text alone, the fastest and the smallest in memory on CPU (see
+    :class:`~sk_toolfilter.retrieval.encoders.OnnxEncoder`), and a tool's vector depends on its text only."""
     _documents: OnnxEncoder = PrivateAttr()
     _queries: OnnxEncoder | None = PrivateAttr(default=None)
     _query_service: LocalQueryEncoder | None = PrivateAttr(default=None)
@@ -202,7 +204,7 @@ def _create_embedding_service(config: EmbeddingConfig) -> EmbeddingGeneratorBase
         return None
     if provider == "local":
         resolve_local_model(config.model)  # a name that is no model: ConfigError here, not pydantic's wrapper
-        return LocalEmbeddingGenerator(model=config.model, batch_size=min(config.batch_size, 64))
+        return LocalEmbeddingGenerator(model=config.model)
     api_key = config.api_key.get_secret_value() if config.api_key else None
     if provider == "openai":
         from openai import AsyncOpenAI

@@ -34,9 +34,15 @@ class OnnxEncoder:
 
     Vectors are mean-pooled over real tokens (attention mask) and L2-normalized, like
     sentence-transformers. Raises EmbeddingServiceError for a missing, damaged or unloadable file.
+
+    `batch_size` is texts per ONNX run; the default, 1, runs every text alone. On CPU that is the
+    fastest setting for real tool texts (no padding; `benchmarks/tool_embedding_benchmark.py`), the
+    peak memory is one text's activations whatever the catalog's size or text lengths, and a vector
+    depends on its text only: the int8 models quantize a run's activations together, so in a batch a
+    text's vector depends on its batch mates and their padding (cosine ~0.99 to its vector alone).
     """
 
-    def __init__(self, files: LocalModel, *, max_length: int = 256, batch_size: int = 32, threads: int = 0) -> None:
+    def __init__(self, files: LocalModel, *, max_length: int = 256, batch_size: int = 1, threads: int = 0) -> None:
         self.files, self.max_length, self.batch_size = files, max_length, batch_size
         self.threads = threads  # onnxruntime's intra-op threads; 0: its default (one per physical core)
         self._session: Any = None
@@ -69,10 +75,9 @@ class OnnxEncoder:
             options = ort.SessionOptions()
             options.log_severity_level = 3
             options.intra_op_num_threads = self.threads
-            # Memory patterns are planned and kept per input shape; a catalog's batches come in many
-            # shapes (padded lengths), so they piled up. Peak RSS of a cold build with them / without:
-            # 606 bfcl tools 3.3 / 1.6 GB; 5,000 real tools (seal_tools + bfcl) 3.1 / 2.0 GB, at 26.2 /
-            # 24.8 tools/s. Vectors are unchanged: this is memory planning only.
+            # Memory patterns are planned and kept per input shape, and every text length is a shape:
+            # they piled up over a catalog (606 bfcl tools in runs of 32: 3.3 GB peak with them, 1.6
+            # without). Vectors are unchanged: this is memory planning only.
             options.enable_mem_pattern = False
             session = ort.InferenceSession(
                 str(files.model_file), sess_options=options, providers=["CPUExecutionProvider"]
@@ -86,10 +91,8 @@ class OnnxEncoder:
     def embed(self, texts: list[str], *, alone: bool = False) -> np.ndarray:
         """Rows of L2-normalized float32 vectors, one per text, computed in the calling thread.
 
-        `alone`: each text is run by itself (a batch of one, no padding). The int8 models quantize a
-        batch's activations together, so in a batch a text's vector depends on its batch mates and
-        their padding (cosine ~0.99 to its vector alone); requests are embedded alone so a selection
-        never depends on what else was embedded with it."""
+        `alone`: each text is run by itself whatever `batch_size` is (requests are, so a selection
+        never depends on what else was embedded with it)."""
         self.load()
         out = np.zeros((len(texts), self.files.dimensions), dtype=np.float32)
         # Sorting by length keeps padding small inside each batch.
