@@ -11,7 +11,7 @@ from typing import Any
 
 from semantic_kernel import Kernel
 from semantic_kernel.connectors.ai.embedding_generator_base import EmbeddingGeneratorBase
-from semantic_kernel.functions import KernelFunctionFromMethod, KernelPlugin, kernel_function
+from semantic_kernel.functions import KernelPlugin, kernel_function
 
 from sk_toolfilter.agents.agent_file import (
     AgentSpec,
@@ -114,22 +114,24 @@ def catalog_plugins(source: CatalogSource, spec: AgentSpec) -> list[KernelPlugin
     Records that name their own ``plugin`` go to that plugin; the others to the source's name.
     """
     records = load_catalog(spec.resolve(source.path), default_plugin=source.name)
-    by_plugin: dict[str, list[KernelFunctionFromMethod]] = {}
+    by_plugin: dict[str, list[Any]] = {}
     taken: dict[str, set[str]] = {}
     for tool, schema in records:
         name = function_name(tool.plugin, tool.name, taken.setdefault(tool.plugin, set()))
 
-        @kernel_function(name=name, description=tool.description)
         def definition_only(_name: str = f"{tool.plugin}-{name}", **kwargs: Any) -> str:
             return DEFINITION_ONLY.format(name=_name)
 
-        definition_only.__kernel_function_parameters__ = tool_parameters(schema, f"{tool.plugin}-{name}").dicts
-        by_plugin.setdefault(tool.plugin, []).append(
-            KernelFunctionFromMethod(method=definition_only, plugin_name=tool.plugin)
-        )
+        # The annotations as objects: the decorator's signature would otherwise evaluate their text
+        # (this module postpones annotations) for every function of the catalog.
+        definition_only.__annotations__ = {"_name": str, "kwargs": Any, "return": str}
+        method = kernel_function(name=name, description=tool.description)(definition_only)
+        method.__kernel_function_parameters__ = tool_parameters(schema, f"{tool.plugin}-{name}").dicts
+        by_plugin.setdefault(tool.plugin, []).append(method)
+    # The plugin makes each function from its method (a function made here would be deep-copied).
     return [
-        KernelPlugin(name=plugin, description=source.description or None, functions=functions)
-        for plugin, functions in by_plugin.items()
+        KernelPlugin(name=plugin, description=source.description or None, functions=methods)
+        for plugin, methods in by_plugin.items()
     ]
 
 
