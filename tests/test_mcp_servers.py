@@ -249,10 +249,13 @@ async def test_an_http_server_that_is_not_there_fails_fast_without_echoing_crede
 # ------------------------------------------------------------------------------- weak evidence
 async def test_a_lone_incidental_word_sends_no_tool_the_encoder_finds_unrelated(tmp_path):
     """Six registry servers in one agent (the issue's setting). "Remember that Alice works at Contoso as a
-    data engineer" reaches no tool's semantic floor; BM25 alone matched "data" in the gzip tool's text and
-    "working" in git's, and sent them. A shared word now counts only where the encoder agrees: only the
-    pins are sent, and explain says why the word-sharing tool was not enough."""
+    data engineer" links to no tool clearly (its closest tool sits at the semantic floor, 0.20 ± an int8
+    rounding); BM25 alone matched "data" in the gzip tool's text and "working" in git's, and sent them. A
+    shared word now counts only where the encoder agrees, also when one tool is a hair above the floor:
+    no word-sharing tool the encoder finds unrelated is sent, whatever side of the floor the closest tool
+    lands on this CPU; a tool sent besides the pins is there by its own cosine."""
     from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.retrieval.search import WEAK_WORD_MARGIN
 
     everything = cases(tmp_path)
     spec = parse_agent(
@@ -260,11 +263,17 @@ async def test_a_lone_incidental_word_sends_no_tool_the_encoder_finds_unrelated(
         base_dir=tmp_path,
     )
     async with await open_toolset(spec) as tools:
+        index, floor = tools.manager.index, tools.manager.config.semantic_floor
         for request in ["Remember that Alice works at Contoso as a data engineer", "Forget everything about Bob"]:
             selection = await tools.manager.select(request)
-            assert all(n.startswith("ToolSearch-") for n in selection.names), (request, selection.names)
-        decisions = await tools.manager.explain("Remember that Alice works at Contoso as a data engineer")
-        gzip = [d for d in decisions if d.full_name == "Everything-gzip-file-as-resource"]
-        assert gzip and "a shared word is not enough" in gzip[0].reason, decisions
+            cosines = index.cosine_scores((await index.embed_queries([request]))[0])
+            assert cosines.max() <= floor + WEAK_WORD_MARGIN  # the setting: no tool clearly linked
+            sent = [n for n in selection.names if not n.startswith("ToolSearch-")]
+            # gzip ("data") and git ("works") share a word; the encoder puts them far below the floor
+            assert all(cosines[index.position(n)] > floor for n in sent), (request, sent)
+        # Below the floor, explain says why the word-sharing tool was not enough.
+        decisions = await tools.manager.explain("Forget everything about Bob")
+        echo = [d for d in decisions if d.full_name == "Everything-echo"]
+        assert echo and "a shared word is not enough" in echo[0].reason, decisions
         # A request the encoder links is ranked as before.
         assert "Memory-create_entities" in (await tools.manager.select("create entities in the knowledge graph")).names
