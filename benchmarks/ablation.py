@@ -17,7 +17,8 @@ from typing import Any
 from sk_toolfilter import LocalEmbeddingGenerator, ToolFilterConfig, ToolIndex
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.measure.evaluation import evaluate_method, load_queries
-from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
+from sk_toolfilter.retrieval.cache import EmbeddingCache
+from sk_toolfilter.retrieval.embeddings import cached
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default (hybrid: z-score blend 0.7/0.3, query splitting)": {},

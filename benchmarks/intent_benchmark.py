@@ -39,8 +39,9 @@ import numpy as np
 from sk_toolfilter import LocalEmbeddingGenerator, ToolFilterConfig, ToolIndex
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.measure.evaluation import load_queries
-from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
+from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.cutoff import apply_cutoff
+from sk_toolfilter.retrieval.embeddings import cached
 from sk_toolfilter.retrieval.search import rank_tools
 from sk_toolfilter.retrieval.small_talk import SMALL_TALK_EXAMPLES
 

@@ -23,7 +23,8 @@ from intent_benchmark import measure
 from sk_toolfilter import LocalEmbeddingGenerator, ToolFilterConfig, ToolIndex
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.measure.evaluation import load_queries
-from sk_toolfilter.retrieval.cache import EmbeddingCache, cached
+from sk_toolfilter.retrieval.cache import EmbeddingCache
+from sk_toolfilter.retrieval.embeddings import cached
 
 GENERAL = "all-MiniLM-L6-v2-int8"
 SHIPPED = "minilm-l6-tools-v1"
@@ -56,7 +57,13 @@ async def main(data: Path, folders: list[Path], datasets: list[str]) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
-    parser.add_argument("--models", type=Path, action="append", required=True, help="a folder of <set>/onnx models")
+    parser.add_argument(
+        "--models",
+        type=Path,
+        action="append",
+        default=[],
+        help="a folder of <set>/onnx models (none: the general and shipped ones only)",
+    )
     parser.add_argument("--datasets", default="metatool,bfcl,seal_tools,livemcpbench")
     args = parser.parse_args()
     asyncio.run(main(args.data, args.models, [d for d in args.datasets.split(",") if d]))
