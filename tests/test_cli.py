@@ -147,6 +147,24 @@ def test_eval_on_an_agent_file(bm25_agent, tmp_path, capsys):
     assert "bm25" in capsys.readouterr().out
 
 
+def test_eval_shows_the_cut_offs_it_was_asked_for_and_no_column_of_another(bm25_agent, tmp_path, capsys):
+    """`--k 2,3`: recall@2 and @3, complete@3, per category too (a column of a cut-off nobody asked for
+    read nan, and the per-category lines looked for recall@5 and failed)."""
+    queries = tmp_path / "q.jsonl"
+    rows = [{"query": "convert 5 km to miles", "gold": ["Math-convert_units"], "category": "math"}]
+    queries.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["eval", "--agent", str(bm25_agent), "--queries", str(queries), "--methods", "bm25", "--k", "2,3"]
+    assert main([*args, "--by-category"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("method"))
+    assert header.split()[1:4] == ["recall@2", "recall@3", "complete@3"] and "recall@5" not in header
+    assert "nan" not in out and "math" in out and "recall@3" in out.split(header)[1]
+    assert main([*args, "--by-category", "--out", str(tmp_path / "out")]) == 0
+    markdown = (tmp_path / "out" / "eval.md").read_text()
+    assert "| recall@2 | recall@3 | complete@3 |" in markdown and "nan" not in markdown
+    assert "| method | category | recall@3 | complete@3 | mrr |" in markdown
+
+
 @pytest.mark.parametrize(
     ("lines", "expected"),
     [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,8 +78,24 @@ def _with_sent_gold(query: LabelledQuery, index: ToolIndex) -> LabelledQuery:
     return query if tuple(gold) == query.gold else dataclasses.replace(query, gold=tuple(gold))
 
 
-def render_table(results: list[MethodResult], columns: tuple[str, ...] = COLUMNS) -> str:
-    names = (*columns, "tokens_sent", "p50_ms")
+def headline_k(results: Sequence[MethodResult]) -> int:
+    """The cut-off of the complete@k column and of the per-category lines: 5 when measured (``--k``), else
+    the largest cut-off measured."""
+    ks = sorted({int(key.split("@")[1]) for r in results for key in r.metrics if key.startswith("recall@")})
+    return 5 if 5 in ks or not ks else ks[-1]
+
+
+def shown_columns(results: Sequence[MethodResult]) -> tuple[str, ...]:
+    """The metric columns of what was measured: recall at each ``--k`` cut-off, complete at the headline
+    one, then nDCG@10, MRR and tools sent (never a column of a cut-off nobody asked for)."""
+    keys = {key for r in results for key in r.metrics}
+    recalls = sorted((key for key in keys if key.startswith("recall@")), key=lambda key: int(key.split("@")[1]))
+    rest = [c for c in COLUMNS if not c.startswith(("recall@", "complete@")) and c in keys]
+    return (*recalls, f"complete@{headline_k(results)}", *rest)
+
+
+def render_table(results: list[MethodResult], columns: tuple[str, ...] | None = None) -> str:
+    names = (*(columns or shown_columns(results)), "tokens_sent", "p50_ms")
     if any("picker_tokens" in r.metrics for r in results):
         names = (*names, "picker_tokens")
     widths = [max(10, len(c) + 2) for c in names]
@@ -116,17 +132,18 @@ def eval_picker(args: argparse.Namespace, config: ToolFilterConfig) -> SecondSta
 
 
 def render_markdown(results: list[MethodResult], n_queries: int, n_tools: int, by_category: bool) -> str:
-    cols = (*COLUMNS, "tokens_sent", "p50_ms", "p95_ms")
+    cols = (*shown_columns(results), "tokens_sent", "p50_ms", "p95_ms")
+    k = headline_k(results)
     out = [f"{n_queries} queries, {n_tools} tools.", "", "| method | " + " | ".join(cols) + " |"]
     out.append("|---" * (len(cols) + 1) + "|")
     for r in results:
         out.append(f"| {r.method} | " + " | ".join(f"{r.metrics.get(c, float('nan')):.3f}" for c in cols) + " |")
     if by_category:
-        out += ["", "| method | category | recall@5 | complete@5 | mrr |", "|---|---|---|---|---|"]
+        out += ["", f"| method | category | recall@{k} | complete@{k} | mrr |", "|---|---|---|---|---|"]
         for r in results:
             for category, m in r.by_category.items():
                 out.append(
-                    f"| {r.method} | {category} | {m['recall@5']:.3f} | {m['complete@5']:.3f} | {m['mrr']:.3f} |"
+                    f"| {r.method} | {category} | {m[f'recall@{k}']:.3f} | {m[f'complete@{k}']:.3f} | {m['mrr']:.3f} |"
                 )
     return "\n".join(out) + "\n"
 
@@ -289,7 +306,8 @@ async def run_eval(args: argparse.Namespace) -> int:
         (out / "eval.md").write_text(render_markdown(results, len(queries), len(index), args.by_category))
         print(f"Wrote {out / 'eval.json'} and {out / 'eval.md'}")
     elif args.by_category:
+        k = headline_k(results)
         for r in results:
             for category, m in r.by_category.items():
-                print(f"{r.method:10} {category:24} recall@5 {m['recall@5']:.3f} mrr {m['mrr']:.3f}")
+                print(f"{r.method:10} {category:24} recall@{k} {m[f'recall@{k}']:.3f} mrr {m['mrr']:.3f}")
     return 0
