@@ -78,10 +78,15 @@ def _with_sent_gold(query: LabelledQuery, index: ToolIndex) -> LabelledQuery:
     return query if tuple(gold) == query.gold else dataclasses.replace(query, gold=tuple(gold))
 
 
+def measured_cutoffs(results: Sequence[MethodResult]) -> list[int]:
+    """The ``--k`` cut-offs the results were measured at, ascending."""
+    return sorted({int(key.split("@")[1]) for r in results for key in r.metrics if key.startswith("recall@")})
+
+
 def headline_k(results: Sequence[MethodResult]) -> int:
     """The cut-off of the complete@k column and of the per-category lines: 5 when measured (``--k``), else
     the largest cut-off measured."""
-    ks = sorted({int(key.split("@")[1]) for r in results for key in r.metrics if key.startswith("recall@")})
+    ks = measured_cutoffs(results)
     return 5 if 5 in ks or not ks else ks[-1]
 
 
@@ -89,9 +94,8 @@ def shown_columns(results: Sequence[MethodResult]) -> tuple[str, ...]:
     """The metric columns of what was measured: recall at each ``--k`` cut-off, complete at the headline
     one, then nDCG@10, MRR and tools sent (never a column of a cut-off nobody asked for)."""
     keys = {key for r in results for key in r.metrics}
-    recalls = sorted((key for key in keys if key.startswith("recall@")), key=lambda key: int(key.split("@")[1]))
     rest = [c for c in COLUMNS if not c.startswith(("recall@", "complete@")) and c in keys]
-    return (*recalls, f"complete@{headline_k(results)}", *rest)
+    return (*(f"recall@{k}" for k in measured_cutoffs(results)), f"complete@{headline_k(results)}", *rest)
 
 
 def render_table(results: list[MethodResult], columns: tuple[str, ...] | None = None) -> str:

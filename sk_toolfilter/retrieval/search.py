@@ -417,9 +417,10 @@ def _score_text(
         # Evidence: a shared term, or a cosine above the floor (where each method's [0, 1] score > 0).
         semantic_evidence = raw["semantic"] > float32_threshold(config.semantic_floor)
         lexical_evidence = raw["bm25"] > 0
-        if weakly_linked(raw["semantic"], config.semantic_floor):
+        best = raw["semantic"].max()
+        if best <= np.float32(config.semantic_floor + WEAK_WORD_MARGIN):
             # No cosine clears the floor by the margin: a shared word is evidence only where the encoder agrees.
-            lexical_evidence &= raw["semantic"] >= raw["semantic"].max() - np.float32(WEAK_WORD_MARGIN)
+            lexical_evidence &= raw["semantic"] >= best - np.float32(WEAK_WORD_MARGIN)
         evidence = lexical_evidence | semantic_evidence
         final = zscore_blend(raw, weights, evidence, mask)
     return _TextScores("hybrid", final, raw, scale)
@@ -434,12 +435,6 @@ the model trained without metatool (0.10 lost none there, but left "Remember tha
 as a data engineer" sending a git tool for "works"). The rule holds up to the floor plus the margin, not
 only below the floor: one tool a hair above the floor (0.204 against 0.2, an int8 rounding away) must
 not turn every shared word in the catalog into evidence."""
-
-
-def weakly_linked(cosines: np.ndarray, floor: float) -> bool:
-    """Whether the request's closest tool is at most :data:`WEAK_WORD_MARGIN` above `floor` (or below it):
-    then a shared word counts only where the encoder agrees."""
-    return bool(cosines.max(initial=-1.0) <= np.float32(floor + WEAK_WORD_MARGIN))
 
 
 def _interleave(rankings: list[list[int]]) -> list[int]:
