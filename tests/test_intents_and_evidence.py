@@ -529,22 +529,63 @@ def test_the_exemplars_come_from_clinc150s_train_split_at_a_pinned_commit():
     assert not lists & {t.lower().strip(" ?!.") for t in exemplars.texts}
 
 
-async def test_the_shipped_exemplar_vectors_are_what_the_request_encoder_gives():
+async def test_the_exemplar_vectors_small_talk_is_judged_with_are_what_this_cpu_computes(files_kernel):
+    # Int8 inference differs by CPU (a tool-trained encoder's vector of one text moved by up to 0.057
+    # cosine between two x86 CPUs): whichever CPU runs this, the exemplars the index compares requests
+    # with must be what its own request encoder gives (a shipped set it matches, or embedded here).
     import numpy as np
 
     from sk_toolfilter import LocalEmbeddingGenerator
-    from sk_toolfilter.retrieval.encoders import embedding_model_id, query_encoder
-    from sk_toolfilter.retrieval.small_talk import load_exemplars, shipped_exemplar_vectors
+    from sk_toolfilter.retrieval.small_talk import load_exemplars
 
     for model in ["minilm-l6-tools-v1", "minilm-l2-tools-v1", "all-MiniLM-L6-v2-int8"]:
         service = LocalEmbeddingGenerator(model=model)
-        stored = shipped_exemplar_vectors(embedding_model_id(query_encoder(service)), 384)
-        assert stored is not None, model
-        # Requests are embedded alone (so batch mates never matter); int8 inference differs a little by
-        # CPU, so compare with a bound.
+        manager = await create_tool_filter(files_kernel, ToolFilterConfig(), embedding_service=service)
+        ready = await manager.index.small_talk_ready()
+        assert ready is not None and ready.no_tool is not None and ready.tool_request is not None, model
+        in_use = np.vstack([ready.no_tool.float32(), ready.tool_request.float32()])
+        in_use /= np.linalg.norm(in_use, axis=1, keepdims=True)
         fresh = service.embed_queries_sync(load_exemplars().texts)
-        assert np.min(np.sum(stored * fresh, axis=1)) > 0.97, model  # the bound the model tests use
-    assert shipped_exemplar_vectors("some-other-model", 384) is None
+        assert np.min(np.sum(in_use * fresh, axis=1)) > 0.99, model  # int8 storage: ~0.9999
+
+
+async def test_shipped_exemplar_vectors_another_cpu_computed_are_never_used(
+    files_kernel, monkeypatch, tmp_path, caplog
+):
+    # A shipped set whose probe texts disagree with this CPU's encoder (as another CPU's arithmetic
+    # would) is left aside: the exemplars are embedded here, and the log says why.
+    import logging
+
+    from sk_toolfilter import LocalEmbeddingGenerator
+    from sk_toolfilter.retrieval import small_talk
+    from sk_toolfilter.retrieval.encoders import embedding_model_id, query_encoder
+    from sk_toolfilter.retrieval.numerics import PROBE_TEXTS
+
+    service = LocalEmbeddingGenerator(model="minilm-l2-tools-v1")
+    model_id = embedding_model_id(query_encoder(service))
+    texts = small_talk.load_exemplars().texts
+    fresh = service.embed_queries_sync(texts)
+    skewed = fresh.copy()
+    probe = [texts.index(t) for t in PROBE_TEXTS]
+    skewed[probe[3]] = fresh[probe[3]] * 0.8 + fresh[probe[4]] * 0.2  # one probe text ~0.98 off
+    monkeypatch.setattr(small_talk, "VECTORS_DIR", tmp_path)
+    small_talk.save_exemplar_vectors(model_id, skewed)
+    small_talk.save_exemplar_vectors(model_id, skewed[::-1].copy(), tag="other")
+    assert set(small_talk.shipped_exemplar_variants(model_id, 384)) == {"", "other"}
+    assert small_talk.matching_variant(small_talk.shipped_exemplar_variants(model_id, 384), fresh[probe]) is None
+    with caplog.at_level(logging.INFO, logger="sk_toolfilter"):
+        manager = await create_tool_filter(files_kernel, ToolFilterConfig(), embedding_service=service)
+        first = await manager.index.small_talk_vectors()
+        assert first is not None and first.no_tool is None  # not the shipped sets: embedding here
+        ready = await manager.index.small_talk_ready()
+    assert ready is not None and ready.no_tool is not None
+    assert any("int8 arithmetic differs" in r.getMessage() and model_id in r.getMessage() for r in caplog.records)
+    # The same files with the probe rows this CPU computes are used as they are.
+    small_talk.save_exemplar_vectors(model_id, fresh, tag="here")
+    assert small_talk.matching_variant(small_talk.shipped_exemplar_variants(model_id, 384), fresh[probe]) == "here"
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig(), embedding_service=service)
+    used = await manager.index.small_talk_vectors()
+    assert used is not None and used.no_tool is not None  # at once, no background embedding
 
 
 async def test_a_request_vector_never_depends_on_what_was_embedded_with_it():
@@ -585,3 +626,16 @@ async def test_a_model_without_shipped_exemplar_vectors_embeds_them_once_and_jud
     assert sum(calls) - before <= 3  # each request's own vector; the exemplars were embedded once
     assert sum(calls) < len(load_exemplars().texts) + 200
     assert "Weather-forecast" in await manager.filter_tools("what's the forecast?")
+
+
+async def test_aclose_returns_once_the_exemplar_embedding_has_stopped(files_kernel):
+    from sk_toolfilter import LocalEmbeddingGenerator
+
+    service = LocalEmbeddingGenerator(model="all-MiniLM-L6-v2-int8")
+    service.ai_model_id = "general-under-another-name"  # no shipped vectors: embedded in the background
+    manager = await create_tool_filter(files_kernel, ToolFilterConfig(), embedding_service=service)
+    await manager.index.small_talk_vectors()
+    task = manager.index._exemplar_task
+    assert task is not None and not task.done()  # created by that call, not yet run
+    await manager.aclose()
+    assert task.done()

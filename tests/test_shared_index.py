@@ -486,3 +486,40 @@ async def test_replicas_creating_the_co_usage_table_at_once_take_turns(postgres,
     finally:
         for pool in pools:
             await pool.close()
+
+
+@pytest.mark.postgres
+async def test_a_replica_whose_cpu_computes_other_vectors_embeds_the_catalog_itself(postgres, caplog, tmp_path):
+    # A local int8 model's vectors differ by CPU: a replica checks a few stored tools against what its
+    # own encoder gives before it trusts the store's vectors, and never publishes over another CPU's.
+    from sk_toolfilter import LocalEmbeddingGenerator
+
+    config = store_config(postgres.dsn)
+    publisher = await ToolFilterManager.from_kernel(
+        travel_kernel(), config, embedding_service=LocalEmbeddingGenerator()
+    )
+    version = publisher.index_store.stats.version
+    alike = await ToolFilterManager.from_kernel(travel_kernel(), config, embedding_service=LocalEmbeddingGenerator())
+    assert (alike.index_store.stats.loaded, alike.index_store.stats.embedded) == (3, 0)
+
+    other_cpu = LocalEmbeddingGenerator()  # the same model; its vectors turned ~0.97, as other arithmetic gives
+    encoder = other_cpu._documents
+    embed = encoder.embed
+
+    def turned(texts, **options):
+        vectors = embed(texts, **options)
+        vectors = vectors * 0.8 + np.roll(vectors, 1, axis=1) * 0.2
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    encoder.embed = turned
+    own_disk = config.model_copy(update={"embedding": config.embedding.model_copy(update={"cache_dir": str(tmp_path)})})
+    with caplog.at_level(logging.WARNING, logger="sk_toolfilter"):
+        replica = await ToolFilterManager.from_kernel(travel_kernel(), own_disk, embedding_service=other_cpu)
+    stats = replica.index_store.stats
+    assert (stats.loaded, stats.embedded, stats.published) == (0, 3, 0)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "computes differently" in warnings[0] and "never publishes" in warnings[0]
+    assert (await replica.index_store.catalog.current()).version == version  # the store is unchanged
+    assert "Travel-book_flight" in await replica.filter_tools("book a flight from Paris to Rome")
+    for manager in (publisher, alike, replica):
+        await manager.aclose()

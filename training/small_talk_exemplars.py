@@ -17,9 +17,12 @@ on them, and on its own small-talk lists, none of which is an exemplar (the few 
 to one, "thank you!", "what's up", are left out). With ``--vectors`` it also writes the exemplars'
 vectors for the shipped request encoders (int8 codes and a scale per row, with a digest of the texts),
 so no process embeds them at run time; any other embedding model embeds them once, at its first short
-request.
+request. The int8 request encoders compute slightly different vectors on CPUs of different arithmetic
+(:mod:`sk_toolfilter.retrieval.numerics`): ``--variant TAG`` adds this CPU's vectors as one more shipped
+set for each model whose existing sets it does not match (a CPU that matches none embeds them itself).
 
     python -m training.small_talk_exemplars --clinc PATH [--vectors]
+    python -m training.small_talk_exemplars --variant TAG
 """
 
 from __future__ import annotations
@@ -129,32 +132,52 @@ def exemplars(clinc: dict[str, list[list[str]]]) -> dict[str, Any]:
     }
 
 
-def write_vectors(content: dict[str, Any]) -> None:
-    """The exemplars' vectors for every shipped request encoder (what the index would embed)."""
+def write_vectors(content: dict[str, Any] | None, tag: str = "") -> None:
+    """The exemplars' vectors for every shipped request encoder (what the index would embed); with `tag`,
+    as a variant for this CPU, only for the models whose shipped sets this CPU does not match."""
     import numpy as np
 
     from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
     from sk_toolfilter.retrieval.encoders import embedding_model_id, query_encoder
     from sk_toolfilter.retrieval.local_models import TOOL_SIDE_MODEL_ID, shipped_models
-    from sk_toolfilter.retrieval.small_talk import load_exemplars, save_exemplar_vectors
+    from sk_toolfilter.retrieval.numerics import PROBE_TEXTS
+    from sk_toolfilter.retrieval.small_talk import (
+        load_exemplars,
+        matching_variant,
+        save_exemplar_vectors,
+        shipped_exemplar_variants,
+    )
 
     load_exemplars.cache_clear()  # the file just written
     texts = load_exemplars().texts
-    assert texts == [*content["no_tool"], *content["tool_request"]]
+    assert content is None or texts == [*content["no_tool"], *content["tool_request"]]
     for model_id in shipped_models():
         service = LocalEmbeddingGenerator(model=model_id)
         if model_id == TOOL_SIDE_MODEL_ID:
             continue  # a tool-side file: requests are never embedded with it
+        request_model = embedding_model_id(query_encoder(service))
+        if tag:
+            here = service.embed_queries_sync(list(PROBE_TEXTS))
+            matched = matching_variant(shipped_exemplar_variants(request_model, service.dimensions), here)
+            if matched is not None:
+                print(f"{model_id}: this CPU computes the shipped set {matched or '(reference)'!r}; nothing written")
+                continue
         vectors = np.asarray(service.embed_queries_sync(texts), dtype=np.float32)
-        path = save_exemplar_vectors(embedding_model_id(query_encoder(service)), vectors)
+        path = save_exemplar_vectors(request_model, vectors, tag)
         print(f"{model_id}: {len(texts)} exemplars -> {path.relative_to(DATA.parent.parent.parent)}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clinc", type=Path, required=True, help="a clone of clinc/oos-eval")
+    parser.add_argument("--clinc", type=Path, help="a clone of clinc/oos-eval")
     parser.add_argument("--vectors", action="store_true", help="also write the shipped request encoders' vectors")
+    parser.add_argument("--variant", metavar="TAG", help="only add this CPU's vectors as the shipped set TAG")
     args = parser.parse_args(argv)
+    if args.variant:
+        write_vectors(None, args.variant)
+        return
+    if args.clinc is None:
+        parser.error("--clinc is required (or --variant TAG)")
     content = exemplars(read_clinc(args.clinc))
     DATA.mkdir(parents=True, exist_ok=True)
     out = DATA / "small_talk_exemplars.json"

@@ -261,6 +261,16 @@ class CachedEmbeddings(EmbeddingGeneratorBase):
         return None if inner is None else self._query_service
 
 
+def runs_here(service: object) -> bool:
+    """Whether `service` (or the service it wraps) computes on this CPU: a local model, whose int8
+    arithmetic differs by CPU (a remote service computes alike for every caller)."""
+    while service is not None:
+        if isinstance(service, (LocalEmbeddingGenerator, LocalQueryEncoder)):
+            return True
+        service = getattr(service, "inner", None)
+    return False
+
+
 def cached(service: EmbeddingGeneratorBase, cache: EmbeddingCache) -> CachedEmbeddings:
     """`service` behind `cache`, keeping the service's model id (so cache keys stay the same)."""
     return CachedEmbeddings(inner=service, cache=cache, ai_model_id=getattr(service, "ai_model_id", None) or "")

@@ -31,9 +31,17 @@ from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.metadata import ToolMetadata, crawl_kernel
 from sk_toolfilter.retrieval.names import NameMatcher
+from sk_toolfilter.retrieval.numerics import AGREEMENT, PROBE_TEXTS
 from sk_toolfilter.retrieval.prerequisites import Provider, find_providers
 from sk_toolfilter.retrieval.scoring import CatalogVectors, Precision
-from sk_toolfilter.retrieval.small_talk import SMALL_TALK, SmallTalkVectors, load_exemplars, shipped_exemplar_vectors
+from sk_toolfilter.retrieval.small_talk import (
+    SMALL_TALK,
+    SmallTalkVectors,
+    load_exemplars,
+    matching_variant,
+    shipped_exemplar_variants,
+    worst_probe_agreement,
+)
 
 logger = library_logger(__name__)
 
@@ -298,8 +306,10 @@ class ToolIndex:
         """What small talk is judged against (once per index): the
         :data:`~sk_toolfilter.retrieval.small_talk.SMALL_TALK` descriptions embedded like tools and, when
         ready, the exemplars embedded like requests. They are precomputed for the shipped request
-        encoders; another model embeds them once in the background (through the disk cache when the
-        service has one) and the descriptions alone judge until then (:meth:`small_talk_ready` waits).
+        encoders and used where this CPU computes them alike (a probe of 16 texts); another model, or a
+        CPU whose int8 arithmetic matches no shipped set, embeds them once in the background (through the
+        disk cache when the service has one) and the descriptions alone judge until then
+        (:meth:`small_talk_ready` waits).
         None without embeddings or when the service fails (then no request is judged small talk)."""
         if self._small_talk is None and self.embedding_service is not None and self._vectors is not None:
             async with self._small_talk_lock:  # concurrent first requests embed the descriptions once
@@ -312,6 +322,13 @@ class ToolIndex:
                 no_tool, tool_request = exemplars
                 self._small_talk = dataclasses.replace(self._small_talk, no_tool=no_tool, tool_request=tool_request)
         return self._small_talk
+
+    async def aclose(self) -> None:
+        """Stop embedding the small-talk exemplars if that is still running, and wait until it has stopped."""
+        task = self._exemplar_task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
 
     async def small_talk_ready(self) -> SmallTalkVectors | None:
         """:meth:`small_talk_vectors` once the exemplars are embedded too (or have failed)."""
@@ -336,11 +353,40 @@ class ToolIndex:
         if vectors.shape[1] != dims:
             return None
         encoder = query_encoder(service)
-        shipped = shipped_exemplar_vectors(embedding_model_id(encoder), dims)
+        shipped = await self._shipped_exemplars(encoder, dims)
         if shipped is not None:
             return SmallTalkVectors(vectors, *_split_exemplars(shipped))
         self._exemplar_task = asyncio.create_task(self._embed_exemplars(encoder, dims))
         return SmallTalkVectors(vectors)
+
+    async def _shipped_exemplars(self, encoder: EmbeddingService, dims: int) -> np.ndarray | None:
+        """The shipped exemplar vectors this CPU computes alike (checked on the probe texts: see
+        :mod:`~sk_toolfilter.retrieval.numerics`), or None: none shipped for this model, or none agrees
+        (then they are embedded here like another model's)."""
+        model_id = embedding_model_id(encoder)
+        variants = shipped_exemplar_variants(model_id, dims)
+        if not variants:
+            return None
+
+        async def probe(timeout: float) -> np.ndarray:
+            return await embed_texts(encoder, list(PROBE_TEXTS), timeout=timeout)
+
+        try:
+            here = await self.circuit.call(probe)
+        except EmbeddingServiceError as exc:
+            logger.debug("sk-toolfilter: small-talk probe not embedded (%s)", exc)
+            return None
+        tag = matching_variant(variants, here)
+        if tag is None:
+            logger.info(
+                "sk-toolfilter: this CPU's int8 arithmetic differs from every shipped small-talk vector set of %s "
+                "(worst probe cosine %.3f, %.3f needed): embedding the exemplars here, in the background",
+                model_id,
+                worst_probe_agreement(variants, here),
+                AGREEMENT,
+            )
+            return None
+        return variants[tag]
 
     async def _embed_exemplars(
         self, encoder: EmbeddingService, dims: int

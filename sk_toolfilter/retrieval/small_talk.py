@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from sk_toolfilter.retrieval.gloss import HAN_RUN, with_english_gloss
+from sk_toolfilter.retrieval.numerics import PROBE_TEXTS, agrees, worst_agreement
 from sk_toolfilter.retrieval.scoring import CatalogVectors, quantize_rows
 from sk_toolfilter.retrieval.text import CJK_RUN, tokenize
 
@@ -169,30 +170,57 @@ def load_exemplars() -> Exemplars:
     return Exemplars(tuple(content["no_tool"]), tuple(content["tool_request"]))
 
 
-def _vectors_file(request_model_id: str) -> Path:
-    return VECTORS_DIR / (re.sub(r"[^A-Za-z0-9_.-]", "_", request_model_id) + ".npz")
+def _vectors_file(request_model_id: str, tag: str = "") -> Path:
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", request_model_id) + (f"+{tag}" if tag else "")
+    return VECTORS_DIR / (name + ".npz")
 
 
-def save_exemplar_vectors(request_model_id: str, vectors: np.ndarray) -> Path:
-    """Keep the exemplars' vectors for a shipped request encoder (int8 codes and a scale per row)."""
+def save_exemplar_vectors(request_model_id: str, vectors: np.ndarray, tag: str = "") -> Path:
+    """Keep the exemplars' vectors for a shipped request encoder (int8 codes and a scale per row), as
+    computed on this CPU: `tag` names a variant for a CPU whose arithmetic differs from the reference
+    one's ('' : the reference; see :mod:`sk_toolfilter.retrieval.numerics`)."""
     codes, scales = quantize_rows(np.asarray(vectors, dtype=np.float32))
-    path = _vectors_file(request_model_id)
+    path = _vectors_file(request_model_id, tag)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, codes=codes, scales=scales, digest=load_exemplars().digest)
     return path
 
 
-def shipped_exemplar_vectors(request_model_id: str, dimensions: int) -> np.ndarray | None:
-    """The exemplars' unit vectors precomputed for a shipped request encoder, or None (another model,
-    other texts or another size: the index embeds them itself)."""
-    path = _vectors_file(request_model_id)
-    if not path.is_file():
-        return None
-    with np.load(path) as stored:
-        if str(stored["digest"]) != load_exemplars().digest or stored["codes"].shape[1] != dimensions:
-            return None
-        vectors = stored["codes"].astype(np.float32) * stored["scales"][:, None]
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+def shipped_exemplar_variants(request_model_id: str, dimensions: int) -> dict[str, np.ndarray]:
+    """The exemplars' unit vectors precomputed for a shipped request encoder, one set per CPU arithmetic
+    they were computed on (tag -> vectors; '' the reference); empty for another model, other texts or
+    another size (the index embeds them itself). Which one this CPU may use: :func:`matching_variant`."""
+    variants: dict[str, np.ndarray] = {}
+    reference = _vectors_file(request_model_id)
+    for path in sorted(VECTORS_DIR.glob(reference.stem + "*.npz")):
+        tag = path.stem[len(reference.stem) :]
+        if tag and not tag.startswith("+"):
+            continue  # another model whose id starts like this one
+        with np.load(path) as stored:
+            if str(stored["digest"]) != load_exemplars().digest or stored["codes"].shape[1] != dimensions:
+                continue
+            vectors = stored["codes"].astype(np.float32) * stored["scales"][:, None]
+        variants[tag[1:]] = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return variants
+
+
+@lru_cache(maxsize=1)
+def _probe_rows() -> list[int]:
+    position = {text: row for row, text in enumerate(load_exemplars().texts)}
+    return [position[text] for text in PROBE_TEXTS]
+
+
+def matching_variant(variants: dict[str, np.ndarray], probe: np.ndarray) -> str | None:
+    """The tag of the variant whose vectors of :data:`~sk_toolfilter.retrieval.numerics.PROBE_TEXTS` are
+    what this CPU computes (`probe`: the request encoder's vectors of them here), or None."""
+    rows = _probe_rows()
+    return next((tag for tag, vectors in variants.items() if agrees(vectors[rows], probe)), None)
+
+
+def worst_probe_agreement(variants: dict[str, np.ndarray], probe: np.ndarray) -> float:
+    """The best of the variants' worst probe cosines (for the log line when none matches)."""
+    rows = _probe_rows()
+    return max((worst_agreement(vectors[rows], probe) for vectors in variants.values()), default=-1.0)
 
 
 @dataclass(frozen=True)

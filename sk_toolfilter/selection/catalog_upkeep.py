@@ -249,9 +249,12 @@ class CatalogUpkeep:
             self.refreshing.release()
 
     async def aclose(self) -> None:
-        """Stop a background build and release the shared store's connections."""
+        """Stop a background build and the small-talk exemplars' embedding (returning once both have
+        stopped) and release the shared store's connections."""
         if self.background is not None and not self.background.done():
             self.background.cancel()
+            await asyncio.wait({self.background})
+        await self.catalog.index.aclose()
         if self.store is not None:
             await self.store.aclose()
 

@@ -208,8 +208,10 @@ class ToolFilterManager:
 
     async def vectors_ready(self) -> None:
         """Wait until the tools' vectors are built (at once unless an instant start is embedding them
-        in the background: see ``embedding.background_above``)."""
+        in the background: see ``embedding.background_above``) and the small-talk exemplars are ready
+        (embedded here when no shipped set matches this CPU's arithmetic)."""
         await self._upkeep.vectors_ready()
+        await self.index.small_talk_ready()
 
     async def aclose(self) -> None:
         """Write what co-usage learned (``agent_loop.co_usage_file``, the shared store's co-usage

@@ -27,16 +27,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sk_toolfilter.basics.errors import ConfigError, IndexStoreError
+from sk_toolfilter.basics.errors import ConfigError, EmbeddingServiceError, IndexStoreError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import BM25Config, IndexConfig
 from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.cache import EmbeddingCache
-from sk_toolfilter.retrieval.embeddings import embedding_model_id
+from sk_toolfilter.retrieval.embeddings import embedding_model_id, runs_here
+from sk_toolfilter.retrieval.encoders import embed_texts
 from sk_toolfilter.retrieval.faults import EmbeddingCircuit
 from sk_toolfilter.retrieval.index import ToolIndex, embed_catalog, embedding_texts, known_vectors
 from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.retrieval.numerics import AGREEMENT, worst_agreement
 from sk_toolfilter.retrieval.scoring import Precision
 from sk_toolfilter.store.outage import StoreOutage
 from sk_toolfilter.store.records import StoredCatalog, content_hash, pack_image, record_key, to_record
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
     from sk_toolfilter.store.postgres import PostgresIndexStore
 
 logger = library_logger(__name__)
+
+PROBE_TOOLS = 4
+"""Stored tools embedded here once per version to check that this CPU computes the store's vectors."""
 
 
 @dataclass
@@ -82,6 +87,8 @@ class SharedIndex:
         self.outage = owner.outage if owner is not None else StoreOutage()  # one warning per outage
         self._check: tuple[asyncio.AbstractEventLoop, asyncio.Task[bool]] | None = None
         self._warned_local: set[str] = set()
+        self._agreement: dict[str, bool] = {}  # version -> whether this CPU computes its vectors
+        self._foreign: set[str] = set()  # versions whose vectors another CPU's arithmetic computed
 
     @classmethod
     async def open(cls, config: IndexConfig, embedding_service: EmbeddingService) -> SharedIndex:
@@ -138,6 +145,15 @@ class SharedIndex:
         unchanged = stored.unchanged(hashes, None if in_order else rows) if stored is not None else [False] * len(tools)
         self.stats.changed = sum(1 for same in unchanged if not same)
         self.stats.removed = (len(stored.names) if stored is not None else 0) - sum(r is not None for r in rows)
+        alike = (
+            stored is None
+            or not embed_new
+            or await self._computes_alike(current, stored, tools, rows, unchanged, embedding_service)
+        )
+        if not alike:
+            # Another CPU's arithmetic: this replica embeds the catalog itself and never publishes over it.
+            stored, in_order, publish = None, False, False
+            rows, unchanged = [None] * len(tools), [False] * len(tools)
         writing = publish and embed_new and not (in_order and all(unchanged))
         try:
             if writing:  # the kernel's catalog, reusing the stored vector of every unchanged tool
@@ -180,11 +196,55 @@ class SharedIndex:
         version = current
         if writing and vectors is not None:
             version = await self._publish(index, hashes, vectors, fresh)
-        elif fresh and embed_new:  # embedded here and not shared (a look without embedding warns of nothing)
+        elif fresh and embed_new and current is not None and current.version not in self._foreign:
+            # embedded here and not shared (a look without embedding warns of nothing)
             self._warn_local(current, [chosen[i].full_name for i in fresh])
         self.stats.version = version.version if version is not None else ""
         self.stats.loaded = len(chosen) - len(fresh)
         return index
+
+    async def _computes_alike(
+        self,
+        current: CatalogVersion | None,
+        stored: StoredCatalog,
+        tools: Sequence[ToolMetadata],
+        rows: list[int | None],
+        unchanged: list[bool],
+        service: EmbeddingService,
+    ) -> bool:
+        """Whether this process's encoder gives the stored vectors (checked once per version, on up to
+        :data:`PROBE_TOOLS` unchanged tools, only for an encoder that runs on this CPU: a local int8
+        model's vectors differ by CPU, see :mod:`~sk_toolfilter.retrieval.numerics`). One warning when not."""
+        version = current.version if current is not None else ""
+        if not runs_here(service) or version in self._agreement:
+            return self._agreement.get(version, True)
+        pairs = [(i, r) for i, (r, same) in enumerate(zip(rows, unchanged, strict=True)) if r is not None and same]
+        pairs = pairs[:: max(1, len(pairs) // PROBE_TOOLS)][:PROBE_TOOLS]
+        sample, stored_rows = [i for i, _ in pairs], [r for _, r in pairs]
+        if not sample:
+            return True
+        try:
+            here = await embed_texts(service, embedding_texts(tools[i] for i in sample))
+        except EmbeddingServiceError:
+            return True  # the build's own embedding calls report the service
+        there = stored.vectors[stored_rows].astype(np.float32)
+        there /= np.maximum(np.linalg.norm(there, axis=1, keepdims=True), 1e-12)
+        worst = worst_agreement(there, here)
+        self._agreement[version] = alike = worst >= AGREEMENT
+        if not alike:
+            self._foreign.add(version)
+            logger.warning(
+                "sk-toolfilter: catalog %r in %s holds vectors of %s that this CPU computes differently (worst "
+                "cosine %.3f of %d tools checked, %.3f needed: another CPU's int8 arithmetic): this replica "
+                "embeds the catalog itself and never publishes over it",
+                self.catalog.name,
+                self.where,
+                self.catalog.model_id,
+                worst,
+                len(sample),
+                AGREEMENT,
+            )
+        return alike
 
     async def _read_current(self) -> tuple[CatalogVersion | None, StoredCatalog | None]:
         """The current version and its tools; read again once if a publish replaced it meanwhile."""

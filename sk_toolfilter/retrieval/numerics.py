@@ -1,0 +1,71 @@
+"""Which arithmetic a local int8 encoder runs on this CPU, so that vectors computed on one machine are
+used on another only where the two agree.
+
+ONNX Runtime's int8 kernels differ by instruction set, and the tool-trained encoders feel it: the same
+request's vector moved by up to 0.057 cosine between two x86 CPUs (median 0.009; the general model
+under 1e-4). Anything computed on one machine and used on another — the shipped small-talk exemplar
+vectors, a shared index filled by one replica and queried by another — is therefore checked against
+what this CPU computes: a few :data:`PROBE_TEXTS` are embedded here and compared with the same texts'
+stored vectors (:func:`agrees`). Stored vectors that disagree are never used; they are computed where
+they are used instead (the exemplars in the background, a shared catalog under its own key).
+
+A CPU is matched by its numbers, never by its name: :func:`numerics_tag` says which shipped variant this
+CPU computes ('' for the reference one), or, for a local model that matches none, a tag of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import re
+from pathlib import Path
+
+import numpy as np
+
+PROBE_TEXTS: tuple[str, ...] = (
+    "many thanks", "fair enough", "thank you so very much", "no way!", "that appears true", "i appreciate that",
+    "that’s incorrect", "maybe", "thanks for that", "what time is it in fredericksburg, tx", "that is a yes",
+    "yes, that is it", "yeah, that's right", "maybe one, maybe the other", "possibly",
+    "are you influenced by someone else",
+)  # fmt: skip
+"""The requests whose vectors moved most between two CPUs' int8 arithmetic (the 8 worst of each
+tool-trained encoder, AMD EPYC with AVX-512 VNNI against the machine that computed the shipped
+vectors); all of them are small-talk exemplars, so a shipped exemplar file carries its own probe."""
+
+AGREEMENT = 0.995
+"""The worst probe cosine at which stored vectors count as this CPU's: the same CPU gives above 0.9999
+(the stored int8 codes included), two CPUs of different arithmetic gave 0.943 (tool model, 6 layers)
+and 0.974 (2 layers) at their worst probe text."""
+
+
+def worst_agreement(stored: np.ndarray, fresh: np.ndarray) -> float:
+    """The lowest cosine between matching rows of two sets of unit vectors (-1.0 when shapes differ)."""
+    if stored.shape != fresh.shape or stored.size == 0:
+        return -1.0
+    return float(np.min(np.sum(stored * fresh, axis=1)))
+
+
+def agrees(stored: np.ndarray, fresh: np.ndarray, bound: float = AGREEMENT) -> bool:
+    """Whether `stored` vectors are what this CPU computes for the same texts (`fresh`), within `bound`."""
+    return worst_agreement(stored, fresh) >= bound
+
+
+def cpu_tag() -> str:
+    """A tag for this CPU's arithmetic when no shipped variant matches it: the instruction-set flags the
+    int8 kernels choose by and the ONNX Runtime version (two replicas on the same kind of CPU share it)."""
+    flags = ""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        found = re.search(r"^(?:flags|Features)\s*:(.*)$", cpuinfo.read_text(errors="replace"), re.MULTILINE)
+        flags = " ".join(sorted(f for f in (found.group(1).split() if found else []) if _KERNEL_FLAG.search(f)))
+    try:
+        import onnxruntime
+
+        runtime = str(onnxruntime.__version__)
+    except ImportError:  # pragma: no cover - onnxruntime is a runtime dependency
+        runtime = ""
+    identity = f"{platform.machine()}\n{platform.processor()}\n{flags}\n{runtime}"
+    return "cpu-" + hashlib.sha256(identity.encode()).hexdigest()[:10]
+
+
+_KERNEL_FLAG = re.compile(r"avx|vnni|amx|fma|sse|f16c|bf16|asimd|dotprod|i8mm|sve")
