@@ -243,7 +243,8 @@ def _read_queries(path: Path) -> list[Any]:
     for where, value in json_lines(path, "queries"):
         raw = json_object(value, where)
         try:
-            queries.append(SampleQuery(query=raw["query"], expect=raw.get("gold") or raw.get("expect") or []))
+            query = SampleQuery(query=raw["query"], expect=raw.get("gold") or raw.get("expect") or [])
+            queries.append(query.located(where))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: expected a JSON object with 'query' ({type(exc).__name__})") from None
     return queries
@@ -367,7 +368,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="token-savings report: tools payload with filtering off vs on")
     p.add_argument("agent", help="agent YAML file")
-    p.add_argument("--queries", help="queries file: one per line (.txt) or JSON lines with 'query' (.jsonl)")
+    p.add_argument(
+        "--queries",
+        help="queries file: one per line (.txt), or JSON lines with 'query' and optionally 'gold' (the tools it "
+        "needs) (.jsonl; docs: the queries and calls formats)",
+    )
     p.add_argument("--out", default="report", help="output folder (default: report)")
     p.add_argument("--model-encoding", default="o200k_base", choices=["o200k_base", "cl100k_base"])
     p.add_argument("--limit", type=positive_int, help="report on the first N queries only")

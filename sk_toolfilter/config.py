@@ -202,6 +202,15 @@ class RerankConfig(StrictConfig):
         default=1024, ge=0, le=1_000_000, description="llm: picks kept for repeated requests (0: none kept)."
     )
     cache_seconds: float = Field(default=600.0, ge=0, le=86_400, description="llm: how long a kept pick is reused.")
+    failure_threshold: int = Field(
+        default=3,
+        ge=1,
+        description="llm: consecutive failed picking calls (errors, timeouts) that pause the picker: the first stage "
+        "answers at once meanwhile (as embedding.failure_threshold does for the embedding service).",
+    )
+    cooldown_seconds: float = Field(
+        default=30.0, ge=0, description="llm: how long a paused picker is not called; then one call tries it again."
+    )
 
     @model_validator(mode="after")
     def _llm_reads_twenty(self) -> RerankConfig:

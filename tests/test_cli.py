@@ -89,6 +89,27 @@ def test_eval_writes_eval_json(tmp_path, capsys):
     assert {"complete@5", "ndcg@10", "mrr", "mean_tools_sent", "p50_ms"} <= set(data["methods"]["bm25"])
 
 
+def test_eval_writes_each_querys_hits_and_lists_the_misses_with_what_was_sent(tmp_path, capsys):
+    queries = tmp_path / "dev.jsonl"
+    lines = [
+        {"id": "hit", "query": "open a support ticket", "gold": ["support-open_ticket"]},
+        {"id": "miss", "query": "open a support ticket", "gold": ["shop-place_order"]},
+    ]
+    queries.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    argv = ["eval", "--tools", str(FIXTURES / "tools.jsonl"), "--queries", str(queries), "--methods", "bm25"]
+    assert main([*argv, "--out", str(tmp_path / "e")]) == 0
+    outcomes = {q["id"]: q for q in json.loads((tmp_path / "e" / "eval.json").read_text())["queries"]["bm25"]}
+    assert outcomes["hit"]["missing"] == [] and "support-open_ticket" in outcomes["hit"]["sent"]
+    assert outcomes["hit"]["rank"] == {"support-open_ticket": 1}
+    assert outcomes["miss"]["missing"] == ["shop-place_order"] and "support-open_ticket" in outcomes["miss"]["sent"]
+    md = (tmp_path / "e" / "eval.md").read_text()
+    assert "### Misses of bm25: 1 of 2 queries" in md
+    (miss_line,) = [line for line in md.splitlines() if line.startswith("- **")]
+    assert (
+        "**miss**" in miss_line and "missing `shop-place_order`" in miss_line and "`support-open_ticket`" in miss_line
+    )
+
+
 def test_a_missing_agent_file_is_a_usage_error_in_one_line(tmp_path, capsys):
     assert main(["validate", str(tmp_path / "missing.yaml")]) == 2
     err = capsys.readouterr().err.strip()
@@ -548,11 +569,14 @@ def test_search_selects_what_the_report_sends_for_the_same_request(capsys, tmp_p
         assert sorted(listed) == sorted(selected), item.query  # the same tools (the wire has kernel order)
 
 
-def test_eval_of_an_agent_reads_gold_names_written_as_the_catalog_spells_them(tmp_path, capsys):
+def test_report_and_eval_read_gold_names_written_as_the_catalog_spells_them(tmp_path, capsys, caplog):
+    import logging
+
     long_name = "website_configuration_api_WebsiteConfigurationApi_rename_website"
     tools = [
         {"name": long_name, "description": "Rename a website configuration."},
         {"name": "get_weather", "description": "Current weather of a city."},
+        *({"name": f"{long_name}_{n}", "description": f"Variant {n}."} for n in range(30)),
     ]
     (tmp_path / "tools.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tools))
     agent = tmp_path / "agent.yaml"
@@ -569,5 +593,21 @@ def test_eval_of_an_agent_reads_gold_names_written_as_the_catalog_spells_them(tm
     queries = tmp_path / "q.jsonl"
     queries.write_text(json.dumps({"query": "rename my website", "gold": [f"bfcl-{long_name}"]}) + "\n")
     argv = ["eval", "--agent", str(agent), "--queries", str(queries), "--methods", "bm25", "--out", str(tmp_path)]
-    assert main(argv) == 0  # the agent sends it as bfcl-…_re_<hash> (64 characters): the gold follows
+    with caplog.at_level(logging.WARNING, logger="sk_toolfilter"):
+        assert main(argv) == 0  # the agent sends it as bfcl-…_re_<hash> (64 characters): the gold follows
     assert json.loads((tmp_path / "eval.json").read_text())["methods"]["bm25"]["recall@1"] == 1.0
+    # One summary for the catalog's 31 shortened names, not a warning per name.
+    renames = [
+        r.getMessage() for r in caplog.records if "sent shortened" in r.getMessage() or "is called" in r.getMessage()
+    ]
+    assert len(renames) == 1 and "31 tool name(s) of catalog" in renames[0], renames
+    # report reads the same file alike: the gold names the renamed tool, and it is sent.
+    assert main(["report", str(agent), "--queries", str(queries), "--out", str(tmp_path / "report")]) == 0
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["totals"]["expected_tool_sent"] == "1/1"
+    # A gold name that names no tool is reported at its line and field.
+    queries.write_text(queries.read_text() + json.dumps({"query": "x", "gold": ["bfcl-no_such_tool"]}) + "\n")
+    capsys.readouterr()
+    assert main(["report", str(agent), "--queries", str(queries), "--out", str(tmp_path / "report")]) == 2
+    err = capsys.readouterr().err
+    assert f"{queries}:2 gold" in err and "sample_queries" not in err and "bfcl-no_such_tool" in err

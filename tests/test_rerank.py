@@ -94,3 +94,52 @@ def test_each_intent_keeps_its_own_best_candidate_after_reordering():
     lists = reorder_by_scores([whole, send_part, convert_part], shortlist, scores, per_part=2)
     assert lists == [[1, 3, 2, 4, 5], [6, 2], [1, 3]]
     assert sorted(lists[0]) == sorted(whole)  # a reordering, never a new tool
+
+
+async def test_a_reranker_folder_naming_another_network_or_a_nan_weight_is_refused(tmp_path):
+    import hashlib
+    import json
+
+    other = tmp_path / "other"
+    shutil.copytree(MODELS_DIR / RERANKER_MODEL_ID, other)
+    shutil.copy(MODELS_DIR / "minilm-l2-tools-v1" / "model.onnx", other / "model.onnx")  # an embedding network
+    manifest = json.loads((other / "model.json").read_text())
+    manifest["files"]["model"]["sha256"] = hashlib.sha256((other / "model.onnx").read_bytes()).hexdigest()
+    (other / "model.json").write_text(json.dumps(manifest))  # the sha256 is right: only the network is wrong
+    kernel = build_demo_kernel(str(tmp_path / "sandbox"))
+    first = await create_tool_filter(kernel, ToolFilterConfig(discovery={"enabled": False}))
+    broken = await create_tool_filter(kernel, rerank(model=str(other)))
+    for query in QUERIES[:3]:
+        assert await broken.filter_tools(query) == await first.filter_tools(query), query
+        ranking = await rank_tools(broken.index, query, broken.config, limit=10)
+        assert ranking.rerank is not None and ranking.rerank.startswith("second stage failed"), query
+        assert "one finite score per pair is needed" in ranking.rerank and "model.json" in ranking.rerank
+    for weight in ("NaN", "Infinity", '"heavy"'):
+        text = json.dumps({**manifest, "first_stage_weight": "@"}).replace('"@"', weight)
+        (other / "model.json").write_text(text)
+        with pytest.raises(ConfigError, match="first_stage_weight"):
+            await create_tool_filter(kernel, rerank(model=str(other)))
+
+
+async def test_the_report_and_eval_name_the_cross_encoder(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import load_agent_file
+    from sk_toolfilter.measure.evaluation import method_name
+    from sk_toolfilter.measure.report import build_token_report
+    from sk_toolfilter.measure.token_report import methods_used
+
+    root = Path(__file__).resolve().parent.parent
+    shutil.copytree(root / "instructions", tmp_path / "instructions")
+    text = (
+        (root / "agent.yaml").read_text().replace("tool_filtering:\n", "tool_filtering:\n  rerank: cross-encoder\n", 1)
+    )
+    (tmp_path / "agent.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    spec = load_agent_file(tmp_path / "agent.yaml")
+    async with await open_toolset(spec) as toolset:
+        report = await build_token_report(spec, toolset.kernel, toolset.manager, spec.sample_queries[:3])
+    assert "+ cross-encoder for" in methods_used(report)
+    assert method_name("hybrid", spec.tool_filtering) == "hybrid+cross-encoder@10"
+    assert method_name("hybrid", ToolFilterConfig()) == "hybrid"

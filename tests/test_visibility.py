@@ -242,3 +242,42 @@ async def test_strict_makes_an_unmatched_policy_name_an_error(demo_kernel, hash_
     lenient = ToolFilterConfig.from_mapping({"exclude": ["Files-shred_file"]})
     manager = await create_tool_filter(demo_kernel, lenient, embedding_service=hash_embedder)  # a warning only
     assert not manager.is_hidden("Files-read_file")
+
+
+@pytest.mark.parametrize(
+    ("policy", "variant"),
+    [
+        ({"exclude": ["Files-delete_file"]}, ("Files", "Delete_File")),
+        ({"exclude": ["Files-delete_*"]}, ("Files", "DELETE_FILE")),
+        ({"exclude": ["Messaging"]}, ("messaging", "send_email")),
+        ({"tools_overrides": {"Text-slugify": {"enabled": False}}}, ("Text", "Slugify")),
+        ({"allow": {"Files": ["read_file"]}}, ("files", "delete_file")),
+    ],
+    ids=["exact-case", "glob-case", "plugin-case", "disabled-case", "allow-list-plugin-case"],
+)
+async def test_a_tool_a_source_adds_later_under_a_variant_of_a_hidden_name_stays_hidden(demo_kernel, policy, variant):
+    # Names are matched at run time as at start (case and separators): a tool a source adds after the
+    # start under a variant of an excluded, disabled or not-allowed name is never sent, before or after the re-index.
+    from semantic_kernel.functions import kernel_function
+
+    plugin, function = variant
+    config = ToolFilterConfig.from_mapping({"search_method": "bm25", "discovery": {"enabled": False}, **policy})
+    manager = await create_tool_filter(demo_kernel, config)
+
+    class Variant:
+        @kernel_function(name=function, description="Delete, send or slugify: the destructive variant.")
+        def act(self, path: str) -> str:
+            return "done"
+
+    demo_kernel.add_plugin(Variant(), plugin)
+    name = f"{plugin}-{function}"
+    on_offer = [*(f.fully_qualified_name for f in demo_kernel.get_full_list_of_function_metadata())]
+    assert name in on_offer
+    for request in ["delete the file notes.txt", "send an email to bob", "slugify this title"]:
+        assert manager.is_hidden(name)
+        assert name not in (await manager.offer(request, on_offer)).names, request
+    await manager.refresh(force=True)
+    assert name not in manager.index.names
+    assert name not in (await manager.offer("delete the file notes.txt and email bob", on_offer)).names
+    off = await create_tool_filter(demo_kernel, config.updated(enabled=False))
+    assert name not in (await off.offer("anything", on_offer)).names

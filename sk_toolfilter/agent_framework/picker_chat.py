@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sk_toolfilter.config import RerankConfig
-from sk_toolfilter.selection.llm_pick import LLMToolPicker, PickerChat, PickerReply
+from sk_toolfilter.selection.llm_pick import LLMToolPicker, PickerChat, PickerReply, service_address
 
 
 def agent_framework_picker_chat(client: Any) -> PickerChat:
@@ -34,7 +34,7 @@ def agent_framework_picker_chat(client: Any) -> PickerChat:
 def agent_framework_picker(config: RerankConfig, client: Any) -> LLMToolPicker:
     """The picker for ``rerank: {type: llm}`` that picks with `client`."""
     model = getattr(client, "model", None) or getattr(client, "model_id", None) or type(client).__name__
-    return LLMToolPicker(agent_framework_picker_chat(client), config, model=str(model))
+    return LLMToolPicker(agent_framework_picker_chat(client), config, model=str(model), where=service_address(client))
 
 
 def _count(value: Any) -> int | None:

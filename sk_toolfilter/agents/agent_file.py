@@ -224,6 +224,17 @@ class SampleQuery(StrictConfig):
 
     query: str
     expect: list[str] = Field(default_factory=list)
+    _where: str = PrivateAttr(default="")
+    """Where a query read from a file stands (``queries.jsonl:10``), for errors that name it."""
+
+    def located(self, where: str) -> SampleQuery:
+        """This query, naming `where` (file and line) in errors about it."""
+        self._where = where
+        return self
+
+    def expect_key(self, position: int) -> str:
+        """How an error names this query's expected tools: the file's line and field, else the agent file's key."""
+        return f"{self._where} gold" if self._where else f"sample_queries[{position}].expect"
 
     @field_validator("query")
     @classmethod

@@ -24,7 +24,7 @@ from sk_toolfilter.agents.agent_file import (
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.agents.json_schema import tool_parameters
 from sk_toolfilter.agents.mcp import MCPConnection, build_plugin, keep_kernel_in_step
-from sk_toolfilter.agents.tool_names import function_name
+from sk_toolfilter.agents.tool_names import function_name, warn_renamed
 from sk_toolfilter.agents.vectorstore import PLUGIN as VECTORSTORE_PLUGIN
 from sk_toolfilter.agents.vectorstore import add_vectorstore
 from sk_toolfilter.basics.errors import ConfigError, ToolFilterError, ToolSourceError, closest_names
@@ -116,8 +116,9 @@ def catalog_plugins(source: CatalogSource, spec: AgentSpec) -> list[KernelPlugin
     records = load_catalog(spec.resolve(source.path), default_plugin=source.name)
     by_plugin: dict[str, list[Any]] = {}
     taken: dict[str, set[str]] = {}
+    renamed: list[tuple[str, str]] = []
     for tool, schema in records:
-        name = function_name(tool.plugin, tool.name, taken.setdefault(tool.plugin, set()))
+        name = function_name(tool.plugin, tool.name, taken.setdefault(tool.plugin, set()), renamed)
 
         def definition_only(_name: str = f"{tool.plugin}-{name}", **kwargs: Any) -> str:
             return DEFINITION_ONLY.format(name=_name)
@@ -128,6 +129,7 @@ def catalog_plugins(source: CatalogSource, spec: AgentSpec) -> list[KernelPlugin
         method = kernel_function(name=name, description=tool.description)(definition_only)
         method.__kernel_function_parameters__ = tool_parameters(schema, f"{tool.plugin}-{name}").dicts
         by_plugin.setdefault(tool.plugin, []).append(method)
+    warn_renamed(f"catalog {source.path}", renamed)
     # The plugin makes each function from its method (a function made here would be deep-copied).
     return [
         KernelPlugin(name=plugin, description=source.description or None, functions=methods)

@@ -8,38 +8,24 @@ every rename is logged once, so a user can map a name on the wire back to the se
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 
-from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger, warn_once
+from sk_toolfilter.retrieval.names import MAX_TOOL_NAME, UNSAFE_NAME_CHARS, sent_name
 
 logger = library_logger(__name__)
 
-MAX_TOOL_NAME = 64
-"""The longest ``Plugin-function`` name the model's API accepts."""
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def sent_name(plugin: str, raw: str) -> str:
-    """The name `raw` gets in `plugin` before it is made unique: cleaned, and shortened with a stable hash
-    suffix when ``Plugin-function`` would pass 64 characters (what a labelled query's gold name becomes)."""
-    name = _UNSAFE.sub("_", raw.strip()) or "tool"
-    room = max(8, MAX_TOOL_NAME - len(plugin) - 1)
-    if len(name) > room:
-        digest = hashlib.sha1(raw.encode("utf-8", "surrogatepass")).hexdigest()[:6]
-        name = f"{name[: room - 7]}_{digest}"
-    return name
-
-
-def function_name(plugin: str, raw: str, taken: set[str] | None = None) -> str:
+def function_name(
+    plugin: str, raw: str, taken: set[str] | None = None, renamed: list[tuple[str, str]] | None = None
+) -> str:
     """A name for `raw` in `plugin` that SK and the API accept, not in `taken` (which it joins).
 
-    A name only cleaned of characters (``alerts.list`` → ``alerts_list``) is logged at debug level;
-    one shortened or made unique — no longer recognisable at a glance — with a warning.
+    Every rename is logged at debug level. A name shortened or made unique — no longer recognisable at
+    a glance — joins `renamed` as ``(raw, name)`` for one summary per catalog (:func:`warn_renamed`);
+    without `renamed` it is a warning of its own.
     """
-    cleaned = _UNSAFE.sub("_", raw.strip()) or "tool"
+    cleaned = UNSAFE_NAME_CHARS.sub("_", raw.strip()) or "tool"
     name = sent_name(plugin, raw)
     room = max(8, MAX_TOOL_NAME - len(plugin) - 1)
     if taken is not None:
@@ -50,8 +36,12 @@ def function_name(plugin: str, raw: str, taken: set[str] | None = None) -> str:
         name = candidate
         taken.add(name)
     if name != raw:
+        summarized = renamed is not None and name != cleaned
+        if summarized:
+            assert renamed is not None
+            renamed.append((raw, name))
         logger.log(
-            logging.WARNING if name != cleaned else logging.DEBUG,
+            logging.WARNING if name != cleaned and not summarized else logging.DEBUG,
             "sk-toolfilter: tool %r of %s is called %r (names are limited to [A-Za-z0-9_-] and "
             "%d characters with the plugin name)",
             raw,
@@ -60,3 +50,16 @@ def function_name(plugin: str, raw: str, taken: set[str] | None = None) -> str:
             MAX_TOOL_NAME,
         )
     return name
+
+
+def warn_renamed(where: str, renamed: list[tuple[str, str]]) -> None:
+    """One warning for every name of `where` (a catalog, a server) that was shortened or made unique."""
+    if not renamed:
+        return
+    raw, name = renamed[0]
+    warn_once(
+        logger,
+        f"{len(renamed)} tool name(s) of {where} are sent shortened or made unique (names are limited to "
+        f"{MAX_TOOL_NAME} characters with the plugin name), e.g. {raw!r} as {name!r}; report, eval and the agent "
+        "file's tool names accept either spelling, and debug logging lists each",
+    )

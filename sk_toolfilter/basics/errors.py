@@ -58,6 +58,29 @@ def naming(exc: ToolFilterError, source: str) -> ToolFilterError:
     return exc
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's message (its type's name when it has none): a driver's text
+    can run over many lines."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def error_chain(exc: BaseException, limit: int = 5) -> list[str]:
+    """``Type: first line`` of `exc` and of the errors it wraps (``__cause__`` / ``__context__``),
+    outermost first, a wrapper that only quotes an inner error left out: a client library's wrapper says
+    little, what it wraps says why."""
+    chain: list[tuple[str, str]] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < limit:
+        chain.append((type(current).__name__, first_line(current)))
+        current = current.__cause__ or current.__context__
+    # A wrapper that quotes what it wraps (SK's repr of a tuple) gives way to the error it quotes.
+    kept = [
+        (kind, text) for i, (kind, text) in enumerate(chain) if not any(inner in text for _, inner in chain[i + 1 :])
+    ]
+    return [text if text == kind else f"{kind}: {text}" for kind, text in kept]
+
+
 def closest_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
     """The `n` known names most similar to `name`, compared case-insensitively."""
     by_lower = {k.lower(): k for k in known}

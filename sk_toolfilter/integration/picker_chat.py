@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.integration.service import FilteredChatCompletion
-from sk_toolfilter.selection.llm_pick import LLMToolPicker, PickerChat, PickerReply
+from sk_toolfilter.selection.llm_pick import LLMToolPicker, PickerChat, PickerReply, service_address
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -74,7 +74,8 @@ def semantic_kernel_picker(
             "(or name one with rerank.service_id), or give the agent file a model: block"
         )
     model = getattr(chosen, "ai_model_id", None) or type(chosen).__name__
-    return LLMToolPicker(semantic_kernel_picker_chat(chosen), config, model=str(model))
+    inner = chosen.inner if isinstance(chosen, FilteredChatCompletion) else chosen
+    return LLMToolPicker(semantic_kernel_picker_chat(chosen), config, model=str(model), where=service_address(inner))
 
 
 def _count(usage: Any, key: str) -> int | None:

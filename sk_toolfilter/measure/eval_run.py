@@ -15,7 +15,6 @@ import yaml
 
 from sk_toolfilter.agents.agent_file import AgentSpec, load_agent_file, parse_agent
 from sk_toolfilter.agents.catalog import load_catalog
-from sk_toolfilter.agents.tool_names import sent_name
 from sk_toolfilter.basics.errors import ConfigError, closest_names
 from sk_toolfilter.basics.progress import Progress
 from sk_toolfilter.basics.redaction import redact_config
@@ -28,12 +27,15 @@ from sk_toolfilter.measure.evaluation import (
     RerankMode,
     evaluate_method,
     load_queries,
+    misses_markdown,
     results_to_json,
+    second_stage_line,
 )
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import cached, create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
+from sk_toolfilter.selection.visibility import NameResolver
 from sk_toolfilter.store.shared_index import SharedIndex
 
 if TYPE_CHECKING:
@@ -67,15 +69,12 @@ async def _load_tools(args: argparse.Namespace) -> tuple[list[ToolMetadata], Too
     return tools, spec.tool_filtering, toolset
 
 
-def _with_sent_gold(query: LabelledQuery, index: ToolIndex) -> LabelledQuery:
-    """`query` with each gold name the index does not know replaced by the name an agent sends it under
-    (a long name is shortened: ``bfcl-…_rename_website`` → ``bfcl-…_re_5165ec``), when the index has that."""
-    gold = []
-    for name in query.gold:
-        plugin, _, function = name.partition("-")
-        sent = f"{plugin}-{sent_name(plugin, function)}" if function else name
-        gold.append(sent if name not in index and sent in index else name)
-    return query if tuple(gold) == query.gold else dataclasses.replace(query, gold=tuple(gold))
+def _with_sent_gold(query: LabelledQuery, resolver: NameResolver) -> LabelledQuery:
+    """`query` with each gold name spelled as the agent sends it (:class:`NameResolver`, as ``report`` and
+    the agent file read tool names: a catalog's own long name → ``bfcl-…_re_5165ec``, bare and near
+    spellings → the full name); a name that names no tool stays as written (and is reported)."""
+    gold = tuple(resolver.resolve(name, f"{query.where} gold") for name in query.gold)
+    return query if gold == query.gold else dataclasses.replace(query, gold=gold)
 
 
 def measured_cutoffs(results: Sequence[MethodResult]) -> list[int]:
@@ -142,6 +141,18 @@ def render_markdown(results: list[MethodResult], n_queries: int, n_tools: int, b
     out.append("|---" * (len(cols) + 1) + "|")
     for r in results:
         out.append(f"| {r.method} | " + " | ".join(f"{r.metrics.get(c, float('nan')):.3f}" for c in cols) + " |")
+    stages = [line for line in (second_stage_line(r, n_queries) for r in results) if line is not None]
+    if stages:
+        out += ["", "Second stage (p50_ms and p95_ms include its time):", "", *(f"- {line}" for line in stages)]
+    out += [
+        "",
+        "## Misses",
+        "",
+        "Queries whose gold tools were not all sent (rank: the tool's place in the ranking).",
+        "",
+    ]
+    for r in results:
+        out += misses_markdown(r)
     if by_category:
         out += ["", f"| method | category | recall@{k} | complete@{k} | mrr |", "|---|---|---|---|---|"]
         for r in results:
@@ -262,7 +273,8 @@ async def run_eval(args: argparse.Namespace) -> int:
             closers.append(store.aclose)
             build = partial(store.build, publish=config.index.publish, **build.keywords)
         index = await build(tools, service)
-        queries = [_with_sent_gold(q, index) for q in queries]  # gold written with the catalog's own names
+        resolver = NameResolver(index.names)
+        queries = [_with_sent_gold(q, resolver) for q in queries]  # gold written with the catalog's own names
         unknown_gold = [(q.where, g) for q in queries for g in q.gold if g not in index]
         if unknown_gold:
             shown = "; ".join(
@@ -299,6 +311,8 @@ async def run_eval(args: argparse.Namespace) -> int:
 
     print(f"{len(queries)} queries, {len(index)} tools; all tools = {int(tool_tokens.sum()):,} schema tokens")
     print(render_table(results))
+    for line in filter(None, (second_stage_line(r, len(queries)) for r in results)):
+        print(line)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,7 @@ def resolve_expected(queries: Sequence[SampleQuery], full_names: Sequence[str]) 
     for position, item in enumerate(queries):
         names = []
         for name in item.expect:
-            key = f"sample_queries[{position}].expect"
+            key = item.expect_key(position)
             full = resolver.resolve(name, key)
             if full not in resolver.known:
                 raise UnknownToolError(key, name, full_names)
@@ -144,12 +144,18 @@ def _selection_fields(selection: Selection | None) -> dict[str, Any]:
     if selection is None:
         return {}
     ranking = selection.ranking
-    fields: dict[str, Any] = {
-        "method": ranking.method + (f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else "")
-    }
+    method = ranking.method + (f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else "")
+    if ranking.rerank is not None:  # rerank: cross-encoder
+        reordered = ranking.rerank.startswith("reordered")
+        method += " + cross-encoder" if reordered else " (cross-encoder failed: the first stage's order)"
     stage = selection.second_stage
+    if stage is not None and stage.attempted:
+        method += " + llm pick" if stage.picked is not None else f" (llm pick fell back: {stage.fallback})"
+    fields: dict[str, Any] = {"method": method}
     if stage is not None:
         fields["picker"] = stage.note
+        fields["picker_tried"] = stage.attempted
+        fields["picker_fallback"] = stage.fallback or ""
         fields["picker_input_tokens"] = int(stage.cost.get("input_tokens", 0))
         fields["picker_output_tokens"] = int(stage.cost.get("output_tokens", 0))
         fields["picker_seconds"] = float(stage.cost.get("seconds", 0.0))

@@ -138,8 +138,9 @@ def render_html(report: TokenReport) -> str:
         cards.append(_card(f"{sent} / {total}", "queries whose expected tools were sent", tone))
     picked = picker_line(report)
     if picked is not None:
+        net = t["net_saved_percent"]
         cards.append(
-            _card(f"{t['net_saved_percent']:.1f}%", "tools tokens saved net of the tool picker's tokens", "good")
+            _card(f"{net:.1f}%", "tools tokens saved net of the tool picker's tokens", "good" if net > 0 else "bad")
         )
     rows = []
     for q in report.queries:

@@ -27,6 +27,10 @@ class QueryReport:
     """The method that ranked the request (``hybrid``, or ``bm25 (fallback: why)``)."""
     picker: str = ""
     """What the second stage (``rerank: {type: llm}``) did for this request ("" without one)."""
+    picker_tried: bool = False
+    """Whether the picker was tried (False when every candidate fit, or for small talk)."""
+    picker_fallback: str = ""
+    """Why a tried pick did not stand (``timeout``, ``call failed``, …; "" when it picked)."""
     picker_input_tokens: int = 0
     picker_output_tokens: int = 0
     picker_seconds: float = 0.0
@@ -106,6 +110,8 @@ class TokenReport:
             "saved_percent": round(100.0 * (off - on) / off, 2) if off else 0.0,
             "picker_tokens": picker,
             "picker_tokens_per_request": round(picker / n, 1),
+            "picker_tried": sum(q.picker_tried for q in self.queries),
+            "picker_fell_back": sum(bool(q.picker_fallback) for q in self.queries),
             "net_saved_percent": round(100.0 * (off - on - picker) / off, 2) if off else 0.0,
             "body_saved_percent": round(100.0 * (body_off - body_on) / body_off, 2) if body_off else 0.0,
             "mean_tools_off": round(total("tools_off") / n, 2),
@@ -142,12 +148,17 @@ def picker_line(report: TokenReport) -> str | None:
         return None
     t = report.totals
     n = max(len(report.queries), 1)
-    calls = sum(q.picker_tokens > 0 for q in report.queries)
+    tried = [q for q in report.queries if q.picker_tried]
+    fell_back = Counter(q.picker_fallback for q in tried if q.picker_fallback)
+    reasons = f" ({', '.join(f'{why} {count}' for why, count in fell_back.most_common())})" if fell_back else ""
     seconds = sum(q.picker_seconds for q in report.queries) / n
+    net = t["net_saved_percent"]
+    net_text = f"saved {net:.1f}%" if net >= 0 else f"cost {-net:.1f}% more than filtering off"
     return (
-        f"The tool picker cost {t['picker_tokens_per_request']:,.1f} tokens per request ({calls} of {n} requests "
-        f"called it, {seconds:.2f} s per request); net of it, tools tokens saved {t['net_saved_percent']:.1f}% "
-        f"(gross {t['saved_percent']:.1f}%)"
+        f"The tool picker was tried for {len(tried)} of {n} {plural(n, 'request')}: {len(tried) - fell_back.total()} "
+        f"picked, {fell_back.total()} fell back to the first stage{reasons}. It cost "
+        f"{t['picker_tokens_per_request']:,.1f} tokens and {seconds:.2f} s per request; net of it, tools tokens "
+        f"{net_text} (gross {t['saved_percent']:.1f}%)"
     )
 
 

@@ -9,12 +9,12 @@ incident starts, and an info line when the service recovers — not one per requ
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Awaitable, Callable
 
 import numpy as np
 
+from sk_toolfilter.basics.breaker import Breaker
 from sk_toolfilter.basics.errors import EmbeddingServiceError
 from sk_toolfilter.basics.redaction import library_logger
 
@@ -36,29 +36,30 @@ class EmbeddingCircuit:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.timeout_seconds = timeout_seconds
-        self.failure_threshold = failure_threshold
-        self.cooldown_seconds = cooldown_seconds
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._consecutive_failures = 0
-        self._open_until: float | None = None
-        self._incident = False
+        self.breaker = Breaker(failure_threshold, cooldown_seconds, clock)
         self.on_incident: Callable[[bool], None] | None = None
         """Called with True when an incident starts (first failure) and False when it ends (telemetry)."""
 
     @property
+    def failure_threshold(self) -> int:
+        return self.breaker.failure_threshold
+
+    @property
+    def cooldown_seconds(self) -> float:
+        return self.breaker.cooldown_seconds
+
+    @property
     def is_open(self) -> bool:
-        with self._lock:
-            return self._open_until is not None and self._clock() < self._open_until
+        return self.breaker.open_for() is not None
 
     def check(self) -> None:
         """Raise :class:`CircuitOpenError` while the circuit is open (a request then uses BM25 at once)."""
-        with self._lock:
-            if self._open_until is not None and self._clock() < self._open_until:
-                raise CircuitOpenError(
-                    f"embedding service failed {self._consecutive_failures} times in a row; "
-                    f"not calling it for {self._open_until - self._clock():.0f}s more"
-                )
+        left = self.breaker.open_for()
+        if left is not None:
+            raise CircuitOpenError(
+                f"embedding service failed {self.breaker.consecutive_failures} times in a row; "
+                f"not calling it for {left:.0f}s more"
+            )
 
     async def call(self, embed: Callable[[float], Awaitable[np.ndarray]]) -> np.ndarray:
         """Run `embed(timeout_seconds)` unless the circuit is open; `embed` bounds each of its
@@ -77,24 +78,13 @@ class EmbeddingCircuit:
         return vectors
 
     def succeeded(self) -> None:
-        with self._lock:
-            recovered = self._incident
-            self._consecutive_failures = 0
-            self._open_until = None
-            self._incident = False
-        if recovered:
+        if self.breaker.succeeded():
             logger.info("sk-toolfilter: embedding service recovered; semantic search is back")
             if self.on_incident is not None:
                 self.on_incident(False)
 
     def _failed(self, reason: str) -> None:
-        with self._lock:
-            self._consecutive_failures += 1
-            first = not self._incident
-            self._incident = True
-            if self._consecutive_failures >= self.failure_threshold:
-                self._open_until = self._clock() + self.cooldown_seconds
-        if first:
+        if self.breaker.failed():
             logger.warning("sk-toolfilter: embedding service failing (%s); ranking with BM25 until it recovers", reason)
             if self.on_incident is not None:
                 self.on_incident(True)

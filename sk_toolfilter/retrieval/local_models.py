@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,7 +152,7 @@ def read_manifest(folder: Path, *, model_id: str | None = None) -> LocalModel:
             loop_hybrid_weights=_weights(raw, "loop_hybrid_weights"),
             manifest=path,
             kind=str(raw.get("kind", "encoder")),
-            first_stage_weight=float(raw.get("first_stage_weight", 0.0)),
+            first_stage_weight=_finite(raw.get("first_stage_weight", 0.0), "first_stage_weight"),
         )
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise ConfigError(f"{path}: not a model manifest ({type(exc).__name__}: {exc})") from None
@@ -179,3 +180,11 @@ def sha256_of(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _finite(value: object, key: str) -> float:
+    """A manifest's number: finite (a NaN weight would order by NaN), else ValueError naming the key."""
+    number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    if not math.isfinite(number):
+        raise ValueError(f"{key}: {value!r} is not a finite number")
+    return number

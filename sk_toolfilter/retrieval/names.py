@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 
 from sk_toolfilter.basics.text_cache import bounded_text_cache
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.text import split_identifier
+
+MAX_TOOL_NAME = 64
+"""The longest ``Plugin-function`` name the model's API accepts."""
+
+UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+"""Characters Semantic Kernel and the model's API refuse in a function name."""
+
+
+def sent_name(plugin: str, raw: str) -> str:
+    """The name `raw` gets in `plugin` before it is made unique: cleaned, and shortened with a stable hash
+    suffix when ``Plugin-function`` would pass 64 characters (what a labelled query's gold name becomes)."""
+    name = UNSAFE_NAME_CHARS.sub("_", raw.strip()) or "tool"
+    room = max(8, MAX_TOOL_NAME - len(plugin) - 1)
+    if len(name) > room:
+        digest = hashlib.sha1(raw.encode("utf-8", "surrogatepass")).hexdigest()[:6]
+        name = f"{name[: room - 7]}_{digest}"
+    return name
+
+
+def sent_full_name(full_name: str) -> str:
+    """``Plugin-function`` as it is sent (:func:`sent_name`): a catalog's own long name → its short one."""
+    plugin, _, function = full_name.partition("-")
+    return f"{plugin}-{sent_name(plugin, function)}" if function else full_name
+
 
 _IDENTIFIER = re.compile(r"[\w][\w\-.:/]*[\w]|[\w]", re.UNICODE)
 

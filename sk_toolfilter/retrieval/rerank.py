@@ -71,6 +71,11 @@ class CrossEncoder:
             except Exception as exc:
                 raise RerankError(f"reranker {self.id!r} could not be loaded ({type(exc).__name__})") from None
             self._session, self._tokenizer = session, tokenizer
+            try:  # a network that gives anything but one score per pair is refused at load, not per request
+                self._run(["check"] * 2, ["one", "two words"])
+            except RerankError as exc:
+                self._session = self._tokenizer = None
+                raise RerankError(f"{exc} (rerank.model: {self.files.manifest or self.id})") from None
 
     def score(self, request: str, texts: Sequence[str]) -> np.ndarray:
         """One float32 score per text for `request` (one batch, in the calling thread)."""
@@ -78,7 +83,12 @@ class CrossEncoder:
         if not texts:
             return np.zeros(0, dtype=np.float32)
         query = with_english_gloss(request)
-        encodings = [self._tokenizer.encode(query, text) for text in texts]
+        return self._run([query] * len(texts), texts)
+
+    def _run(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        """One finite score per (query, text) pair; RerankError for a failing run or an output of
+        another shape (a manifest naming another network)."""
+        encodings = [self._tokenizer.encode(query, text) for query, text in zip(queries, texts, strict=True)]
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(texts), width), dtype=np.int64)
         mask, types = np.zeros_like(ids), np.zeros_like(ids)
@@ -89,7 +99,14 @@ class CrossEncoder:
             scores = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
         except Exception as exc:
             raise RerankError(f"reranker {self.id!r} failed ({type(exc).__name__}: {exc})") from None
-        return np.asarray(scores, dtype=np.float32).reshape(len(texts))
+        scores = np.asarray(scores, dtype=np.float32)
+        if scores.size != len(texts) or scores.ndim > 2 or not np.all(np.isfinite(scores)):
+            shape = "x".join(str(n) for n in scores.shape)
+            raise RerankError(
+                f"reranker {self.id!r} gave an output of shape {shape} for {len(texts)} pairs (one finite score "
+                "per pair is needed): its model.json names another network"
+            )
+        return scores.reshape(len(texts))
 
 
 _LOADED: dict[str, CrossEncoder] = {}
@@ -171,8 +188,8 @@ async def rerank_lists(
         reranker = load_reranker(config.model)
         texts = [index.tools[i].rerank_text for i in shortlist]
         scores = await asyncio.to_thread(reranker.score, query, texts)
-    except (RerankError, ConfigError) as exc:
-        reason = str(exc)
+    except Exception as exc:  # (RerankError, ConfigError, or anything else: the first stage's order stands)
+        reason = str(exc) if isinstance(exc, RerankError | ConfigError) else f"{type(exc).__name__}: {exc}"
         warn_once(logger, f"the second stage failed ({reason}); the first stage's order is used")
         return SecondStage(None, {}, f"second stage failed ({reason}): the first stage's order")
     scores = second_stage_scores(scores, reranker.files.first_stage_weight)

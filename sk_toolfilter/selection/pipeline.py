@@ -17,13 +17,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
-from sk_toolfilter.basics.redaction import library_logger, warn_once
+from sk_toolfilter.basics.breaker import Breaker
+from sk_toolfilter.basics.display import shorten
+from sk_toolfilter.basics.redaction import library_logger, redact_text, warn_once
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.retrieval.cutoff import ToolDecision, apply_cutoff
 from sk_toolfilter.retrieval.search import Ranking, ScoredTool
@@ -99,6 +104,15 @@ class StageOutcome:
     picked: list[str] | None
     note: str
     cost: dict[str, float] = field(default_factory=dict)
+    fallback: str | None = None
+    """Why a pick that was tried did not stand, in a few words (``timeout``, ``call failed``,
+    ``unreadable answer``, ``tool call``, ``none picked``, ``stage failed``, ``paused``); None when the
+    stage picked, or had nothing to pick (then it was not tried)."""
+
+    @property
+    def attempted(self) -> bool:
+        """Whether the stage tried to pick (it picked, or it fell back)."""
+        return self.picked is not None or self.fallback is not None
 
     def describe(self) -> str:
         """One line for ``explain``: what the stage did and what it cost."""
@@ -130,6 +144,64 @@ class SecondStage(Protocol):
     """
 
     async def __call__(self, request: SelectionRequest, ranking: Ranking, budget: int) -> StageOutcome: ...
+
+
+SERVICE_FAILURES = frozenset({"timeout", "call failed", "stage failed"})
+"""Fallbacks that count against the second stage's circuit breaker (a service that answered, even
+badly, is up)."""
+
+
+async def run_second_stage(
+    stage: SecondStage, request: SelectionRequest, ranking: Ranking, budget: int, breaker: Breaker | None = None
+) -> StageOutcome:
+    """The one way a second stage is called (selections, ``eval``): it never fails a request. Whatever
+    the stage raises, or an outcome that breaks the :class:`SecondStage` contract, becomes the first
+    stage's cut with the reason; ``cost["seconds"]`` is the stage's whole time inside the request.
+    With a `breaker` (``rerank.failure_threshold``, ``rerank.cooldown_seconds``), a stage whose calls
+    failed that many times in a row is not called until the cooldown ends."""
+    left = breaker.open_for() if breaker is not None else None
+    if left is not None:
+        assert breaker is not None
+        note = (
+            f"the second stage failed {breaker.consecutive_failures} times in a row and is paused for {left:.0f} s "
+            "more (rerank.cooldown_seconds): the first stage's cut stands"
+        )
+        return StageOutcome(None, note, {"seconds": 0.0}, fallback="paused")
+    started = time.perf_counter()
+    try:
+        outcome = _checked(await stage(request, ranking, budget), budget)
+    except Exception as exc:  # the contract says a stage never raises; this guard makes it so
+        why = f"{type(exc).__name__}: {shorten(redact_text(str(exc)), 200)}" if str(exc) else type(exc).__name__
+        outcome = StageOutcome(
+            None, f"the second stage failed ({why}): the first stage's cut stands", fallback="stage failed"
+        )
+    outcome = dataclasses.replace(outcome, cost={**outcome.cost, "seconds": time.perf_counter() - started})
+    if breaker is not None and outcome.attempted:
+        if outcome.fallback in SERVICE_FAILURES:
+            if breaker.failed():
+                logger.warning("sk-toolfilter: the second stage is failing (%s); the first stage answers", outcome.note)
+        elif breaker.succeeded():
+            logger.info("sk-toolfilter: the second stage answers again")
+    return outcome
+
+
+def _checked(outcome: object, budget: int) -> StageOutcome:
+    """`outcome` if it keeps the :class:`SecondStage` contract (names are strings, at most `budget`;
+    costs are finite and not negative: others are left out), else TypeError."""
+    if not isinstance(outcome, StageOutcome):
+        raise TypeError(f"a second stage returned {type(outcome).__name__}, not a StageOutcome")
+    picked: object = outcome.picked  # (a stage of the application's may break its annotations)
+    if picked is not None and (not isinstance(picked, list) or not all(isinstance(n, str) for n in picked)):
+        raise TypeError("a second stage picked something other than a list of tool names")
+    given: object = outcome.cost
+    costs: dict[object, object] = dict(given) if isinstance(given, dict) else {}
+    cost = {
+        str(k): float(v)
+        for k, v in costs.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+    }
+    names = None if picked is None else [str(n) for n in picked][:budget]
+    return dataclasses.replace(outcome, picked=names, cost=cost, note=str(outcome.note))
 
 
 def cut(ranking: Ranking, config: ToolFilterConfig, snapshot: Snapshot) -> list[ToolDecision]:

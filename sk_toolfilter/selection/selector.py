@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sk_toolfilter.basics.breaker import Breaker
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.retrieval.cutoff import ToolDecision
 from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_many, rank_tools
@@ -21,6 +22,7 @@ from sk_toolfilter.selection.pipeline import (
     cap_total,
     cut,
     cut_to_pick,
+    run_second_stage,
     send_everything,
 )
 from sk_toolfilter.selection.turns import Turn
@@ -38,6 +40,9 @@ class Selector:
         self.config, self.policy, self.usage, self.co_usage = config, policy, usage, co_usage
         self.second_stage: SecondStage | None = None
         """The stage between ranking and cut (``rerank: {type: llm}``), or None."""
+        rerank = config.rerank
+        self.stage_breaker = Breaker(rerank.failure_threshold, rerank.cooldown_seconds)
+        """Pauses a second stage whose calls keep failing (``rerank.failure_threshold``, ``cooldown_seconds``)."""
         self._turn_configs: dict[tuple[tuple[str, float], ...], ToolFilterConfig] = {}
 
     def budget(self, turn: Turn | None) -> int:
@@ -99,7 +104,7 @@ class Selector:
             return None
         if not any(t.evidence and not t.name_match for t in ranking.tools):
             return None
-        return await self.second_stage(request, ranking, self.config.top_k)
+        return await run_second_stage(self.second_stage, request, ranking, self.config.top_k, self.stage_breaker)
 
     def _pins(
         self, request: SelectionRequest, config: ToolFilterConfig, snapshot: Snapshot, *, with_discovery: bool

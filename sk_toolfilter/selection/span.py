@@ -34,6 +34,8 @@ class SpanWriter:
             record.extra["sk_toolfilter.rerank"] = selection.ranking.rerank
         if selection.second_stage is not None:
             record.extra["sk_toolfilter.pick"] = selection.second_stage.note
+            if selection.second_stage.fallback is not None:  # e.g. "timeout", "paused" (its circuit is open)
+                record.extra["sk_toolfilter.pick.fallback"] = selection.second_stage.fallback
             for key, value in selection.second_stage.cost.items():
                 record.extra[f"sk_toolfilter.pick.{key}"] = value
         if self._catalog_tokens[0] is not catalog:  # summed once per catalog, not per selection

@@ -14,6 +14,7 @@ from fnmatch import fnmatchcase
 from sk_toolfilter.basics.errors import ConfigError, closest_names
 from sk_toolfilter.config import ToolFilterConfig, ToolOverride
 from sk_toolfilter.retrieval.metadata import ToolMetadata
+from sk_toolfilter.retrieval.names import sent_full_name
 
 
 class ToolPolicy:
@@ -23,18 +24,28 @@ class ToolPolicy:
         self.exclude = list(config.exclude)
         self.allow = {plugin: list(patterns) for plugin, patterns in config.allow.items()}
         self.overrides = dict(config.tools_overrides)
+        # The names a policy hides are matched as at start (:func:`resolve_bare_names`): by case and
+        # separators too, so a tool a source adds later under a variant of an excluded name stays hidden.
+        globs = [p for p in self.exclude if _is_glob(p)]
+        self._excluded = {_near_key(p) for p in self.exclude if not _is_glob(p)}
+        self._excluded_globs = [p.casefold() for p in globs]
+        self._allow_near = {_near_key(plugin): patterns for plugin, patterns in self.allow.items()}
+        self._disabled = {_near_key(n) for n, o in self.overrides.items() if not o.enabled}
 
     def is_hidden(self, full_name: str) -> bool:
         """Excluded by a pattern (full name or plugin name), outside its plugin's ``allow`` list, or
-        disabled by an override."""
+        disabled by an override. Names match as at start: a name that differs from an excluded or
+        disabled one only by case or separators is hidden too, and a plugin's ``allow`` list holds
+        for every spelling of the plugin (whose functions it names exactly)."""
         plugin, _, function = full_name.partition("-")
-        if any(fnmatchcase(full_name, p) or fnmatchcase(plugin, p) for p in self.exclude):
+        whole, plugin_key = _near_key(full_name), _near_key(plugin)
+        if whole in self._excluded or plugin_key in self._excluded or whole in self._disabled:
             return True
-        allowed = self.allow.get(plugin)
-        if allowed is not None and not any(fnmatchcase(function, p) or fnmatchcase(full_name, p) for p in allowed):
+        folded, folded_plugin = full_name.casefold(), plugin.casefold()
+        if any(fnmatchcase(folded, p) or fnmatchcase(folded_plugin, p) for p in self._excluded_globs):
             return True
-        override = self.overrides.get(full_name)
-        return override is not None and not override.enabled
+        allowed = self._allow_near.get(plugin_key)
+        return allowed is not None and not any(fnmatchcase(function, p) or fnmatchcase(full_name, p) for p in allowed)
 
     def is_searchable(self, full_name: str) -> bool:
         override = self.overrides.get(full_name)
@@ -98,10 +109,15 @@ def _near_key(name: str) -> str:
     return re.sub(r"[\s\-_./:]+", "", name).casefold()
 
 
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
+
+
 class NameResolver:
     """Resolves a tool name as people write it to the one full name it denotes (see
     :func:`resolve_bare_names`): exact, bare (``search_papers``), or differing only by case or
-    separators. Ambiguous names are a ConfigError listing the candidates; unknown ones come back as written."""
+    separators, or a catalog's own name that is sent shortened (:func:`sent_full_name`). Ambiguous names
+    are a ConfigError listing the candidates; unknown ones come back as written."""
 
     def __init__(self, full_names: Sequence[str]) -> None:
         self.known = set(full_names)
@@ -118,8 +134,10 @@ class NameResolver:
             self.near_plugins.setdefault(_near_key(plugin), set()).add(plugin)
 
     def resolve(self, name: str, key: str, plugin_ok: bool = False) -> str:
-        if name in self.known or any(ch in name for ch in "*?[") or (plugin_ok and name in self.plugins):
+        if name in self.known or _is_glob(name) or (plugin_ok and name in self.plugins):
             return name
+        if (sent := sent_full_name(name)) in self.known:  # the catalog's own long name, as it is sent
+            return sent
         candidates = sorted(set(self.by_function.get(name, []))) if "-" not in name else []
         if not candidates:
             candidates = sorted(self.near.get(_near_key(name), set()))

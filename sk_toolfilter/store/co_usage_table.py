@@ -19,8 +19,9 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sk_toolfilter.basics.errors import first_line
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.store.outage import StoreOutage, first_line
+from sk_toolfilter.store.outage import StoreOutage
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

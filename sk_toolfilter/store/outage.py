@@ -1,4 +1,4 @@
-"""One warning per outage of the shared store, whichever part meets it first, and how a failure reads."""
+"""One warning per outage of the shared store, whichever part meets it first."""
 
 from __future__ import annotations
 
@@ -19,10 +19,3 @@ class StoreOutage:
         """A call succeeded; True when this ends an outage (the caller says the store answers again)."""
         ended, self.active = self.active, False
         return ended
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an error's message (its type's name when it has none): a driver's text
-    can run over many lines."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

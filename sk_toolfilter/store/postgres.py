@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sk_toolfilter.basics.errors import ConfigError, IndexStoreError, install_line
+from sk_toolfilter.basics.errors import ConfigError, IndexStoreError, first_line, install_line
 from sk_toolfilter.basics.redaction import library_logger, remember_secret
 from sk_toolfilter.config import IndexConfig
 from sk_toolfilter.store.co_usage_table import CoUsageTable
-from sk_toolfilter.store.outage import StoreOutage, first_line
+from sk_toolfilter.store.outage import StoreOutage
 from sk_toolfilter.store.shared_catalog import Collection, SharedCatalog
 
 if TYPE_CHECKING:

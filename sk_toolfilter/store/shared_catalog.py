@@ -34,9 +34,8 @@ from semantic_kernel.data.vector import (
     VectorStoreField,
 )
 
-from sk_toolfilter.basics.errors import IndexStoreError
+from sk_toolfilter.basics.errors import IndexStoreError, first_line
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.store.outage import first_line
 from sk_toolfilter.store.records import RECORD_FIELDS, StoredCatalog, from_record, unpack_image
 
 logger = library_logger(__name__)

@@ -12,7 +12,7 @@ from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterM
 from sk_toolfilter.agents.json_schema import safe_parameter_name, tool_parameters
 from sk_toolfilter.agents.mcp.connection import MCPConnection, ToolCallError
 from sk_toolfilter.agents.mcp.results import ERROR_PREFIX, render_content, render_tool_result
-from sk_toolfilter.agents.tool_names import function_name
+from sk_toolfilter.agents.tool_names import function_name, warn_renamed
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.retrieval.metadata import KEYWORDS_PROPERTY
 
@@ -64,11 +64,12 @@ def build_plugin(connection: MCPConnection) -> KernelPlugin:
     source = connection.source
     functions: list[KernelFunction] = []
     taken: set[str] = set()
+    renamed: list[tuple[str, str]] = []
     for tool in connection.tools:
         actions = annotation_actions(tool, source.annotations)
         if "exclude" in actions:
             continue  # never registered: not sent, listed or run
-        name = function_name(source.name, tool.name, taken)
+        name = function_name(source.name, tool.name, taken, renamed)
         params = tool_parameters(tool.inputSchema, where=f"{source.name}-{name}")
         method = kernel_function(name=name, description=tool.description or tool.title or "")(
             _tool_caller(connection, tool.name, params.original_names)
@@ -86,7 +87,7 @@ def build_plugin(connection: MCPConnection) -> KernelPlugin:
             function.metadata.additional_properties = {**(function.metadata.additional_properties or {}), **extra}
         functions.append(function)
     for prompt in connection.prompts:
-        name = function_name(source.name, prompt.name, taken)
+        name = function_name(source.name, prompt.name, taken, renamed)
         arguments = prompt.arguments or []
         method = kernel_function(name=name, description=prompt.description or "")(
             _prompt_getter(connection, prompt.name, {safe_parameter_name(a.name): a.name for a in arguments})
@@ -107,6 +108,7 @@ def build_plugin(connection: MCPConnection) -> KernelPlugin:
                 ],
             )
         )
+    warn_renamed(f"MCP server {source.name!r}", renamed)
     return KernelPlugin(name=source.name, description=source.description or None, functions=functions)
 
 
