@@ -392,6 +392,7 @@ def test_a_one_tool_agent_reports_one_tool_and_no_saving_and_says_why(tmp_path, 
     assert main(["report", str(agent), "--out", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "(0.0% saved)" in out and "Nothing to save: all 1 tool fit" in out
+    assert "discovery tools included" not in out and "mean tools sent 1 of 1 " in out  # one story, no "1.0"
     data = json.loads((tmp_path / "r" / "report.json").read_text())
     assert all(q["tools_on"] == q["tools_off"] == 1 for q in data["queries"])
 

@@ -131,3 +131,26 @@ def test_the_chart_keeps_every_bar_and_label_inside_its_frame_on_random_data(tmp
         assert chart["outside"] == [], (seed, chart)
         whole = open_in_chromium(page, tmp_path)
         assert whole["scrollWidth"] <= whole["clientWidth"] <= 1280, (seed, whole)  # the page's width promise
+
+
+def test_on_a_big_catalog_the_chart_reads_on_a_log_axis_and_figures_print_without_a_stray_decimal():
+    import re
+
+    from sk_toolfilter.measure.report import (
+        QueryReport,
+        TokenReport,
+        render_chart_svg,
+        render_markdown,
+        render_terminal,
+    )
+
+    queries = [QueryReport(f"q{i}", 1287, 5, 83_298, 300 + 10 * i, 83_400, 400, ["T-a"]) for i in range(4)]
+    report = TokenReport("bfcl", "gpt-4o-mini", "o200k_base", 1287, "hybrid", queries)
+    svg = render_chart_svg(report)
+    assert "log scale" in svg
+    widths = [float(w) for w in re.findall(r'<rect x="330" y="\d+" width="([\d.]+)" height="9" fill="#1e8449"', svg)]
+    assert len(widths) == 4 and min(widths) > 100  # readable bars, not 1-2 px beside 83,298-token ones
+    linear = TokenReport("a", "m", "o200k_base", 46, "hybrid", [QueryReport("q", 46, 3, 2886, 250, 3000, 400, ["T-a"])])
+    assert "log scale" not in render_chart_svg(linear)
+    assert "mean tools sent 5 of 1287" in render_terminal(report)
+    assert "| mean tools sent | 1,287 | 5 | |" in render_markdown(report)

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 
+def number(value: float, digits: int = 2) -> str:
+    """A figure for people: thousands separated, at most `digits` decimals, none when it is whole
+    ("46", "3.86", "1,287", "338.5")."""
+    text = f"{value:,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def shorten(text: str, width: int) -> str:
     """`text` on one line (runs of whitespace, line breaks included, become one space), cut to `width`
     characters, an ellipsis marking the cut: a multi-line query never breaks a table row."""

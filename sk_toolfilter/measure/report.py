@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter._compat import moved_attributes
 from sk_toolfilter.agents.agent_file import AgentSpec, Framework, SampleQuery
-from sk_toolfilter.basics.display import shorten
+from sk_toolfilter.basics.display import number, shorten
 from sk_toolfilter.basics.errors import UnknownToolError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.tokenizer import count_json_tokens, count_tokens
@@ -249,13 +249,15 @@ def render_terminal(report: TokenReport) -> str:
             f"{q.tools_tokens_on:>7}  {mark}{', '.join(q.selected) or '(none)'}"
         )
     t = report.totals
+    nothing_to_save = bool(report.queries) and all(q.tools_on == q.tools_off for q in report.queries)
     lines.append(
         f"\nTools tokens: {t['tools_tokens_off']:,} off → {t['tools_tokens_on']:,} on "
         f"({t['saved_percent']:.1f}% saved); whole request: {t['body_tokens_off']:,} → {t['body_tokens_on']:,} "
-        f"({t['body_saved_percent']:.1f}% saved); mean tools sent {t['mean_tools_on']} of {report.catalog_size} "
-        f"(discovery tools included; {_CLIENTS.get(report.framework, report.framework)})"
+        f"({t['body_saved_percent']:.1f}% saved); mean tools sent {number(t['mean_tools_on'])} of "
+        f"{report.catalog_size} ({'' if nothing_to_save else 'discovery tools included; '}"
+        f"{_CLIENTS.get(report.framework, report.framework)})"
     )
-    if report.queries and all(q.tools_on == q.tools_off for q in report.queries):
+    if nothing_to_save:
         lines.append(
             f"Nothing to save: all {report.catalog_size} {plural(report.catalog_size, 'tool')} fit the budget of every "
             "request, so filtering sends exactly what plain Semantic Kernel sends (no discovery tools either)"
@@ -291,7 +293,7 @@ def render_markdown(report: TokenReport) -> str:
         f"| tools tokens | {t['tools_tokens_off']:,} | {t['tools_tokens_on']:,} | {t['saved_percent']:.1f}% |",
         f"| whole request tokens | {t['body_tokens_off']:,} | {t['body_tokens_on']:,} "
         f"| {t['body_saved_percent']:.1f}% |",
-        f"| mean tools sent | {t['mean_tools_off']} | {t['mean_tools_on']} | |",
+        f"| mean tools sent | {number(t['mean_tools_off'])} | {number(t['mean_tools_on'])} | |",
         "",
     ]
     if (picked := picker_line(report)) is not None:

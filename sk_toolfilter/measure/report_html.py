@@ -10,7 +10,7 @@ import math
 from html import escape
 from typing import TYPE_CHECKING
 
-from sk_toolfilter.basics.display import shorten
+from sk_toolfilter.basics.display import number, shorten
 from sk_toolfilter.measure.token_report import caching_line, methods_used, picker_line
 
 if TYPE_CHECKING:
@@ -34,6 +34,15 @@ def nice_ticks(peak: float, count: int = 5) -> list[int]:
     return [int(step * i) for i in range(math.ceil(peak / step) + 1)]
 
 
+LOG_AXIS_BELOW = 0.05
+"""When every "filtering on" bar is under this share of the longest bar, the axis is logarithmic."""
+
+
+def log_ticks(peak: float) -> list[int]:
+    """Powers of ten from 1 to at least `peak` (a logarithmic axis)."""
+    return [10**i for i in range(max(1, math.ceil(math.log10(max(peak, 10)))) + 1)]
+
+
 def render_chart_svg(report: TokenReport, *, title: bool = True) -> str:
     """Grouped horizontal bars per query (filtering off vs on), with a labelled token axis."""
     bar, gap, left, plot = 10, 12, 330, 560
@@ -42,8 +51,16 @@ def render_chart_svg(report: TokenReport, *, title: bool = True) -> str:
     axis_y = top + rows * (2 * bar + gap)
     height, width = axis_y + 52, left + plot + 70
     # Both series set the axis: with few tools, "on" (discovery tools included) can exceed "off".
-    ticks = nice_ticks(max([max(q.tools_tokens_off, q.tools_tokens_on) for q in report.queries] + [1]))
-    scale = plot / ticks[-1]
+    peak = max([max(q.tools_tokens_off, q.tools_tokens_on) for q in report.queries] + [1])
+    on_peak = max([q.tools_tokens_on for q in report.queries] + [0])
+    logarithmic = 0 < on_peak < peak * LOG_AXIS_BELOW  # "on" bars would be a pixel or two wide: a log axis
+    ticks = log_ticks(peak) if logarithmic else nice_ticks(peak)
+
+    def position(value: float) -> float:
+        if logarithmic:
+            return plot * math.log10(max(value, 1)) / math.log10(ticks[-1])
+        return plot * value / ticks[-1]
+
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
         f'height="{height}" role="img" font-family="sans-serif" font-size="11" '
@@ -62,7 +79,7 @@ def render_chart_svg(report: TokenReport, *, title: bool = True) -> str:
         f'<text x="{left + 184}" y="{legend_y + 9}">filtering on</text>'
     )
     for tick in ticks:  # grid lines and tick labels
-        x = left + tick * scale
+        x = left + position(tick)
         parts.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{axis_y}" stroke="#ddd"/>')
         parts.append(f'<text class="tick" x="{x:.1f}" y="{axis_y + 14}" text-anchor="middle">{tick:,}</text>')
     for i, q in enumerate(report.queries):
@@ -71,14 +88,15 @@ def render_chart_svg(report: TokenReport, *, title: bool = True) -> str:
         parts.append(f'<text x="{left - 8}" y="{y + bar + 3}" text-anchor="end"><title>{escape(q.query)}</title>')
         parts.append(f"{label}</text>")
         for j, (value, colour) in enumerate(((q.tools_tokens_off, OFF_COLOUR), (q.tools_tokens_on, ON_COLOUR))):
-            w = max(value * scale, 1 if value else 0)
+            w = max(position(value), 1 if value else 0)
             parts.append(f'<rect x="{left}" y="{y + j * bar}" width="{w:.1f}" height="{bar - 1}" fill="{colour}"/>')
             parts.append(f'<text x="{left + w + 4:.1f}" y="{y + j * bar + bar - 2}">{value:,}</text>')
     parts += [
         f'<line x1="{left}" y1="{top - 4}" x2="{left}" y2="{axis_y}" stroke="#333"/>',
         f'<line x1="{left}" y1="{axis_y}" x2="{left + plot}" y2="{axis_y}" stroke="#333"/>',
         f'<text class="axis-label" x="{left + plot / 2:.0f}" y="{axis_y + 36}" text-anchor="middle" '
-        f'font-size="12">Tool-schema tokens per request ({escape(report.encoding)} tokenizer)</text>',
+        f'font-size="12">Tool-schema tokens per request ({escape(report.encoding)} tokenizer'
+        f"{'; log scale' if logarithmic else ''})</text>",
         f'<text class="axis-label" x="14" y="{(top + axis_y) / 2:.0f}" text-anchor="middle" font-size="12" '
         f'transform="rotate(-90 14 {(top + axis_y) / 2:.0f})">Sample query</text>',
         "</svg>",
@@ -130,7 +148,10 @@ def render_html(report: TokenReport) -> str:
         _card(f"{t['tools_tokens_on']:,}", "tool tokens, filtering on"),
         _card(f"{t['saved_percent']:.1f}%", "tool tokens saved", "good" if t["saved_percent"] > 0 else "bad"),
         _card(f"{t['body_saved_percent']:.1f}%", "whole-request tokens saved"),
-        _card(f"{t['mean_tools_off']:g} → {t['mean_tools_on']:g}", f"tools per request (of {report.catalog_size})"),
+        _card(
+            f"{number(t['mean_tools_off'])} → {number(t['mean_tools_on'])}",
+            f"tools per request (of {report.catalog_size})",
+        ),
     ]
     if t["expected_tool_sent"]:
         sent, total = (int(n) for n in t["expected_tool_sent"].split("/"))

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sk_toolfilter.basics.display import number
 from sk_toolfilter.measure.caching import OPENAI_CACHED_FRACTION, billed_tool_tokens
 
 
@@ -157,7 +158,7 @@ def picker_line(report: TokenReport) -> str | None:
     return (
         f"The tool picker was tried for {len(tried)} of {n} {plural(n, 'request')}: {len(tried) - fell_back.total()} "
         f"picked, {fell_back.total()} fell back to the first stage{reasons}. It cost "
-        f"{t['picker_tokens_per_request']:,.1f} tokens and {seconds:.2f} s per request; net of it, tools tokens "
+        f"{number(t['picker_tokens_per_request'], 1)} tokens and {seconds:.2f} s per request; net of it, tools tokens "
         f"{net_text} (gross {t['saved_percent']:.1f}%)"
     )
 
