@@ -20,6 +20,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from sk_toolfilter.retrieval.local_models import TOOL_SIDE_MODEL_ID, sha256_of
+from training.exact_int8 import exact_integer_products
 
 TOKENIZER = (
     Path(__file__).resolve().parent.parent
@@ -36,7 +37,8 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 def export_int8(model: torch.nn.Module, sample: tuple, output: str, output_axes: dict[int, str], path: Path) -> None:
     """`model` (taking ``input_ids``, ``attention_mask``, ``token_type_ids``) as an int8 ONNX file: exported
-    with opset 17 (batch and sequence dynamic), then onnxruntime's dynamic quantization per channel."""
+    with opset 17 (batch and sequence dynamic), then onnxruntime's dynamic quantization per channel, its
+    integer products made exact on every CPU (:func:`training.exact_int8.exact_integer_products`)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -52,6 +54,7 @@ def export_int8(model: torch.nn.Module, sample: tuple, output: str, output_axes:
             dynamo=False,
         )
         quantize_dynamic(str(fp32), str(path), weight_type=QuantType.QInt8, per_channel=True)
+    exact_integer_products(path)  # the same numbers on every x86 CPU (training/exact_int8.py)
 
 
 def export(

@@ -25,7 +25,9 @@ from sk_toolfilter.basics.redaction import library_logger
 
 logger = library_logger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: the shipped int8 models compute exactly (u8 × u8, ``training/exact_int8.py``); on a CPU without
+VNNI their vectors moved, so files of version 1 are not read (each model is embedded once again)."""
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:

@@ -1,16 +1,15 @@
-"""Which arithmetic a local int8 encoder runs on this CPU, so that vectors computed on one machine are
-used on another only where the two agree.
+"""Whether vectors computed on one machine may be used on another: a probe of this CPU's arithmetic.
 
-ONNX Runtime's int8 kernels differ by instruction set, and the tool-trained encoders feel it: the same
-request's vector moved by up to 0.057 cosine between two x86 CPUs (median 0.009; the general model
-under 1e-4). Anything computed on one machine and used on another — the shipped small-talk exemplar
-vectors, a shared index filled by one replica and queried by another — is therefore checked against
-what this CPU computes: a few :data:`PROBE_TEXTS` are embedded here and compared with the same texts'
-stored vectors (:func:`agrees`). Stored vectors that disagree are never used; they are computed where
-they are used instead (the exemplars in the background, a shared catalog under its own key).
-
-A CPU is matched by its numbers, never by its name: :func:`numerics_tag` says which shipped variant this
-CPU computes ('' for the reference one), or, for a local model that matches none, a tag of its own.
+onnxruntime's int8 kernels differ by instruction set: multiplying u8 × s8 saturates without VNNI and is
+exact with it, and the tool-trained encoders felt it (the same request's vector moved by up to 0.057
+cosine between two x86 CPUs; the general model under 1e-4). The shipped networks now multiply u8 × u8,
+exact everywhere (``training/exact_int8.py``; ``tests/test_numerics.py`` runs them under an emulated
+AVX2 CPU), so they give every x86 CPU the same vectors. What is computed on one machine and used on
+another — the shipped small-talk exemplar vectors, a shared index filled by one replica and queried by
+another — is still checked where it is used, for any model and any CPU: a few :data:`PROBE_TEXTS` are
+embedded here and compared with the same texts' stored vectors (:func:`agrees`). Stored vectors that
+disagree are never used; they are computed where they are used instead (the exemplars in the
+background, a shared catalog by the replica itself).
 """
 
 from __future__ import annotations
@@ -29,13 +28,13 @@ PROBE_TEXTS: tuple[str, ...] = (
     "are you influenced by someone else",
 )  # fmt: skip
 """The requests whose vectors moved most between two CPUs' int8 arithmetic (the 8 worst of each
-tool-trained encoder, AMD EPYC with AVX-512 VNNI against the machine that computed the shipped
-vectors); all of them are small-talk exemplars, so a shipped exemplar file carries its own probe."""
+tool-trained encoder before the networks were made exact: AVX-512 VNNI against AVX2); all of them are
+small-talk exemplars, so a shipped exemplar file carries its own probe."""
 
 AGREEMENT = 0.995
-"""The worst probe cosine at which stored vectors count as this CPU's: the same CPU gives above 0.9999
-(the stored int8 codes included), two CPUs of different arithmetic gave 0.943 (tool model, 6 layers)
-and 0.974 (2 layers) at their worst probe text."""
+"""The worst probe cosine at which stored vectors count as this CPU's: the same arithmetic gives above
+0.9999 (the stored int8 codes included); two CPUs of different arithmetic gave 0.943 (tool model, 6
+layers) and 0.974 (2 layers) at their worst probe text."""
 
 
 def worst_agreement(stored: np.ndarray, fresh: np.ndarray) -> float:
