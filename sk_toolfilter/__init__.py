@@ -33,7 +33,15 @@ _PUBLIC = {
     "sk_toolfilter.retrieval.index": ("ToolIndex",),
     "sk_toolfilter.retrieval.metadata": ("ParameterMetadata", "ToolMetadata"),
     "sk_toolfilter.retrieval.search": ("Ranking", "ScoredTool", "rank_tools"),
-    "sk_toolfilter.selection.manager": ("Selection", "ToolDecision", "ToolFilterManager"),
+    "sk_toolfilter.selection.manager": ("ToolFilterManager",),
+    "sk_toolfilter.selection.pipeline": (
+        "SecondStage",
+        "Selection",
+        "SelectionRequest",
+        "StageOutcome",
+        "run_second_stage",
+    ),
+    "sk_toolfilter.retrieval.cutoff": ("ToolDecision",),
     "sk_toolfilter.selection.llm_pick": ("LLMToolPicker",),
     "sk_toolfilter.selection.offer": ("Offer",),
     "sk_toolfilter.integration.picker_chat": ("semantic_kernel_picker_chat",),
@@ -43,29 +51,52 @@ _PUBLIC = {
 }
 _HOME = {name: module for module, names in _PUBLIC.items() for name in names}
 
-if TYPE_CHECKING:
-    from sk_toolfilter.agents.agent import load_agent
+if TYPE_CHECKING:  # what type checkers see: the same names, re-exported (``import X as X``)
+    from sk_toolfilter.agents.agent import load_agent as load_agent
     from sk_toolfilter.basics.errors import (
-        ConfigError,
-        EmbeddingServiceError,
-        RerankError,
-        ToolFilterError,
-        ToolSourceError,
-        UnknownToolError,
+        ConfigError as ConfigError,
+        EmbeddingServiceError as EmbeddingServiceError,
+        RerankError as RerankError,
+        ToolFilterError as ToolFilterError,
+        ToolSourceError as ToolSourceError,
+        UnknownToolError as UnknownToolError,
     )
-    from sk_toolfilter.config import BM25Config, EmbeddingConfig, RerankConfig, ToolFilterConfig
-    from sk_toolfilter.integration.picker_chat import semantic_kernel_picker_chat
-    from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
-    from sk_toolfilter.integration.setup import attach_to_kernel, create_tool_filter, enable_tool_filtering
-    from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, create_embedding_service
-    from sk_toolfilter.retrieval.index import ToolIndex
-    from sk_toolfilter.retrieval.metadata import ParameterMetadata, ToolMetadata
-    from sk_toolfilter.retrieval.search import Ranking, ScoredTool, rank_tools
-    from sk_toolfilter.selection.llm_pick import LLMToolPicker
-    from sk_toolfilter.selection.manager import Selection, ToolDecision, ToolFilterManager
-    from sk_toolfilter.selection.offer import Offer
-    from sk_toolfilter.selection.settings import clone_with_functions
-    from sk_toolfilter.selection.usage import UsageTracker
+    from sk_toolfilter.config import (
+        BM25Config as BM25Config,
+        EmbeddingConfig as EmbeddingConfig,
+        RerankConfig as RerankConfig,
+        ToolFilterConfig as ToolFilterConfig,
+    )
+    from sk_toolfilter.integration.picker_chat import semantic_kernel_picker_chat as semantic_kernel_picker_chat
+    from sk_toolfilter.integration.service import (
+        FilteredChatCompletion as FilteredChatCompletion,
+        wrap_chat_service as wrap_chat_service,
+    )
+    from sk_toolfilter.integration.setup import (
+        attach_to_kernel as attach_to_kernel,
+        create_tool_filter as create_tool_filter,
+        enable_tool_filtering as enable_tool_filtering,
+    )
+    from sk_toolfilter.retrieval.cutoff import ToolDecision as ToolDecision
+    from sk_toolfilter.retrieval.embeddings import (
+        LocalEmbeddingGenerator as LocalEmbeddingGenerator,
+        create_embedding_service as create_embedding_service,
+    )
+    from sk_toolfilter.retrieval.index import ToolIndex as ToolIndex
+    from sk_toolfilter.retrieval.metadata import ParameterMetadata as ParameterMetadata, ToolMetadata as ToolMetadata
+    from sk_toolfilter.retrieval.search import Ranking as Ranking, ScoredTool as ScoredTool, rank_tools as rank_tools
+    from sk_toolfilter.selection.llm_pick import LLMToolPicker as LLMToolPicker
+    from sk_toolfilter.selection.manager import ToolFilterManager as ToolFilterManager
+    from sk_toolfilter.selection.offer import Offer as Offer
+    from sk_toolfilter.selection.pipeline import (
+        SecondStage as SecondStage,
+        Selection as Selection,
+        SelectionRequest as SelectionRequest,
+        StageOutcome as StageOutcome,
+        run_second_stage as run_second_stage,
+    )
+    from sk_toolfilter.selection.settings import clone_with_functions as clone_with_functions
+    from sk_toolfilter.selection.usage import UsageTracker as UsageTracker
 
 
 def __getattr__(name: str) -> object:
@@ -80,38 +111,4 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_HOME})
 
 
-__all__ = [
-    "BM25Config",
-    "ConfigError",
-    "EmbeddingConfig",
-    "EmbeddingServiceError",
-    "FilteredChatCompletion",
-    "LLMToolPicker",
-    "LocalEmbeddingGenerator",
-    "Offer",
-    "ParameterMetadata",
-    "Ranking",
-    "RerankConfig",
-    "RerankError",
-    "ScoredTool",
-    "Selection",
-    "ToolDecision",
-    "ToolFilterConfig",
-    "ToolFilterError",
-    "ToolFilterManager",
-    "ToolIndex",
-    "ToolMetadata",
-    "ToolSourceError",
-    "UnknownToolError",
-    "UsageTracker",
-    "__version__",
-    "attach_to_kernel",
-    "clone_with_functions",
-    "create_embedding_service",
-    "create_tool_filter",
-    "enable_tool_filtering",
-    "load_agent",
-    "rank_tools",
-    "semantic_kernel_picker_chat",
-    "wrap_chat_service",
-]
+__all__ = sorted([*_HOME, "__version__"])

@@ -54,7 +54,6 @@ MOVED_NAMES: dict[str, dict[str, str]] = {
     "service": {"enable_tool_filtering": "integration.setup", "create_tool_filter": "integration.setup"},
     "query": {"split_query_parts": "retrieval.text"},
     "discovery": {"MIN_MATCH_SCORE": "selection.manager"},
-    "guard": {"refusal_reason": "_compat:_refusal_reason"},
 }
 
 # Public names of 0.1 that are gone, and what replaced them (CHANGELOG.md, 0.2).
@@ -90,27 +89,21 @@ def moved_attributes(module: str) -> Callable[[str], Any]:
     return __getattr__
 
 
-def _refusal_reason(manager: Any, full_name: str, settings: Any) -> str | None:
-    """0.1's ``guard.refusal_reason``: why a call must be refused, or None (see ``guard.refusal``)."""
-    refusal = importlib.import_module("sk_toolfilter.integration.guard").refusal  # (no static import: a low layer)
-
-    outcome = refusal(manager, full_name, settings)
-    return None if outcome is None else outcome[0]
-
-
 class _OldPathModule(ModuleType):
     """An old module path: the new module's names, and the 0.1 names that moved elsewhere."""
 
-    def __init__(self, name: str, new: ModuleType, extra: dict[str, str]) -> None:
+    def __init__(self, name: str, new: ModuleType, extra: dict[str, str], removed: dict[str, str]) -> None:
         super().__init__(name, new.__doc__)
-        self._new, self._extra = new, extra
+        self._new, self._extra, self._removed = new, extra, removed
 
     def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__") or attr in ("_new", "_extra"):
+        if attr.startswith("__") or attr in ("_new", "_extra", "_removed"):
             raise AttributeError(attr)
         if attr in self._extra:
             module, _, name = self._extra[attr].partition(":")
             return getattr(importlib.import_module(f"sk_toolfilter.{module}"), name or attr)
+        if attr in self._removed:  # a name of 0.1 that is gone: say what replaced it
+            raise AttributeError(f"{self.__name__}.{attr} was removed in 0.2; use {self._removed[attr]}")
         return getattr(self._new, attr)
 
     def __dir__(self) -> list[str]:
@@ -123,10 +116,10 @@ class _MovedModuleLoader(importlib.abc.Loader):
 
     def create_module(self, spec: Any) -> ModuleType:
         new = importlib.import_module(self.new_name)
-        extra = MOVED_NAMES.get(self.old, {})
-        if not extra:
+        extra, removed = MOVED_NAMES.get(self.old, {}), REMOVED_NAMES.get(self.old, {})
+        if not extra and not removed:
             return new
-        return _OldPathModule(spec.name, new, extra)
+        return _OldPathModule(spec.name, new, extra, removed)
 
     def exec_module(self, module: ModuleType) -> None:
         """Nothing to run: the new module is already imported."""
@@ -142,7 +135,7 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
         if old not in MOVED:
             return None
         new_name = f"sk_toolfilter.{MOVED[old]}"
-        elsewhere = sorted({home.partition(":")[0] for home in MOVED_NAMES.get(old, {}).values()} - {"_compat"})
+        elsewhere = sorted({home.partition(":")[0] for home in MOVED_NAMES.get(old, {}).values()})
         names = ", ".join(n for n, home in MOVED_NAMES.get(old, {}).items() if home.partition(":")[0] in elsewhere)
         where = "".join(f"; {names} now in sk_toolfilter.{home}" for home in elsewhere)
         warnings.warn(

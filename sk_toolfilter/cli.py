@@ -335,21 +335,31 @@ def _add_no_wait(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from sk_toolfilter.agents.agent_file import FRAMEWORKS
-
+    """The command line: one sub-parser per command (each built by its own ``_add_*`` function)."""
     parser = argparse.ArgumentParser(
         prog="sk-toolfilter",
         description="Dynamic tool loading for Semantic Kernel and Agent Framework agents: index, search, measure.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log details (INFO)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_validate, _add_search, _add_report, _add_index, _add_chat, _add_eval):
+        add(sub)
+    return parser
 
+
+Commands = Any
+"""argparse's sub-parser collection (``parser.add_subparsers()``)."""
+
+
+def _add_validate(sub: Commands) -> None:
     p = sub.add_parser("validate", help="load an agent file, connect its tool sources, index them")
     p.add_argument("agent", help="agent YAML file")
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     _add_no_wait(p)
     p.set_defaults(run=cmd_validate)
 
+
+def _add_search(sub: Commands) -> None:
     for command, text in (
         ("search", "rank the tools of an agent file for a query"),
         ("explain", "why each tool is sent or not for a query (search --explain): scores, cut, pins, the pick"),
@@ -365,6 +375,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
         _add_no_wait(p)
         p.set_defaults(run=cmd_search, explain=command == "explain")
+
+
+def _add_report(sub: Commands) -> None:
+    from sk_toolfilter.agents.agent_file import FRAMEWORKS
 
     p = sub.add_parser("report", help="token-savings report: tools payload with filtering off vs on")
     p.add_argument("agent", help="agent YAML file")
@@ -386,6 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_no_wait(p)
     p.set_defaults(run=cmd_report)
 
+
+def _add_index(sub: Commands) -> None:
     p = sub.add_parser("index", help="the shared tool index (index.store): push the agent's catalog, or its status")
     p.add_argument("action", choices=["push", "status"], help="push: embed new or changed tools, switch the version")
     p.add_argument("agent", help="agent YAML file")
@@ -393,17 +409,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_index)
 
+
+def _add_chat(sub: Commands) -> None:
     p = sub.add_parser("chat", help="chat with the agent (needs an API key or a local OpenAI-compatible server)")
     p.add_argument("agent", help="agent YAML file")
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_chat)
 
+
+def _add_eval(sub: Commands) -> None:
     p = sub.add_parser("eval", help="retrieval quality on a labelled query set (recall@k, nDCG, MRR, tokens)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--tools", help="catalog file (tools.jsonl, or OpenAI tools JSON)")
     source.add_argument("--agent", help="agent YAML file whose tools are evaluated")
     labelled = p.add_mutually_exclusive_group(required=True)
-    labelled.add_argument("--queries", help="labelled queries (dev.jsonl format)")
+    labelled.add_argument("--queries", help="labelled queries (dev.jsonl format; docs: the queries formats)")
     labelled.add_argument(
         "--conversations",
         help="recorded conversations, one step per line (bfcl_multiturn format): replayed through the filtering "
@@ -427,10 +447,9 @@ def build_parser() -> argparse.ArgumentParser:
         "oracle = the best possible pick (the ceiling), llm = the chat model picking (the agent's model, or "
         "OPENAI_API_KEY / OPENAI_BASE_URL); --queries only",
     )
-    p.add_argument("--out", help="folder for eval.json and eval.md")
+    p.add_argument("--out", help="folder for eval.json and eval.md (each query's hits and misses too)")
     p.add_argument("--limit", type=positive_int, help="evaluate only the first N queries")
     p.set_defaults(run=cmd_eval)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

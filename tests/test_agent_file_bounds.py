@@ -3,8 +3,7 @@
 import time
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from sk_toolfilter import ConfigError
 from sk_toolfilter.agents.agent_file import load_agent_file

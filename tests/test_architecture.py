@@ -78,3 +78,37 @@ def test_the_package_has_no_import_cycle():
         }
     )
     assert cycles == []
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_of_the_library_is_longer_than_sixty_lines():
+    # One step per function: a function that grows past a screen is split into named steps.
+    long = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []
+
+
+def test_the_public_names_are_written_once_beside_their_home_and_type_checkers_see_the_same():
+    import sk_toolfilter
+
+    init = ast.parse((PACKAGE / "__init__.py").read_text())
+    checked = {
+        alias.name: node.module
+        for block in ast.walk(init)
+        if isinstance(block, ast.If) and getattr(block.test, "id", "") == "TYPE_CHECKING"
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert checked == sk_toolfilter._HOME  # every public name, from the module that defines it
+    for name, module in checked.items():
+        value = getattr(sk_toolfilter, name)
+        assert getattr(value, "__module__", module) == module, name
+    assert sorted(sk_toolfilter.__all__) == sorted([*checked, "__version__"])

@@ -2,8 +2,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from sk_toolfilter.config import BM25Config
 from sk_toolfilter.retrieval.bm25 import BM25Index

@@ -4,8 +4,7 @@ import contextlib
 import logging
 import random
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from semantic_kernel import Kernel
 from semantic_kernel.functions import kernel_function
 

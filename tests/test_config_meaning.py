@@ -4,8 +4,7 @@ import math
 import os
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from sk_toolfilter import ConfigError, ToolFilterConfig, create_tool_filter
 from sk_toolfilter.agents.agent_file import parse_agent

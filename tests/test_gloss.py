@@ -3,8 +3,7 @@
 import logging
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from semantic_kernel import Kernel
 from semantic_kernel.functions import kernel_function
 

@@ -2,8 +2,7 @@
 
 import json
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
 
 from sk_toolfilter.agents.json_schema import resolve_refs, tool_parameters, type_label

@@ -110,8 +110,7 @@ def test_the_names_reported_in_the_issue():
         warnings.simplefilter("ignore")
         from sk_toolfilter.service import create_tool_filter, enable_tool_filtering, wrap_chat_service
 
-    from sk_toolfilter import create_tool_filter as new_create
-    from sk_toolfilter import enable_tool_filtering as new_enable
+    from sk_toolfilter import create_tool_filter as new_create, enable_tool_filtering as new_enable
 
     assert enable_tool_filtering is new_enable and create_tool_filter is new_create and callable(wrap_chat_service)
 
@@ -208,3 +207,23 @@ def test_every_moved_name_and_nested_path_warns_at_the_users_own_line(tmp_path):
     for old in nested:
         number += 1
         assert f"user_script.py:{number}: DeprecationWarning: sk_toolfilter.{old} moved to" in result.stderr, old
+
+
+def test_a_removed_name_says_what_replaced_it():
+    for module, names in REMOVED_NAMES.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            old = importlib.import_module(f"sk_toolfilter.{module}")
+        for name, replacement in names.items():
+            with pytest.raises(AttributeError, match=r"was removed in 0\.2; use ") as info:
+                getattr(old, name)
+            assert replacement in str(info.value)
+
+
+def test_compat_imports_no_layer_above_it():
+    import ast
+    from pathlib import Path
+
+    source = (Path(importlib.import_module("sk_toolfilter._compat").__file__)).read_text()
+    strings = [n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    assert not [s for s in strings if s.startswith("sk_toolfilter.integration")]  # no import by string either

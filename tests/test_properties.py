@@ -3,8 +3,7 @@
 import asyncio
 
 import yaml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sk_toolfilter import ConfigError, ToolFilterConfig, ToolFilterManager, ToolIndex
 from sk_toolfilter.agents.agent_file import parse_agent

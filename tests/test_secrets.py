@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
 from sk_toolfilter import ConfigError
 from sk_toolfilter.agents.agent_file import load_agent_file, parse_agent

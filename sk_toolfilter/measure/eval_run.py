@@ -243,7 +243,8 @@ async def run_conversation_eval(args: argparse.Namespace) -> int:
 
 
 async def run_eval(args: argparse.Namespace) -> int:
-
+    """``sk-toolfilter eval --queries``: rank every labelled query with each method (and second stage),
+    print the table, and write eval.json and eval.md with ``--out``."""
     methods = _parse_list(args.methods, str, "methods")
     unknown = sorted(set(methods) - {"bm25", "semantic", "hybrid"})
     if unknown:
@@ -256,76 +257,97 @@ async def run_eval(args: argparse.Namespace) -> int:
     config = apply_overrides(config, args.set)
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
-        service = create_embedding_service(config.embedding) if set(methods) - {"bm25"} else None
-        cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache else None
-        if service is not None and cache is not None:
-            service = cached(service, cache)  # queries too are embedded once across methods and runs
-        build = partial(
-            ToolIndex.build,
-            bm25_config=config.bm25,
-            batch_size=config.embedding.batch_size,
-            progress=Progress("embedding tools", unit="tools") if service else None,
-            cache=cache,
-            precision=config.embedding.precision,
-        )
-        if config.index.store != "memory" and service is not None:  # the catalog from (or into) the shared store
-            store = await SharedIndex.open(config.index, service)
-            closers.append(store.aclose)
-            build = partial(store.build, publish=config.index.publish, **build.keywords)
-        index = await build(tools, service)
-        resolver = NameResolver(index.names)
-        queries = [_with_sent_gold(q, resolver) for q in queries]  # gold written with the catalog's own names
-        unknown_gold = [(q.where, g) for q in queries for g in q.gold if g not in index]
-        if unknown_gold:
-            shown = "; ".join(
-                f"{where}: {g!r} (closest: {', '.join(closest_names(g, index.names)) or 'none'})"
-                for where, g in unknown_gold[:5]
-            )
-            more = f" and {len(unknown_gold) - 5} more" if len(unknown_gold) > 5 else ""
-            raise ConfigError(f"--queries: gold tools not in the catalog: {shown}{more}")
+        index = await _eval_index(tools, config, methods, closers)
+        queries = _checked_gold(queries, index)
         tool_tokens = np.array([count_json_tokens(openai_tool_definition(t)) for t in index.tools])
         results = []
         modes: list[RerankMode] = ["none"] if args.rerank == "none" else ["none", args.rerank]
         picked = picking_config(config) if args.rerank != "none" else config
         picker = eval_picker(args, picked) if args.rerank == "llm" else None
-        for method in methods:
-            for mode in modes:
-                result = await evaluate_method(
-                    index,
-                    queries,
-                    method,
-                    picked if mode != "none" else config,
-                    ks,
-                    progress=Progress(f"querying ({method}{'' if mode == 'none' else ', ' + mode})", unit="queries"),
-                    tool_tokens=tool_tokens,
-                    rerank=mode,
-                    picker=picker,
-                )
-                result.metrics["tokens_all"] = float(tool_tokens.sum())
-                results.append(result)
+        for method, mode in ((method, mode) for method in methods for mode in modes):
+            result = await evaluate_method(
+                index,
+                queries,
+                method,
+                picked if mode != "none" else config,
+                ks,
+                progress=Progress(f"querying ({method}{'' if mode == 'none' else ', ' + mode})", unit="queries"),
+                tool_tokens=tool_tokens,
+                rerank=mode,
+                picker=picker,
+            )
+            result.metrics["tokens_all"] = float(tool_tokens.sum())
+            results.append(result)
     finally:
         for close in closers:
             await close()
         if toolset is not None:
             await toolset.aclose()
-
     print(f"{len(queries)} queries, {len(index)} tools; all tools = {int(tool_tokens.sum()):,} schema tokens")
+    _write_eval(args, config, results, len(queries), len(index))
+    return 0
+
+
+async def _eval_index(
+    tools: list[ToolMetadata],
+    config: ToolFilterConfig,
+    methods: list[str],
+    closers: list[Callable[[], Awaitable[None]]],
+) -> ToolIndex:
+    """The index eval ranks: built here with the disk cache, or from (and into) the shared store."""
+    service = create_embedding_service(config.embedding) if set(methods) - {"bm25"} else None
+    cache = EmbeddingCache(config.embedding.cache_dir) if config.embedding.cache else None
+    if service is not None and cache is not None:
+        service = cached(service, cache)  # queries too are embedded once across methods and runs
+    build = partial(
+        ToolIndex.build,
+        bm25_config=config.bm25,
+        batch_size=config.embedding.batch_size,
+        progress=Progress("embedding tools", unit="tools") if service else None,
+        cache=cache,
+        precision=config.embedding.precision,
+    )
+    if config.index.store != "memory" and service is not None:  # the catalog from (or into) the shared store
+        store = await SharedIndex.open(config.index, service)
+        closers.append(store.aclose)
+        build = partial(store.build, publish=config.index.publish, **build.keywords)
+    return await build(tools, service)
+
+
+def _checked_gold(queries: list[LabelledQuery], index: ToolIndex) -> list[LabelledQuery]:
+    """`queries` with their gold spelled as the agent sends it; ConfigError naming any that names no tool."""
+    resolver = NameResolver(index.names)
+    queries = [_with_sent_gold(q, resolver) for q in queries]  # gold written with the catalog's own names
+    unknown_gold = [(q.where, g) for q in queries for g in q.gold if g not in index]
+    if unknown_gold:
+        shown = "; ".join(
+            f"{where}: {g!r} (closest: {', '.join(closest_names(g, index.names)) or 'none'})"
+            for where, g in unknown_gold[:5]
+        )
+        more = f" and {len(unknown_gold) - 5} more" if len(unknown_gold) > 5 else ""
+        raise ConfigError(f"--queries: gold tools not in the catalog: {shown}{more}")
+    return queries
+
+
+def _write_eval(
+    args: argparse.Namespace, config: ToolFilterConfig, results: list[MethodResult], n_queries: int, n_tools: int
+) -> None:
+    """The table (and second-stage lines) on the terminal; eval.json and eval.md with ``--out``."""
     print(render_table(results))
-    for line in filter(None, (second_stage_line(r, len(queries)) for r in results)):
+    for line in filter(None, (second_stage_line(r, n_queries) for r in results)):
         print(line)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         public_config = redact_config(config.model_dump(mode="json"))
-        payload = results_to_json(results, len(queries), len(index), {"config": public_config})
+        payload = results_to_json(results, n_queries, n_tools, {"config": public_config})
         if not args.by_category:
             payload.pop("by_category")
         (out / "eval.json").write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-        (out / "eval.md").write_text(render_markdown(results, len(queries), len(index), args.by_category))
+        (out / "eval.md").write_text(render_markdown(results, n_queries, n_tools, args.by_category))
         print(f"Wrote {out / 'eval.json'} and {out / 'eval.md'}")
     elif args.by_category:
         k = headline_k(results)
         for r in results:
             for category, m in r.by_category.items():
                 print(f"{r.method:10} {category:24} recall@{k} {m[f'recall@{k}']:.3f} mrr {m['mrr']:.3f}")
-    return 0

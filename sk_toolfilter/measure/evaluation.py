@@ -138,11 +138,8 @@ async def evaluate_method(
         started = time.perf_counter()
         ranking = await rank_tools(index, item.query, method_config, limit=depth)
         ranked = [t.full_name for t in ranking.tools]
-        sent = [
-            d.full_name
-            for d in apply_cutoff(ranking.tools, method_config, no_tool_reason=ranking.no_tool_reason)
-            if d.kept
-        ]
+        cut = apply_cutoff(ranking.tools, method_config, no_tool_reason=ranking.no_tool_reason)
+        sent = [d.full_name for d in cut if d.kept]
         pick_tokens = 0.0
         if rerank == "oracle":
             sent = oracle_pick(ranked, item.gold, shortlist, config.top_k) or sent
@@ -155,16 +152,9 @@ async def evaluate_method(
                 sent = outcome.picked
                 ranked = picked_first(ranked, sent)
         latencies.append((time.perf_counter() - started) * 1000)  # the second stage's time included
-        row = {f"recall@{k}": recall_at_k(ranked, item.gold, k) for k in ks}
-        row.update({f"complete@{k}": complete_at_k(ranked, item.gold, k) for k in ks})
-        row["ndcg@10"] = ndcg_at_k(ranked, item.gold, 10)
-        row["mrr"] = reciprocal_rank(ranked, item.gold)
-        row["recall_sent"] = recall_at_k(sent, item.gold, len(sent)) if sent else 0.0
-        row["mean_tools_sent"] = float(len(sent))
+        row = _query_row(item, ranked, sent, ks, index, tool_tokens)
         if rerank == "llm":
             row["picker_tokens"] = pick_tokens
-        if tool_tokens is not None:
-            row["tokens_sent"] = float(sum(tool_tokens[index.position(n)] for n in sent))
         rows.append(row)
         categories.setdefault(item.category, []).append(row)
         per_query.append(_query_outcome(item, sent, ranked))
@@ -174,9 +164,29 @@ async def evaluate_method(
     if latencies:
         metrics["p50_ms"] = float(np.percentile(latencies, 50))
         metrics["p95_ms"] = float(np.percentile(latencies, 95))
-    name = method_name(method, config, rerank)
     by_category = {c: _aggregate(r) for c, r in sorted(categories.items())}
-    return MethodResult(name, metrics, by_category, dict(stage) if rerank == "llm" else {}, per_query)
+    stages = dict(stage) if rerank == "llm" else {}
+    return MethodResult(method_name(method, config, rerank), metrics, by_category, stages, per_query)
+
+
+def _query_row(
+    item: LabelledQuery,
+    ranked: Sequence[str],
+    sent: Sequence[str],
+    ks: Sequence[int],
+    index: ToolIndex,
+    tool_tokens: np.ndarray | None,
+) -> dict[str, float]:
+    """One query's metrics (strict: only gold names count)."""
+    row = {f"recall@{k}": recall_at_k(ranked, item.gold, k) for k in ks}
+    row.update({f"complete@{k}": complete_at_k(ranked, item.gold, k) for k in ks})
+    row["ndcg@10"] = ndcg_at_k(ranked, item.gold, 10)
+    row["mrr"] = reciprocal_rank(ranked, item.gold)
+    row["recall_sent"] = recall_at_k(sent, item.gold, len(sent)) if sent else 0.0
+    row["mean_tools_sent"] = float(len(sent))
+    if tool_tokens is not None:
+        row["tokens_sent"] = float(sum(tool_tokens[index.position(n)] for n in sent))
+    return row
 
 
 def _query_outcome(item: LabelledQuery, sent: Sequence[str], ranked: Sequence[str]) -> dict[str, Any]:

@@ -91,41 +91,10 @@ async def build_token_report(
     queries = resolve_expected(queries, [t.full_name for t in manager.index.tools])
     rows = []
     for done, item in enumerate(queries, 1):
-        bodies = []
-        for how in ("off", "on"):
-            await send(how, [("user", item.query)])
-            bodies.append((transport.requests[-1], transport.raw_bodies[-1].decode("utf-8")))
-        (off, off_raw), (on, on_raw) = bodies
-        selected = [t["function"]["name"] for t in on.get("tools") or []]
-        selection = offered()  # the selection behind what was sent (no second selection, no second pick)
-        rows.append(
-            QueryReport(
-                query=item.query,
-                tools_off=len(off.get("tools") or []),
-                tools_on=len(selected),
-                tools_tokens_off=count_json_tokens(off["tools"], encoding) if off.get("tools") else 0,
-                tools_tokens_on=count_json_tokens(on["tools"], encoding) if on.get("tools") else 0,
-                body_tokens_off=count_tokens(off_raw, encoding),
-                body_tokens_on=count_tokens(on_raw, encoding),
-                selected=selected,
-                expected=item.expect,
-                expected_sent=set(item.expect) <= set(selected) if item.expect else None,
-                **_selection_fields(selection),
-            )
-        )
+        rows.append(await _query_report(item, send, offered, transport, encoding))
         if progress is not None:
             progress(done, len(queries))
-    played = None
-    if conversation:
-        lists, counts = [], []
-        messages: list[tuple[str, str]] = []
-        for turn in conversation:
-            messages.append(("user", turn))
-            messages.append(("assistant", await send("conversation", messages)))
-            tools = transport.requests[-1].get("tools") or []
-            lists.append([t["function"]["name"] for t in tools])
-            counts.append(count_json_tokens(tools, encoding) if tools else 0)
-        played = ConversationReport(list(conversation), lists, counts)
+    played = await _play_conversation(conversation, send, transport, encoding) if conversation else None
     return TokenReport(
         agent=spec.name,
         model=spec.model.name,
@@ -137,6 +106,47 @@ async def build_token_report(
         selection_mode=manager.config.selection_mode,
         framework=framework,
     )
+
+
+async def _query_report(
+    item: SampleQuery, send: Send, offered: Offered, transport: RecordingTransport, encoding: str
+) -> QueryReport:
+    """One query sent unfiltered and filtered: what each request carried, and why."""
+    bodies = []
+    for how in ("off", "on"):
+        await send(how, [("user", item.query)])
+        bodies.append((transport.requests[-1], transport.raw_bodies[-1].decode("utf-8")))
+    (off, off_raw), (on, on_raw) = bodies
+    selected = [t["function"]["name"] for t in on.get("tools") or []]
+    selection = offered()  # the selection behind what was sent (no second selection, no second pick)
+    return QueryReport(
+        query=item.query,
+        tools_off=len(off.get("tools") or []),
+        tools_on=len(selected),
+        tools_tokens_off=count_json_tokens(off["tools"], encoding) if off.get("tools") else 0,
+        tools_tokens_on=count_json_tokens(on["tools"], encoding) if on.get("tools") else 0,
+        body_tokens_off=count_tokens(off_raw, encoding),
+        body_tokens_on=count_tokens(on_raw, encoding),
+        selected=selected,
+        expected=item.expect,
+        expected_sent=set(item.expect) <= set(selected) if item.expect else None,
+        **_selection_fields(selection),
+    )
+
+
+async def _play_conversation(
+    conversation: list[str], send: Send, transport: RecordingTransport, encoding: str
+) -> ConversationReport:
+    """The sample conversation, turn by turn through the filter (a canned reply per turn)."""
+    lists, counts = [], []
+    messages: list[tuple[str, str]] = []
+    for turn in conversation:
+        messages.append(("user", turn))
+        messages.append(("assistant", await send("conversation", messages)))
+        tools = transport.requests[-1].get("tools") or []
+        lists.append([t["function"]["name"] for t in tools])
+        counts.append(count_json_tokens(tools, encoding) if tools else 0)
+    return ConversationReport(list(conversation), lists, counts)
 
 
 def _selection_fields(selection: Selection | None) -> dict[str, Any]:
@@ -301,34 +311,37 @@ def render_markdown(report: TokenReport) -> str:
     if t["expected_tool_sent"]:
         out += [f"Expected tool sent for {t['expected_tool_sent']} queries.", ""]
     if report.conversation:
-        out += [
-            f"Sample conversation, `selection_mode: {report.selection_mode}`: the tools prefix is unchanged from "
-            f"the previous request in {share_percent(report.conversation.prefix_stable_share)} of requests "
-            "(providers cache the prompt prefix).",
-            "",
-            caching_line(report),
-            "",
-            "| turn | tools sent | tools tokens |",
-            "|---|---|---|",
-            *(
-                f"| {turn.replace('|', '/')} | {', '.join(tools) or '(none)'} | {tokens} |"
-                for turn, tools, tokens in zip(
-                    report.conversation.turns,
-                    report.conversation.tools_per_request,
-                    report.conversation.tools_tokens_per_request,
-                    strict=True,
-                )
-            ),
-            "",
-        ]
-    out += [
-        "| query | tools off | tools on | tokens off | tokens on | expected sent | selected |",
-        "|---|---|---|---|---|---|---|",
+        out += _conversation_markdown(report)
+    return "\n".join([*out, *_queries_markdown(report)]) + "\n"
+
+
+def _conversation_markdown(report: TokenReport) -> list[str]:
+    """The sample conversation's section of report.md."""
+    assert report.conversation is not None
+    conversation = report.conversation
+    rows = zip(conversation.turns, conversation.tools_per_request, conversation.tools_tokens_per_request, strict=True)
+    return [
+        f"Sample conversation, `selection_mode: {report.selection_mode}`: the tools prefix is unchanged from "
+        f"the previous request in {share_percent(conversation.prefix_stable_share)} of requests "
+        "(providers cache the prompt prefix).",
+        "",
+        caching_line(report),
+        "",
+        "| turn | tools sent | tools tokens |",
+        "|---|---|---|",
+        *(f"| {turn.replace('|', '/')} | {', '.join(tools) or '(none)'} | {tokens} |" for turn, tools, tokens in rows),
+        "",
     ]
+
+
+def _queries_markdown(report: TokenReport) -> list[str]:
+    """report.md's table of queries (with the picker's tokens when a picker ran)."""
     picker = any(q.picker for q in report.queries)
-    if picker:
-        out[-2] = out[-2].replace(" | expected sent |", " | picker tokens | expected sent |")
-        out[-1] += "---|"
+    cost_head = " picker tokens |" if picker else ""
+    out = [
+        f"| query | tools off | tools on | tokens off | tokens on |{cost_head} expected sent | selected |",
+        "|---|---|---|---|---|---|---|" + ("---|" if picker else ""),
+    ]
     for q in report.queries:
         expected = {True: "yes", False: "**no**", None: ""}[q.expected_sent]
         selected = ", ".join(f"`{s}`" for s in q.selected) or "(none)"
@@ -338,7 +351,7 @@ def render_markdown(report: TokenReport) -> str:
             f"| {query} | {q.tools_off} | {q.tools_on} | {q.tools_tokens_off} | {q.tools_tokens_on} | "
             f"{cost}{expected} | {selected} |"
         )
-    return "\n".join(out) + "\n"
+    return out
 
 
 def write_report(report: TokenReport, out_dir: str | Path) -> dict[str, Path]:

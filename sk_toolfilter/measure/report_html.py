@@ -14,7 +14,7 @@ from sk_toolfilter.basics.display import number, shorten
 from sk_toolfilter.measure.token_report import caching_line, methods_used, picker_line
 
 if TYPE_CHECKING:
-    from sk_toolfilter.measure.token_report import TokenReport
+    from sk_toolfilter.measure.token_report import QueryReport, TokenReport
 
 OFF_COLOUR, ON_COLOUR = "#c0392b", "#1e8449"
 
@@ -142,6 +142,32 @@ def _card(value: str, label: str, tone: str = "") -> str:
 
 def render_html(report: TokenReport) -> str:
     """The whole report as one self-contained HTML page."""
+    picked = picker_line(report)
+    rows = "".join(_query_row(q, with_picker=picked is not None) for q in report.queries)
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>Token savings: {escape(report.agent)}</title><style>{_STYLE}</style></head><body><main>"
+        f"<h1>Token savings with sk-toolfilter: {escape(report.agent)}</h1>"
+        f"<p class='meta'>{report.catalog_size} tools · model <code>{escape(report.model)}</code> · "
+        f"tokenizer <code>{escape(report.encoding)}</code> · search <code>{escape(report.search_method)}</code> "
+        f"(ranked with: {escape(methods_used(report))}) · "
+        f"{len(report.queries)} sample queries. Tokens are counted on the <code>tools</code> array of the request "
+        "body Semantic Kernel's OpenAI connector sent, filtering off (every tool) and on."
+        + (f" {escape(picked)}." if picked is not None else "")
+        + "</p>"
+        f"<section class='cards'>{''.join(_cards(report))}</section>"
+        f"<h2>Tool-schema tokens per request</h2><figure>{render_chart_svg(report, title=False)}</figure>"
+        "<h2>Per query</h2><table><thead><tr><th class='query'>query</th><th class='num'>tools off</th>"
+        "<th class='num'>tools on</th><th class='num'>tokens off</th><th class='num'>tokens on</th>"
+        + ("<th class='num'>picker tokens</th>" if picked is not None else "")
+        + "<th class='num wide'>expected sent</th><th>tools sent</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>{_conversation_section(report)}</main></body></html>"
+    )
+
+
+def _cards(report: TokenReport) -> list[str]:
+    """The summary cards: tokens off and on, savings, tools per request, expected tools, the picker's net."""
     t = report.totals
     cards = [
         _card(f"{t['tools_tokens_off']:,}", "tool tokens, filtering off"),
@@ -157,58 +183,42 @@ def render_html(report: TokenReport) -> str:
         sent, total = (int(n) for n in t["expected_tool_sent"].split("/"))
         tone = "good" if sent == total else "bad"
         cards.append(_card(f"{sent} / {total}", "queries whose expected tools were sent", tone))
-    picked = picker_line(report)
-    if picked is not None:
+    if picker_line(report) is not None:
         net = t["net_saved_percent"]
-        cards.append(
-            _card(f"{net:.1f}%", "tools tokens saved net of the tool picker's tokens", "good" if net > 0 else "bad")
-        )
-    rows = []
-    for q in report.queries:
-        expected = {True: "yes", False: '<span class="miss">no</span>', None: "–"}[q.expected_sent]
-        missing = [name for name in q.expected if name not in q.selected]
-        selected = "".join(f"<code>{escape(name)}</code>" for name in q.selected) or "(none)"
-        if missing:
-            selected += '<div class="miss">missing: ' + ", ".join(escape(m) for m in missing) + "</div>"
-        rows.append(
-            f"<tr><td>{escape(q.query)}</td><td class='num'>{q.tools_off}</td><td class='num'>{q.tools_on}</td>"
-            f"<td class='num'>{q.tools_tokens_off:,}</td><td class='num'>{q.tools_tokens_on:,}</td>"
-            + (f"<td class='num'>{q.picker_tokens:,}</td>" if picked is not None else "")
-            + f"<td class='num'>{expected}</td><td>{selected}</td></tr>"
-        )
-    conversation = ""
-    if report.conversation:
-        c = report.conversation
-        share = c.prefix_stable_share
-        turns = "".join(
-            f"<tr><td>{escape(turn)}</td><td class='num'>{tokens:,}</td>"
-            f"<td>{''.join(f'<code>{escape(n)}</code>' for n in tools) or '(none)'}</td></tr>"
-            for turn, tools, tokens in zip(c.turns, c.tools_per_request, c.tools_tokens_per_request, strict=True)
-        )
-        conversation = (
-            f"<h2>Sample conversation ({len(c.turns)} turns, <code>selection_mode: {escape(report.selection_mode)}"
-            "</code>)</h2><p class='meta'>The tools prefix is unchanged from the previous request in "
-            f"{share_percent(share)} of requests (providers cache the prompt prefix). "
-            f"{escape(caching_line(report))}.</p><table><thead><tr><th class='query'>turn</th>"
-            f"<th class='num'>tool tokens</th><th>tools sent</th></tr></thead><tbody>{turns}</tbody></table>"
-        )
+        tone = "good" if net > 0 else "bad"
+        cards.append(_card(f"{net:.1f}%", "tools tokens saved net of the tool picker's tokens", tone))
+    return cards
+
+
+def _query_row(q: QueryReport, *, with_picker: bool) -> str:
+    """One query's row of the per-query table."""
+    expected = {True: "yes", False: '<span class="miss">no</span>', None: "–"}[q.expected_sent]
+    missing = [name for name in q.expected if name not in q.selected]
+    selected = "".join(f"<code>{escape(name)}</code>" for name in q.selected) or "(none)"
+    if missing:
+        selected += '<div class="miss">missing: ' + ", ".join(escape(m) for m in missing) + "</div>"
     return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>Token savings: {escape(report.agent)}</title><style>{_STYLE}</style></head><body><main>"
-        f"<h1>Token savings with sk-toolfilter: {escape(report.agent)}</h1>"
-        f"<p class='meta'>{report.catalog_size} tools · model <code>{escape(report.model)}</code> · "
-        f"tokenizer <code>{escape(report.encoding)}</code> · search <code>{escape(report.search_method)}</code> "
-        f"(ranked with: {escape(methods_used(report))}) · "
-        f"{len(report.queries)} sample queries. Tokens are counted on the <code>tools</code> array of the request "
-        "body Semantic Kernel's OpenAI connector sent, filtering off (every tool) and on."
-        + (f" {escape(picked)}." if picked is not None else "")
-        + "</p>"
-        f"<section class='cards'>{''.join(cards)}</section>"
-        f"<h2>Tool-schema tokens per request</h2><figure>{render_chart_svg(report, title=False)}</figure>"
-        "<h2>Per query</h2><table><thead><tr><th class='query'>query</th><th class='num'>tools off</th>"
-        "<th class='num'>tools on</th><th class='num'>tokens off</th><th class='num'>tokens on</th>"
-        + ("<th class='num'>picker tokens</th>" if picked is not None else "")
-        + "<th class='num wide'>expected sent</th><th>tools sent</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>{conversation}</main></body></html>"
+        f"<tr><td>{escape(q.query)}</td><td class='num'>{q.tools_off}</td><td class='num'>{q.tools_on}</td>"
+        f"<td class='num'>{q.tools_tokens_off:,}</td><td class='num'>{q.tools_tokens_on:,}</td>"
+        + (f"<td class='num'>{q.picker_tokens:,}</td>" if with_picker else "")
+        + f"<td class='num'>{expected}</td><td>{selected}</td></tr>"
+    )
+
+
+def _conversation_section(report: TokenReport) -> str:
+    """The sample conversation's table ("" without one)."""
+    if not report.conversation:
+        return ""
+    c = report.conversation
+    turns = "".join(
+        f"<tr><td>{escape(turn)}</td><td class='num'>{tokens:,}</td>"
+        f"<td>{''.join(f'<code>{escape(n)}</code>' for n in tools) or '(none)'}</td></tr>"
+        for turn, tools, tokens in zip(c.turns, c.tools_per_request, c.tools_tokens_per_request, strict=True)
+    )
+    return (
+        f"<h2>Sample conversation ({len(c.turns)} turns, <code>selection_mode: {escape(report.selection_mode)}"
+        "</code>)</h2><p class='meta'>The tools prefix is unchanged from the previous request in "
+        f"{share_percent(c.prefix_stable_share)} of requests (providers cache the prompt prefix). "
+        f"{escape(caching_line(report))}.</p><table><thead><tr><th class='query'>turn</th>"
+        f"<th class='num'>tool tokens</th><th>tools sent</th></tr></thead><tbody>{turns}</tbody></table>"
     )

@@ -19,7 +19,6 @@ from sk_toolfilter.store.outage import StoreOutage
 from sk_toolfilter.store.shared_catalog import Collection, SharedCatalog
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
     from semantic_kernel.data.vector import VectorStoreCollectionDefinition, VectorStoreField
 
@@ -50,61 +49,23 @@ class PostgresIndexStore:
     async def connect(cls, config: IndexConfig) -> PostgresIndexStore:
         """Open a small pool (pgvector enabled, binary vectors); IndexStoreError naming the server."""
         try:
-            from pgvector.psycopg import register_vector_async
-            from psycopg import AsyncConnection, AsyncCursor
-            from psycopg.conninfo import conninfo_to_dict
-            from psycopg.pq import Format
+            from psycopg import AsyncConnection
             from psycopg_pool import AsyncConnectionPool
-            from semantic_kernel.connectors.postgres import PostgresSettings
         except ImportError as exc:
             raise ConfigError(
                 f"store: postgres needs the [postgres] extra: {install_line('postgres')} ({exc})"
             ) from None
-
-        # Parsed inside this boundary: a driver's parse error may quote the password, so its text is
-        # never passed on, only what kind of string was expected.
-        try:
-            settings = (
-                PostgresSettings(connection_string=config.connection_string)
-                if config.connection_string is not None
-                else PostgresSettings()
-            )
-            args: dict[str, Any] = {
-                "connect_timeout": max(1, round(config.timeout_seconds)),
-                **settings.get_connection_args(),
-            }
-            if config.connection_string is not None:
-                # SK's settings put their default port (5432) over the one the connection string names.
-                args.update(conninfo_to_dict(config.connection_string.get_secret_value()))
-        except Exception as exc:
-            raise ConfigError(
-                "tool_filtering.index.connection_string: not a PostgreSQL connection string the driver can read "
-                f"({type(exc).__name__}); use postgresql://user:password@host:port/dbname (a '%' in the password "
-                "written as %25) or 'host=... port=... dbname=... user=... password=...'"
-            ) from None
+        args = _connection_args(config)
         if "password" in args:
             remember_secret(str(args["password"]))
         where = _describe(args)
         await _ensure_pgvector(AsyncConnection, args, where, config.timeout_seconds)
-
-        class BinaryResults(AsyncCursor[Any]):
-            """Results in binary format: vectors arrive as float32 bytes, not text to parse."""
-
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                super().__init__(*args, **kwargs)
-                self.format = Format.BINARY
-
-        async def configure(connection: AsyncConnection[Any]) -> None:
-            await register_vector_async(connection)
-            connection.cursor_factory = BinaryResults
-            await connection.set_autocommit(True)
-
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             kwargs=args,
             min_size=1,
             max_size=4,
             timeout=config.timeout_seconds,
-            configure=configure,
+            configure=_configure_connection,
             check=AsyncConnectionPool.check_connection,
             open=False,
             name=POOL_NAME,
@@ -174,6 +135,52 @@ def _postgres_collection(
     return ExactSearchCollection(
         record_type=dict, definition=definition, collection_name=table, connection_pool=pool, db_schema=schema
     )
+
+
+def _connection_args(config: IndexConfig) -> dict[str, Any]:
+    """The driver's connection arguments from ``connection_string`` (else SK's PostgreSQL settings).
+    Parsed inside this boundary: a driver's parse error may quote the password, so its text is never
+    passed on, only what kind of string was expected."""
+    from psycopg.conninfo import conninfo_to_dict
+    from semantic_kernel.connectors.postgres import PostgresSettings
+
+    try:
+        settings = (
+            PostgresSettings(connection_string=config.connection_string)
+            if config.connection_string is not None
+            else PostgresSettings()
+        )
+        args: dict[str, Any] = {
+            "connect_timeout": max(1, round(config.timeout_seconds)),
+            **settings.get_connection_args(),
+        }
+        if config.connection_string is not None:
+            # SK's settings put their default port (5432) over the one the connection string names.
+            args.update(conninfo_to_dict(config.connection_string.get_secret_value()))
+    except Exception as exc:
+        raise ConfigError(
+            "tool_filtering.index.connection_string: not a PostgreSQL connection string the driver can read "
+            f"({type(exc).__name__}); use postgresql://user:password@host:port/dbname (a '%' in the password "
+            "written as %25) or 'host=... port=... dbname=... user=... password=...'"
+        ) from None
+    return args
+
+
+async def _configure_connection(connection: Any) -> None:
+    """Each pooled connection: pgvector's types, results in binary (vectors arrive as float32 bytes, not
+    text to parse), autocommit."""
+    from pgvector.psycopg import register_vector_async
+    from psycopg import AsyncCursor
+    from psycopg.pq import Format
+
+    class BinaryResults(AsyncCursor[Any]):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.format = Format.BINARY
+
+    await register_vector_async(connection)
+    connection.cursor_factory = BinaryResults
+    await connection.set_autocommit(True)
 
 
 async def _ensure_pgvector(connection_class: Any, args: dict[str, Any], where: str, timeout: float) -> None:

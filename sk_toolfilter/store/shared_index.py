@@ -134,53 +134,23 @@ class SharedIndex:
         kernel's catalog becomes the current version if it differs. IndexStoreError if the store fails."""
         current, stored = await self._read_current()
         bm25_config = bm25_config or BM25Config()
-        names = [t.full_name for t in tools]
         hashes = [content_hash(t) for t in tools]
-        in_order = stored is not None and stored.names == names  # the stored tools, in the stored order
-        if in_order:
-            rows: list[int | None] = list(range(len(names)))
-        else:
-            position = {name: row for row, name in enumerate(stored.names if stored is not None else [])}
-            rows = [position.get(name) for name in names]
-        unchanged = stored.unchanged(hashes, None if in_order else rows) if stored is not None else [False] * len(tools)
-        self.stats.changed = sum(1 for same in unchanged if not same)
-        self.stats.removed = (len(stored.names) if stored is not None else 0) - sum(r is not None for r in rows)
-        alike = (
-            stored is None
-            or not embed_new
-            or await self._computes_alike(current, stored, tools, rows, unchanged, embedding_service)
-        )
-        if not alike:
+        in_order, rows, unchanged = self._match(tools, hashes, stored)
+        service = embedding_service
+        if (
+            stored is not None
+            and embed_new
+            and not await self._computes_alike(current, stored, tools, rows, unchanged, service)
+        ):
             # Another CPU's arithmetic: this replica embeds the catalog itself and never publishes over it.
             stored, in_order, publish = None, False, False
             rows, unchanged = [None] * len(tools), [False] * len(tools)
         writing = publish and embed_new and not (in_order and all(unchanged))
-        try:
-            if writing:  # the kernel's catalog, reusing the stored vector of every unchanged tool
-                rows = [r if same else None for r, same in zip(rows, unchanged, strict=True)]
-                chosen = list(tools)
-            else:  # the stored catalog, for the tools this kernel has (its own object when identical)
-                chosen = [
-                    t if r is None or same or stored is None else stored.tool(r)
-                    for t, r, same in zip(tools, rows, unchanged, strict=True)
-                ]
-        except ValueError as exc:
-            raise IndexStoreError(f"index store: catalog {self.catalog.name!r}: {exc}") from None
+        rows, chosen = self._chosen(tools, rows, unchanged, stored, writing)
         vectors, fresh, missing = await self._vectors(
             chosen, rows, stored, in_order, embedding_service, cache, batch_size, progress, circuit, embed_new
         )
-        same_catalog = in_order and not fresh  # every row is the stored one, in the stored order
-        bm25 = None
-        if (
-            same_catalog
-            and stored is not None
-            and stored.bm25 is not None
-            and stored.bm25_config == bm25_config.model_dump()
-        ):
-            try:
-                bm25 = BM25Index.from_arrays(len(chosen), stored.bm25, bm25_config)
-            except ValueError as exc:
-                logger.warning("sk-toolfilter: catalog %r: %s; tokenizing the tools instead", self.catalog.name, exc)
+        bm25 = self._stored_bm25(stored, in_order and not fresh, len(chosen), bm25_config)
         reuse_tokens = previous is not None and previous.bm25_config == bm25_config
         index = ToolIndex(
             chosen,
@@ -196,12 +166,63 @@ class SharedIndex:
         version = current
         if writing and vectors is not None:
             version = await self._publish(index, hashes, vectors, fresh)
-        elif fresh and embed_new and current is not None and current.version not in self._foreign:
+        elif fresh and embed_new and (current is None or current.version not in self._foreign):
             # embedded here and not shared (a look without embedding warns of nothing)
             self._warn_local(current, [chosen[i].full_name for i in fresh])
         self.stats.version = version.version if version is not None else ""
         self.stats.loaded = len(chosen) - len(fresh)
         return index
+
+    def _match(
+        self, tools: Sequence[ToolMetadata], hashes: list[str], stored: StoredCatalog | None
+    ) -> tuple[bool, list[int | None], list[bool]]:
+        """(the stored tools in the stored order, each tool's stored row or None, whether it is unchanged);
+        counts what changed and what was removed in :attr:`stats`."""
+        names = [t.full_name for t in tools]
+        in_order = stored is not None and stored.names == names
+        if in_order:
+            rows: list[int | None] = list(range(len(names)))
+        else:
+            position = {name: row for row, name in enumerate(stored.names if stored is not None else [])}
+            rows = [position.get(name) for name in names]
+        unchanged = stored.unchanged(hashes, None if in_order else rows) if stored is not None else [False] * len(tools)
+        self.stats.changed = sum(1 for same in unchanged if not same)
+        self.stats.removed = (len(stored.names) if stored is not None else 0) - sum(r is not None for r in rows)
+        return in_order, rows, unchanged
+
+    def _chosen(
+        self,
+        tools: Sequence[ToolMetadata],
+        rows: list[int | None],
+        unchanged: list[bool],
+        stored: StoredCatalog | None,
+        writing: bool,
+    ) -> tuple[list[int | None], list[ToolMetadata]]:
+        """The rows to reuse and the tools to index: the kernel's catalog with every unchanged tool's stored
+        vector when publishing, else the stored catalog for the tools this kernel has."""
+        try:
+            if writing:
+                return [r if same else None for r, same in zip(rows, unchanged, strict=True)], list(tools)
+            chosen = [
+                t if r is None or same or stored is None else stored.tool(r)
+                for t, r, same in zip(tools, rows, unchanged, strict=True)
+            ]
+        except ValueError as exc:
+            raise IndexStoreError(f"index store: catalog {self.catalog.name!r}: {exc}") from None
+        return rows, chosen
+
+    def _stored_bm25(
+        self, stored: StoredCatalog | None, same_catalog: bool, size: int, bm25_config: BM25Config
+    ) -> BM25Index | None:
+        """The version's BM25 statistics when every row is the stored one, in the stored order, with the
+        same settings (else None: the tools are tokenized)."""
+        if not same_catalog or stored is None or stored.bm25 is None or stored.bm25_config != bm25_config.model_dump():
+            return None
+        try:
+            return BM25Index.from_arrays(size, stored.bm25, bm25_config)
+        except ValueError as exc:
+            logger.warning("sk-toolfilter: catalog %r: %s; tokenizing the tools instead", self.catalog.name, exc)
+            return None
 
     async def _computes_alike(
         self,
