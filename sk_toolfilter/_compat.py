@@ -53,7 +53,7 @@ MOVED_ATTRIBUTES: dict[str, dict[str, str]] = {
 MOVED_NAMES: dict[str, dict[str, str]] = {
     "service": {"enable_tool_filtering": "integration.setup", "create_tool_filter": "integration.setup"},
     "query": {"split_query_parts": "retrieval.text"},
-    "discovery": {"MIN_MATCH_SCORE": "selection.manager"},
+    "discovery": {"MIN_MATCH_SCORE": "selection.lookup"},
 }
 
 # Public names of 0.1 that are gone, and what replaced them (CHANGELOG.md, 0.2).

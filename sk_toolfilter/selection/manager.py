@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from sk_toolfilter._compat import moved_attributes
-from sk_toolfilter.basics.errors import ConfigError, UnknownToolError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import ToolFilterConfig
@@ -19,23 +17,22 @@ from sk_toolfilter.retrieval.encoders import EmbeddingService
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.rerank import resolve_reranker
-from sk_toolfilter.retrieval.search import rank_tools
 from sk_toolfilter.selection.catalog_upkeep import Catalog, CatalogUpkeep, build_first_index
 from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
-from sk_toolfilter.selection.offer import Offer, selected_offer, visible_offer
+from sk_toolfilter.selection.lookup import find_searchable, search_catalog
+from sk_toolfilter.selection.offer import Offer
 from sk_toolfilter.selection.pipeline import (
     SecondStage,
     Selection,
     SelectionRequest,
-    take_snapshot,
 )
-from sk_toolfilter.selection.query import QueryStrategy, build_query
+from sk_toolfilter.selection.query import QueryStrategy
+from sk_toolfilter.selection.request_path import ConversationPins, RequestPath
 from sk_toolfilter.selection.selector import Selector
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
-from sk_toolfilter.selection.span import SpanWriter
 from sk_toolfilter.selection.sticky import StickyLists
 from sk_toolfilter.selection.tool_source import KernelTools, ToolSource
-from sk_toolfilter.selection.turns import Turn, split_turns
+from sk_toolfilter.selection.turns import Turn
 from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
 from sk_toolfilter.store.co_usage_table import CoUsageTable
@@ -50,12 +47,6 @@ if TYPE_CHECKING:
     from semantic_kernel.contents import ChatHistory
 
 SettingsT = TypeVar("SettingsT", bound="PromptExecutionSettings")
-
-# A tool scoring below this fraction of the best match is not a discovery match.
-MIN_MATCH_SCORE = 0.3
-
-ConversationPins = Callable[["ChatHistory"], Sequence[tuple[str, str]]]
-"""Tools a conversation asks to keep on offer, as ``(full_name, reason)`` pairs (e.g. found with discovery)."""
 
 
 class ToolFilterManager:
@@ -76,25 +67,20 @@ class ToolFilterManager:
             self._co_usage_file = CoUsageFile(self.config.agent_loop.co_usage_file)
             self._co_usage_file.load_into(self.co_usage)
         self.policy = ToolPolicy(self.config)
-        for position, name in enumerate(self.config.always_include):
-            if self.policy.is_hidden(name):
-                raise ConfigError(
-                    f"tool_filtering.always_include[{position}]: {name!r} is excluded or disabled for this agent"
-                )
-            if name not in index:
-                raise UnknownToolError(f"tool_filtering.always_include[{position}]", name, index.names)
+        self.policy.check_pins(self.config.always_include, index.names)
         if self.config.rerank.type == "cross-encoder":
             resolve_reranker(self.config.rerank.model)  # a wrong rerank.model fails here, not per request
         self._upkeep = CatalogUpkeep(index, self.config, self.policy)
-        self._conversation_pins: dict[str, ConversationPins] = {}
         self._selector = Selector(self.config, self.policy, self.usage, self.co_usage)
         self.sticky = StickyLists(self.config.sticky_max_tools)
         """The sticky tool list of each conversation (``selection_mode: sticky``), shared by every adapter."""
-        self._co_usage_table: CoUsageTable | None = None
         self.telemetry = Telemetry()
         """Spans and metrics of selections (off unless the app turns telemetry on)."""
-        self._span = SpanWriter()
         index.circuit.on_incident = self.telemetry.embedding_incident
+        self._path = RequestPath(
+            self.config, self.policy, self._upkeep, self._selector, self.co_usage, self.sticky, self.telemetry
+        )
+        self._path.co_usage_file = self._co_usage_file
 
     @property
     def _catalog(self) -> Catalog:
@@ -122,9 +108,9 @@ class ToolFilterManager:
         tools the model found with it.
         """
         if source is None:
-            self._conversation_pins.pop(key, None)
+            self._path.conversation_pins.pop(key, None)
         else:
-            self._conversation_pins[key] = source
+            self._path.conversation_pins[key] = source
 
     def set_second_stage(self, stage: SecondStage | None) -> None:
         """Run `stage` between the first-stage ranking and the cut of every selection (None removes it).
@@ -149,14 +135,10 @@ class ToolFilterManager:
         progress: ProgressCallback | None = None,
         embed: bool = True,
     ) -> ToolFilterManager:
-        """Index `kernel` (embedding with `embedding_service`, or the one ``config.embedding`` names)
-        and count the functions the model calls on it.
-
-        This is selection only: the discovery plugin and the execution guard are added by
-        :func:`sk_toolfilter.create_tool_filter` (or :func:`sk_toolfilter.enable_tool_filtering`).
-        The manager follows the kernel: plugins added or removed later are re-indexed (only what
-        changed) before the next selection.
-        """
+        """Index `kernel` (embedding with `embedding_service`, or the one ``config.embedding`` names),
+        count the functions the model calls on it, and follow it (plugins added or removed later are
+        re-indexed before the next selection). Selection only: :func:`sk_toolfilter.create_tool_filter`
+        adds the discovery plugin and the execution guard."""
         manager = await cls.from_source(
             KernelTools(kernel), config, embedding_service=embedding_service, progress=progress, embed=embed
         )
@@ -189,11 +171,8 @@ class ToolFilterManager:
                     await first.store.aclose()
                 raise
             manager._upkeep.follow(source, first, cache, progress)
-            loop = first.config.agent_loop
-            if first.store is not None and loop.enabled and loop.co_usage:
-                manager._co_usage_table = first.store.co_usage_table(loop.co_usage_sync_seconds)
-                if manager._co_usage_table is not None:
-                    await manager._co_usage_table.load_into(manager.co_usage)
+            if first.store is not None:
+                await manager._path.share_co_usage(first.store)
             return manager
 
     @property
@@ -204,7 +183,7 @@ class ToolFilterManager:
     @property
     def co_usage_table(self) -> CoUsageTable | None:
         """Where replicas share co-usage (with ``index.store: postgres``), or None."""
-        return self._co_usage_table
+        return self._path.co_usage_table
 
     async def vectors_ready(self) -> None:
         """Wait until the tools' vectors are built (at once unless an instant start is embedding them
@@ -218,8 +197,8 @@ class ToolFilterManager:
         table) and release the store's connections (selections keep working from memory)."""
         if self._co_usage_file is not None:
             self._co_usage_file.flush(self.co_usage)
-        if self._co_usage_table is not None:
-            await self._co_usage_table.aclose(self.co_usage)
+        if self._path.co_usage_table is not None:
+            await self._path.co_usage_table.aclose(self.co_usage)
         await self._upkeep.aclose()
 
     async def refresh(self, *, force: bool = False) -> bool:
@@ -236,12 +215,6 @@ class ToolFilterManager:
         """What the manager follows (an SK kernel, an Agent Framework tool list), or None."""
         return self._upkeep.source
 
-    def _source_names(self) -> list[str]:
-        return self._upkeep.source_names()
-
-    def _exists(self, full_name: str) -> bool:
-        return self._upkeep.exists(full_name)
-
     # --- visibility ---------------------------------------------------------------------------
     def is_hidden(self, full_name: str) -> bool:
         """True for a function this agent may never see or run (excluded or disabled)."""
@@ -249,24 +222,12 @@ class ToolFilterManager:
 
     def find_visible_tool(self, name: str) -> ToolMetadata | None:
         """A searchable tool by full name (``Plugin-function`` or ``Plugin.function``) or unique bare name."""
-        catalog = self._catalog
-        name = name.strip()
-        for candidate in (name, name.replace(".", "-", 1)):
-            if candidate in catalog.searchable and self._exists(candidate):
-                return catalog.index.get(candidate)
-        bare = [n for n in catalog.searchable if n.split("-", 1)[-1] == name]
-        return catalog.index.get(bare[0]) if len(bare) == 1 and self._exists(bare[0]) else None
+        return find_searchable(self._catalog, name, self._upkeep.exists)
 
     async def discover(self, query: str) -> list[ToolMetadata]:
         """Searchable tools matching `query` (best first); every searchable tool for an empty query."""
         await self.refresh()
-        catalog = self._catalog
-        if not query.strip():
-            return [t for t in catalog.index.tools if t.full_name in catalog.searchable and self._exists(t.full_name)]
-        ranking = await rank_tools(catalog.index, query, self.config, allowed=catalog.searchable_mask)
-        return [
-            s.tool for s in ranking.tools if (s.name_match or s.score >= MIN_MATCH_SCORE) and self._exists(s.full_name)
-        ]
+        return await search_catalog(self._catalog, query, self.config, self._upkeep.exists)
 
     # --- selection ----------------------------------------------------------------------------
     async def select(
@@ -286,22 +247,7 @@ class ToolFilterManager:
         used together with the best-ranked ones are added, within one budget per request.
         With telemetry on (:mod:`sk_toolfilter.telemetry`), each selection is one span.
         """
-        request = SelectionRequest(query, allowed, extra_pins, turn, previous_turn)
-        with self.telemetry.selection() as record:
-            selection = await self._select(request)
-            if self.telemetry.enabled:
-                budget = self._selector.budget(turn)
-                self._span.describe(
-                    record, self._catalog, selection, query=query, method=self.config.search_method, budget=budget
-                )
-        return selection
-
-    async def _select(self, request: SelectionRequest) -> Selection:
-        """The pipeline's stages (:class:`~sk_toolfilter.selection.selector.Selector`) over one catalog snapshot."""
-        await self.refresh()
-        upkeep = self._upkeep
-        snapshot = take_snapshot(self._catalog, request.allowed, upkeep.gone(), upkeep.exists)
-        return await self._selector.run(request, snapshot)
+        return await self._path.select(SelectionRequest(query, allowed, extra_pins, turn, previous_turn))
 
     async def select_for_history(
         self,
@@ -311,18 +257,9 @@ class ToolFilterManager:
         strategy: QueryStrategy | None = None,
     ) -> Selection:
         """Select for the next request of a conversation: query from the history, plus the tools
-        its registered conversation-pin sources keep on offer (see :meth:`set_conversation_pins`)."""
-        completed, turn = split_turns(history)
-        loop = self.config.agent_loop
-        learned = loop.enabled and loop.co_usage and self.co_usage.learn(completed) > 0
-        if learned and self._co_usage_file is not None:
-            self._co_usage_file.changed(self.co_usage)
-        if self._co_usage_table is not None:
-            self._co_usage_table.tick(self.co_usage)  # shares what it learned, picks up what others did
-        query = build_query(history, strategy or self.config.query_strategy)
-        pins = [pin for source in list(self._conversation_pins.values()) for pin in source(history)]
-        previous = completed[-1] if completed else None
-        return await self.select(query, allowed=allowed, extra_pins=pins, turn=turn, previous_turn=previous)
+        its registered conversation-pin sources keep on offer (see :meth:`set_conversation_pins`).
+        Co-usage learns from the conversation's completed turns on the way (:mod:`.request_path`)."""
+        return await self._path.select(self._path.read(history, allowed, strategy))
 
     async def filter_tools(self, query: str) -> list[str]:
         """Full names (``Plugin-function``) to send for `query`: ranked best first, then pinned tools."""
@@ -344,21 +281,7 @@ class ToolFilterManager:
         ``max_tools_total``. The SK wrapper, the Agent Framework middleware and
         :meth:`prepare_execution_settings` only map the names back to their framework's tools.
         """
-        if not self.config.enabled:
-            return visible_offer(on_offer, {n for n in on_offer if self.is_hidden(n)})
-        started = time.perf_counter()
-        allowed = set(on_offer)
-        if isinstance(conversation, str):
-            selection = await self.select(conversation, allowed=allowed)
-        else:
-            selection = await self.select_for_history(conversation, allowed=allowed, strategy=strategy)
-        order = None
-        if self.config.selection_mode == "sticky" and not isinstance(conversation, str):
-            order = self.sticky.update(conversation, selection.names)
-        index = self.index
-        unknown = [n for n in on_offer if n not in index and not self.is_hidden(n)]
-        seconds = time.perf_counter() - started
-        return selected_offer(on_offer, selection, order, unknown, self.config.max_tools_total, seconds)
+        return await self._path.offer(conversation, on_offer, strategy)
 
     async def prepare_execution_settings(self, query: str | ChatHistory, base_settings: SettingsT) -> SettingsT:
         """A clone of `base_settings` offering only the selected functions; the base is never mutated.
@@ -369,7 +292,7 @@ class ToolFilterManager:
         which are sent. With ``enabled: false`` and nothing hidden the base settings come back
         unchanged. With nothing selected and nothing pinned the clone offers no tools at all.
         """
-        everything = self._source_names() or self.index.names
+        everything = self._upkeep.source_names() or self.index.names
         allowed = allowed_by_behavior(base_settings.function_choice_behavior, everything)
         on_offer = [n for n in everything if allowed is None or n in allowed]
         offer = await self.offer(query, on_offer)

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
-from sk_toolfilter.basics.errors import ConfigError, closest_names
+from sk_toolfilter.basics.errors import ConfigError, UnknownToolError, closest_names
 from sk_toolfilter.config import ToolFilterConfig, ToolOverride
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.names import sent_full_name
@@ -46,6 +46,18 @@ class ToolPolicy:
             return True
         allowed = self._allow_near.get(plugin_key)
         return allowed is not None and not any(fnmatchcase(function, p) or fnmatchcase(full_name, p) for p in allowed)
+
+    def check_pins(self, always_include: Sequence[str], known: Sequence[str]) -> None:
+        """ConfigError for an ``always_include`` name that is excluded or disabled; UnknownToolError
+        (with the closest real names) for one that names no tool of `known`."""
+        known_set = set(known)
+        for position, name in enumerate(always_include):
+            if self.is_hidden(name):
+                raise ConfigError(
+                    f"tool_filtering.always_include[{position}]: {name!r} is excluded or disabled for this agent"
+                )
+            if name not in known_set:
+                raise UnknownToolError(f"tool_filtering.always_include[{position}]", name, list(known))
 
     def is_searchable(self, full_name: str) -> bool:
         override = self.overrides.get(full_name)

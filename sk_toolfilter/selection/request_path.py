@@ -1,0 +1,118 @@
+"""One request, read top to bottom.
+
+    read the conversation ─▶ learn from its completed turns ─▶ snapshot ─▶ the pipeline's stages
+    (first stage ─▶ second stage ─▶ cut ─▶ all fit | agent loop ─▶ pins ─▶ cap) ─▶ wire order ─▶ span
+
+Every side effect of a request is a named step here: what co-usage learns from the conversation (and
+its file and table), the re-index a changed source needs, the sticky list's update. The stages
+themselves are :mod:`sk_toolfilter.selection.pipeline`, run by the
+:class:`~sk_toolfilter.selection.selector.Selector`; :class:`~sk_toolfilter.selection.manager.ToolFilterManager`
+keeps construction, lifecycle and the thin public verbs that call this.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.selection.catalog_upkeep import CatalogUpkeep
+from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
+from sk_toolfilter.selection.offer import Offer, selected_offer, visible_offer
+from sk_toolfilter.selection.pipeline import Selection, SelectionRequest, take_snapshot
+from sk_toolfilter.selection.query import QueryStrategy, build_query
+from sk_toolfilter.selection.selector import Selector
+from sk_toolfilter.selection.span import SpanWriter
+from sk_toolfilter.selection.sticky import StickyLists
+from sk_toolfilter.selection.turns import Turn, split_turns
+from sk_toolfilter.selection.visibility import ToolPolicy
+from sk_toolfilter.store.co_usage_table import CoUsageTable
+from sk_toolfilter.store.shared_index import SharedIndex
+from sk_toolfilter.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from semantic_kernel.contents import ChatHistory
+
+ConversationPins = Callable[["ChatHistory"], Sequence[tuple[str, str]]]
+"""Tools a conversation asks to keep on offer, as ``(full_name, reason)`` pairs (e.g. found with discovery)."""
+
+
+@dataclass
+class RequestPath:
+    """The parts one request passes through, and the steps it takes (one manager's)."""
+
+    config: ToolFilterConfig
+    policy: ToolPolicy
+    upkeep: CatalogUpkeep
+    selector: Selector
+    co_usage: CoUsage
+    sticky: StickyLists
+    telemetry: Telemetry
+    co_usage_file: CoUsageFile | None = None
+    co_usage_table: CoUsageTable | None = None
+    conversation_pins: dict[str, ConversationPins] = field(default_factory=dict)
+    span: SpanWriter = field(default_factory=SpanWriter)
+
+    async def offer(
+        self, conversation: str | ChatHistory, on_offer: Sequence[str], strategy: QueryStrategy | None
+    ) -> Offer:
+        """What one model request carries (see :meth:`ToolFilterManager.offer`)."""
+        if not self.config.enabled:
+            return visible_offer(on_offer, {n for n in on_offer if self.policy.is_hidden(n)})
+        started = time.perf_counter()
+        allowed = set(on_offer)
+        if isinstance(conversation, str):
+            selection = await self.select(SelectionRequest(conversation, allowed))
+        else:
+            selection = await self.select(self.read(conversation, allowed, strategy))
+        order = None
+        if self.config.selection_mode == "sticky" and not isinstance(conversation, str):
+            order = self.sticky.update(conversation, selection.names)  # the wire order, kept per conversation
+        index = self.upkeep.catalog.index
+        unknown = [n for n in on_offer if n not in index and not self.policy.is_hidden(n)]
+        seconds = time.perf_counter() - started
+        return selected_offer(on_offer, selection, order, unknown, self.config.max_tools_total, seconds)
+
+    def read(self, history: ChatHistory, allowed: set[str] | None, strategy: QueryStrategy | None) -> SelectionRequest:
+        """Read the conversation: its query, the tools its pin sources keep on offer, the current and
+        previous turns; learn from its completed turns on the way."""
+        completed, turn = split_turns(history)
+        self.learn(completed)
+        query = build_query(history, strategy or self.config.query_strategy)
+        pins = [pin for source in list(self.conversation_pins.values()) for pin in source(history)]
+        previous = completed[-1] if completed else None
+        return SelectionRequest(query, allowed, pins, turn, previous)
+
+    def learn(self, completed: Sequence[Turn]) -> None:
+        """Co-usage learns from the completed turns (kept in its file when one is set); the shared table
+        gets what this replica learned and gives what the others did."""
+        loop = self.config.agent_loop
+        learned = loop.enabled and loop.co_usage and self.co_usage.learn(completed) > 0
+        if learned and self.co_usage_file is not None:
+            self.co_usage_file.changed(self.co_usage)
+        if self.co_usage_table is not None:
+            self.co_usage_table.tick(self.co_usage)
+
+    async def share_co_usage(self, store: SharedIndex) -> None:
+        """With a shared store and co-usage on: learn from, and share with, the other replicas."""
+        loop = self.config.agent_loop
+        if loop.enabled and loop.co_usage:
+            self.co_usage_table = store.co_usage_table(loop.co_usage_sync_seconds)
+            if self.co_usage_table is not None:
+                await self.co_usage_table.load_into(self.co_usage)
+
+    async def select(self, request: SelectionRequest) -> Selection:
+        """Re-index a changed source, take the snapshot, run the pipeline's stages; one span when
+        telemetry is on."""
+        with self.telemetry.selection() as record:
+            await self.upkeep.refresh()
+            upkeep = self.upkeep
+            snapshot = take_snapshot(upkeep.catalog, request.allowed, upkeep.gone(), upkeep.exists)
+            selection = await self.selector.run(request, snapshot)
+            if self.telemetry.enabled:
+                budget = self.selector.budget(request.turn)
+                method = self.config.search_method
+                self.span.describe(record, upkeep.catalog, selection, query=request.query, method=method, budget=budget)
+        return selection
