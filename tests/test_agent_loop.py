@@ -358,3 +358,26 @@ async def test_the_requests_of_a_turn_are_ranked_with_the_turn_blend(loop_kernel
     assert [t.tool.full_name for t in in_turn.tools][:8] == [t.tool.full_name for t in alone.tools][:8]
     single = await rank_tools(manager.index, request, manager.config, limit=20, fill=False)
     assert [round(t.score, 6) for t in in_turn.tools] != [round(t.score, 6) for t in single.tools]
+
+
+async def test_a_request_and_its_listed_actions_are_ranked_in_one_batch_with_one_embedding_call(
+    demo_kernel, hash_embedder
+):
+    from semantic_kernel.contents import ChatHistory
+
+    from sk_toolfilter.retrieval.search import rank_many, rank_tools
+
+    config = ToolFilterConfig(agent_loop={"enabled": True, "split_request": True})
+    manager = await create_tool_filter(demo_kernel, config, embedding_service=hash_embedder)
+    await manager.vectors_ready()  # the small-talk descriptions and exemplars, embedded once
+    history = ChatHistory()
+    history.add_user_message("convert 5 km to miles, then email the result to bob, and finally add a note about it")
+    before = hash_embedder.calls
+    selection = await manager.select_for_history(history)
+    assert hash_embedder.calls - before == 1  # the request, its intents and its three actions: one call
+    assert {"Math-convert_units", "Messaging-send_email"} <= set(selection.names)
+    # rank_tools is the batch of one: the same ranking as rank_many's.
+    query = "read the file notes.txt and count its words"
+    single = await rank_tools(manager.index, query, manager.config, limit=8)
+    (batched,) = await rank_many(manager.index, [query], manager.config, limit=8, fill=True)
+    assert [t.full_name for t in single.tools] == [t.full_name for t in batched.tools]

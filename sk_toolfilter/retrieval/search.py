@@ -8,7 +8,6 @@ best — so a near-duplicate of one intent's tool never takes the place of anoth
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -88,10 +87,10 @@ async def rank_tools(
     *,
     limit: int | None = None,
     allowed: Collection[str] | np.ndarray | None = None,
-    prefetch: Sequence[str] = (),
     fill: bool = True,
 ) -> Ranking:
-    """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools.
+    """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools: the
+    batch of one (:func:`rank_many`).
 
     With `allowed` (names, or a boolean mask over the catalog), every other tool is removed before
     scores are normalized, so the best allowed tool scores 1.0. Requests with several intents are
@@ -101,23 +100,68 @@ async def rank_tools(
     (``evidence=False``, score 0; :func:`apply_cutoff` never keeps them), so a ranking lists `limit`
     tools where the catalog has them. The selection path turns it off: it never sends them.
 
-    `prefetch`: texts to embed in the same service call, for rankings that follow (the index
-    reuses their vectors). Without embeddings, or when embedding the query fails, semantic and
-    hybrid fall back to BM25 (``Ranking.fallback_reason`` says why; the index's circuit breaker
-    logs one warning per incident).
+    Without embeddings, or when embedding the query fails, semantic and hybrid fall back to BM25
+    (``Ranking.fallback_reason`` says why; the index's circuit breaker logs one warning per incident).
     """
+    return (await rank_many(index, [query], config, limit=limit, allowed=allowed, fill=fill))[0]
+
+
+async def rank_many(
+    index: ToolIndex,
+    texts: Sequence[str],
+    config: ToolFilterConfig,
+    *,
+    limit: int | None = None,
+    allowed: Collection[str] | np.ndarray | None = None,
+    fill: bool = False,
+) -> list[Ranking]:
+    """One ranking per text, the primitive every ranking goes through: the request vectors of every
+    text (the text and its intents) come from one embedding call, then each text is ranked with its
+    own (an agent loop's request and its listed actions: one batch, not one call per action)."""
     requested: SearchMethod = config.search_method
     _check_limit(limit)
     mask = _checked_mask(index, allowed)
-    query = (query or "")[:MAX_QUERY_CHARS]
-    if not query.strip() or len(index) == 0:
-        return Ranking(query, requested, requested)
     if mask is not None and mask.all():
         mask = None  # nothing to remove: skip the masking passes
-    texts = _query_texts(query, config)
-    vectors, fallback_reason = await _request_vectors(index, [*texts, *prefetch], config)
+    queries = [(text or "")[:MAX_QUERY_CHARS] for text in texts]
+    parts = [_query_texts(q, config) if q.strip() and len(index) else [] for q in queries]
+    flat = [part for text_parts in parts for part in text_parts]
+    vectors, fallback_reason = await _request_vectors(index, flat, config) if flat else (None, None)
+    rankings, offset = [], 0
+    for query, text_parts in zip(queries, parts, strict=True):
+        if not text_parts:
+            rankings.append(Ranking(query, requested, requested))
+            continue
+        own = None if vectors is None else vectors[offset : offset + len(text_parts)]
+        offset += len(text_parts)
+        request = _Request(query, text_parts, own, fallback_reason)
+        rankings.append(await _rank_one(index, request, config, limit, mask, fill))
+    return rankings
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One text of a batch: its query, the texts it is ranked by (whole, then intents), their vectors."""
+
+    query: str
+    texts: list[str]
+    vectors: np.ndarray | None
+    fallback_reason: str | None
+
+
+async def _rank_one(
+    index: ToolIndex,
+    request: _Request,
+    config: ToolFilterConfig,
+    limit: int | None,
+    mask: np.ndarray | None,
+    fill: bool,
+) -> Ranking:
+    """One text's ranking from its vectors (:func:`rank_many`)."""
+    query, vectors = request.query, request.vectors
     scored = [
-        _score_text(index, text, None if vectors is None else vectors[i], config, mask) for i, text in enumerate(texts)
+        _score_text(index, text, None if vectors is None else vectors[i], config, mask)
+        for i, text in enumerate(request.texts)
     ]
     whole = scored[0]
     cosines = whole.raw.get("semantic")
@@ -137,8 +181,9 @@ async def rank_tools(
     if fill and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
         ranked += _filling(index, whole, order, cosines, mask, limit - len(order))
     rerank_note = second.note if second is not None else None
+    requested: SearchMethod = config.search_method
     return Ranking(
-        query, requested, whole.method, ranked, fallback_reason, no_tool_reason, without_evidence, rerank_note
+        query, requested, whole.method, ranked, request.fallback_reason, no_tool_reason, without_evidence, rerank_note
     )
 
 
@@ -254,25 +299,6 @@ def _scored_tools(
         ScoredTool(index.tools[i], 1.0 if i in named else score, scores, name_match=i in named)
         for i, score, scores in zip(order, finals, method_scores, strict=True)
     ]
-
-
-async def rank_many(
-    index: ToolIndex,
-    texts: Sequence[str],
-    config: ToolFilterConfig,
-    *,
-    limit: int | None = None,
-    allowed: Collection[str] | np.ndarray | None = None,
-) -> list[Ranking]:
-    """One ranking per text (:func:`rank_tools`, without filling), their request vectors embedded in one
-    service call first (an agent loop's listed actions: one batch, not one call per action)."""
-    if not texts:
-        return []
-    if config.search_method != "bm25" and index.has_embeddings and not index.vectors_pending:
-        every = [part for text in texts for part in _query_texts(text[:MAX_QUERY_CHARS], config) if text.strip()]
-        with contextlib.suppress(EmbeddingServiceError):  # each ranking below meets it and says so
-            await index.embed_queries(every)
-    return [await rank_tools(index, text, config, limit=limit, allowed=allowed, fill=False) for text in texts]
 
 
 def _query_texts(query: str, config: ToolFilterConfig) -> list[str]:

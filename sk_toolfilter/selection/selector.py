@@ -3,12 +3,10 @@ a selection needs (configuration, visibility, usage, co-usage, the second stage)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from sk_toolfilter.basics.breaker import Breaker
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.retrieval.cutoff import ToolDecision
-from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_many, rank_tools
+from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_many
 from sk_toolfilter.retrieval.text import split_request_clauses
 from sk_toolfilter.selection.agent_loop import LoopInputs, plan_agent_loop
 from sk_toolfilter.selection.co_usage import CoUsage
@@ -63,14 +61,14 @@ class Selector:
         if turn is not None:
             config = self._turn_config(snapshot.catalog.index.loop_fusion_weights)
         needs = self._needs(turn.request) if turn is not None else []
-        ranking = await rank_tools(
+        # The first stage: the request and an agent loop's listed actions ranked in one batch (one
+        # embedding call); tools without evidence are never sent, so the rankings do not list them.
+        ranking, *need_rankings = await rank_many(
             snapshot.catalog.index,
-            request.query,
+            [request.query, *needs],
             config,
             limit=max(config.top_k * 4, 20, self._shortlist()),
             allowed=None if snapshot.every_tool else snapshot.candidates,
-            prefetch=needs,
-            fill=False,  # tools without evidence are never sent: the selection does not list them
         )
         budget = self.budget(turn)
         outcome = await self._pick(request, ranking, snapshot, budget)
@@ -83,7 +81,8 @@ class Selector:
             decisions = send_everything(snapshot, decisions, budget)
             names = [d.full_name for d in decisions]
         elif turn is not None:
-            names, decisions = await self._plan_agent_loop(request, turn, snapshot, ranking, decisions, needs, config)
+            best = [(r.tools[0].full_name, need) for need, r in zip(needs, need_rankings, strict=True) if r.tools]
+            names, decisions = self._plan_agent_loop(request, turn, snapshot, decisions, best)
         else:
             names = [d.full_name for d in decisions if d.kept]
         pins = self._pins(request, config, snapshot, with_discovery=config.enabled and not everything_fits)
@@ -130,21 +129,16 @@ class Selector:
         needs = split_request_clauses(request[:MAX_LISTED_REQUEST_CHARS])[:MAX_QUERY_PARTS]
         return needs if len(needs) > 1 else []
 
-    async def _plan_agent_loop(
+    def _plan_agent_loop(
         self,
         request: SelectionRequest,
         turn: Turn,
         snapshot: Snapshot,
-        ranking: Ranking,
         decisions: list[ToolDecision],
-        needs: Sequence[str],
-        config: ToolFilterConfig,
+        best: list[tuple[str, str]],
     ) -> tuple[list[str], list[ToolDecision]]:
-        """The agent-loop stage: the best tool of each listed action (ranked in one batch), then the plan."""
-        if ranking.fallback_reason is not None:  # the needs were embedded with the query: that failed too
-            config = config.model_copy(update={"search_method": "bm25"})
-        rankings = await rank_many(snapshot.catalog.index, needs, config, limit=1, allowed=snapshot.candidates)
-        best = [(t.full_name, need) for need, r in zip(needs, rankings, strict=True) for t in r.tools]
+        """The agent-loop stage: the turn's tools, co-usage and the best tool of each listed action
+        (`best`: ``(tool, action)`` pairs), within one budget."""
         ranked = [d.full_name for d in decisions if d.kept]
         loop = LoopInputs(
             turn, request.previous_turn, ranked, decisions, best, self.budget(turn), snapshot.catalog.index.providers
