@@ -18,7 +18,9 @@ _compat.install()
 # Public names, imported on first use: `import sk_toolfilter` (and `sk-toolfilter --help`) stays quick,
 # and Semantic Kernel loads only when a name that needs it is used.
 _PUBLIC = {
-    "sk_toolfilter.config": ("BM25Config", "EmbeddingConfig", "RerankConfig", "ToolFilterConfig"),
+    "sk_toolfilter.config.tool_filtering": ("ToolFilterConfig",),
+    "sk_toolfilter.config.embedding": ("EmbeddingConfig",),
+    "sk_toolfilter.config.ranking": ("BM25Config", "RerankConfig"),
     "sk_toolfilter.basics.errors": (
         "ConfigError",
         "EmbeddingServiceError",
@@ -61,12 +63,9 @@ if TYPE_CHECKING:  # what type checkers see: the same names, re-exported (``impo
         ToolSourceError as ToolSourceError,
         UnknownToolError as UnknownToolError,
     )
-    from sk_toolfilter.config import (
-        BM25Config as BM25Config,
-        EmbeddingConfig as EmbeddingConfig,
-        RerankConfig as RerankConfig,
-        ToolFilterConfig as ToolFilterConfig,
-    )
+    from sk_toolfilter.config.embedding import EmbeddingConfig as EmbeddingConfig
+    from sk_toolfilter.config.ranking import BM25Config as BM25Config, RerankConfig as RerankConfig
+    from sk_toolfilter.config.tool_filtering import ToolFilterConfig as ToolFilterConfig
     from sk_toolfilter.integration.picker_chat import semantic_kernel_picker_chat as semantic_kernel_picker_chat
     from sk_toolfilter.integration.service import (
         FilteredChatCompletion as FilteredChatCompletion,

@@ -1,0 +1,70 @@
+"""``tool_filtering.agent_loop``: the tools of a turn inside an agent loop."""
+
+from __future__ import annotations
+
+from pydantic import (
+    Field,
+    field_validator,
+)
+
+from sk_toolfilter.config.base import RankingMethod, StrictConfig, checked_weights
+
+
+class AgentLoopConfig(StrictConfig):
+    """Selection inside an agent loop: the requests the model makes while answering one user turn.
+
+    The user's request of the current turn stays the query (tool calls are context, not the
+    query); tools called earlier in the turn stay on offer; tools that past turns used together
+    with the best-ranked ones (learned from the conversations the filter sees) are added, and so is
+    the best tool of each action a request lists ("lock the doors, press the brake and start the
+    engine"). All of
+    them share one budget per request: ``max(top_k, max_tools)`` selected tools, not counting
+    ``always_include`` and the discovery tools.
+    """
+
+    enabled: bool = Field(default=True, description="Apply the agent-loop policy below inside a turn.")
+    keep_turn_tools: bool = Field(default=True, description="Tools called earlier in the turn stay on offer.")
+    previous_turn_tools: bool = Field(
+        default=True, description="Tools of the previous turn fill what the budget leaves (follow-ups: 'the same')."
+    )
+    split_request: bool = Field(
+        default=True,
+        description="A request listing several actions (commas, 'and', 'then'): each action's best tool is kept.",
+    )
+    co_usage: bool = Field(default=True, description="Add tools past turns used together with the best-ranked ones.")
+    co_usage_min_share: float = Field(
+        default=0.3, gt=0.0, le=1.0, description="A companion was used in at least this share of its anchor's turns."
+    )
+    co_usage_min_turns: int = Field(
+        default=1, ge=1, description="... and in at least this many turns (1: learn from the first turns on)."
+    )
+    co_usage_anchors: int = Field(default=3, ge=0, le=20, description="Best-ranked tools whose companions count.")
+    lookup_tools: bool = Field(
+        default=True,
+        description="Add the lookup tools that give a best-ranked tool's required parameters (read from the "
+        "schemas: get_zipcode_based_on_city for estimate_distance(cityA: zipcode)) while no past turn used it.",
+    )
+    co_usage_file: str | None = Field(
+        default=None,
+        description="JSON file that keeps what co_usage learned across restarts (tool names and a fingerprint "
+        "per turn, no conversation text). '~' is expanded; in an agent file a relative path is relative to the file.",
+    )
+    co_usage_sync_seconds: float = Field(
+        default=30.0,
+        ge=0.0,
+        le=3600.0,
+        description="With index.store: postgres, co-usage is shared by every replica of the catalog through the "
+        "store: each writes what it learned and reads what the others learned at most this often.",
+    )
+    max_tools: int = Field(default=6, ge=1, le=128, description="Selected tools per request (with top_k: the larger).")
+    method_weights: dict[RankingMethod, float] | None = Field(
+        default=None,
+        description="Hybrid blend for the requests inside a turn. Unset: the top-level method_weights when they "
+        "are set, else the blend chosen for the embedding model inside turns (its model.json loop_hybrid_weights: "
+        "semantic 0.9 / bm25 0.1 for the shipped minilm-l6-tools-v1), else the single-request blend.",
+    )
+
+    @field_validator("method_weights")
+    @classmethod
+    def _weights_non_negative(cls, value: dict[RankingMethod, float] | None) -> dict[RankingMethod, float] | None:
+        return None if value is None else checked_weights(value)
