@@ -111,6 +111,16 @@ async def demo_manager(tmp_path, server, **rerank):
 REQUEST = "convert 5 miles to kilometers and then email the result to bob"
 
 
+def picking_agent(tmp_path, server, monkeypatch) -> Path:
+    """The bundled agent with ``rerank: llm``, its model on the scripted server; the working folder is its own."""
+    shutil.copytree(ROOT / "instructions", tmp_path / "instructions")
+    text = (ROOT / "agent.yaml").read_text().replace("tool_filtering:\n", "tool_filtering:\n  rerank: llm\n", 1)
+    (tmp_path / "agent.yaml").write_text(text)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "agent.yaml"
+
+
 async def test_the_model_picks_from_the_shortlist_and_only_its_picks_are_ranked_tools_sent(tmp_path, server):
     manager = await demo_manager(tmp_path, server)
     first_stage = await _first_stage(tmp_path)
@@ -269,11 +279,7 @@ async def test_an_agent_framework_client_picks_the_same(tmp_path, server):
 
 
 async def test_the_report_counts_the_pickers_tokens_and_shows_gross_and_net_savings(tmp_path, server, monkeypatch):
-    shutil.copytree(ROOT / "instructions", tmp_path / "instructions")
-    text = (ROOT / "agent.yaml").read_text().replace("tool_filtering:\n", "tool_filtering:\n  rerank: llm\n", 1)
-    (tmp_path / "agent.yaml").write_text(text)
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    monkeypatch.chdir(tmp_path)
+    picking_agent(tmp_path, server, monkeypatch)
 
     def pick(body):  # the first stage's best two
         return {"content": json.dumps({"tools": shortlist_of(body)[:2]})}
@@ -313,11 +319,7 @@ async def test_explain_names_the_pick_and_its_cost(tmp_path, server, monkeypatch
 
     from sk_toolfilter.cli import main
 
-    shutil.copytree(ROOT / "instructions", tmp_path / "instructions")
-    text = (ROOT / "agent.yaml").read_text().replace("tool_filtering:\n", "tool_filtering:\n  rerank: llm\n", 1)
-    (tmp_path / "agent.yaml").write_text(text)
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    monkeypatch.chdir(tmp_path)
+    picking_agent(tmp_path, server, monkeypatch)
     server.pick = lambda body: {"content": json.dumps({"tools": ["Math-convert_units", "Messaging-send_email"]})}
     code = await asyncio.to_thread(main, ["explain", str(tmp_path / "agent.yaml"), REQUEST])
     out = capsys.readouterr().out
@@ -450,11 +452,7 @@ async def test_the_report_and_eval_say_what_the_picker_did_when_it_failed(tmp_pa
 
     from sk_toolfilter.cli import main
 
-    shutil.copytree(ROOT / "instructions", tmp_path / "instructions")
-    text = (ROOT / "agent.yaml").read_text().replace("tool_filtering:\n", "tool_filtering:\n  rerank: llm\n", 1)
-    (tmp_path / "agent.yaml").write_text(text)
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    monkeypatch.chdir(tmp_path)
+    picking_agent(tmp_path, server, monkeypatch)
     server.pick = lambda body: {"content": '{"tools": ' + "[" * 50_000}
     spec = load_agent_file(tmp_path / "agent.yaml")
     async with await open_toolset(spec) as toolset:

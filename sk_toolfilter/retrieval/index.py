@@ -341,16 +341,8 @@ class ToolIndex:
     async def _first_small_talk_vectors(self, dims: int) -> SmallTalkVectors | None:
         assert self.embedding_service is not None
         service = self.embedding_service
-
-        async def descriptions(timeout: float) -> np.ndarray:
-            return await embed_texts(service, list(SMALL_TALK), timeout=timeout)
-
-        try:
-            vectors = await self.circuit.call(descriptions)
-        except EmbeddingServiceError as exc:
-            logger.debug("sk-toolfilter: small-talk descriptions not embedded (%s)", exc)
-            return None
-        if vectors.shape[1] != dims:
+        vectors = await self._embed_small(service, list(SMALL_TALK), "small-talk descriptions")
+        if vectors is None or vectors.shape[1] != dims:
             return None
         encoder = query_encoder(service)
         shipped = await self._shipped_exemplars(encoder, dims)
@@ -368,13 +360,8 @@ class ToolIndex:
         if not variants:
             return None
 
-        async def probe(timeout: float) -> np.ndarray:
-            return await embed_texts(encoder, list(PROBE_TEXTS), timeout=timeout)
-
-        try:
-            here = await self.circuit.call(probe)
-        except EmbeddingServiceError as exc:
-            logger.debug("sk-toolfilter: small-talk probe not embedded (%s)", exc)
+        here = await self._embed_small(encoder, list(PROBE_TEXTS), "small-talk probe")
+        if here is None:
             return None
         tag = matching_variant(variants, here)
         if tag is None:
@@ -387,6 +374,18 @@ class ToolIndex:
             )
             return None
         return variants[tag]
+
+    async def _embed_small(self, service: EmbeddingService, texts: list[str], what: str) -> np.ndarray | None:
+        """A few texts embedded through the circuit breaker, or None when the service fails (said at debug)."""
+
+        async def call(timeout: float) -> np.ndarray:
+            return await embed_texts(service, texts, timeout=timeout)
+
+        try:
+            return await self.circuit.call(call)
+        except EmbeddingServiceError as exc:
+            logger.debug("sk-toolfilter: %s not embedded (%s)", what, exc)
+            return None
 
     async def _embed_exemplars(
         self, encoder: EmbeddingService, dims: int
