@@ -50,7 +50,7 @@ async def run(
     co_usage_scope: CoUsageScope = "agent",
 ) -> dict[str, dict[str, float]]:
     """Figures of one configuration (an agent file's ``tool_filtering`` block); `keep` picks
-    conversations by id (cross-validation folds, see ``training/conversation_folds.py``)."""
+    conversations by id (cross-validation folds, see ``training/experiments/conversation_folds.py``)."""
     steps = load_steps(data / "bfcl_multiturn" / "dev.jsonl")
     if keep is not None:
         steps = [s for s in steps if keep(s.conversation)]

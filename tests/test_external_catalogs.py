@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from training.external_catalogs import convert
+from training.experiments.external_catalogs import convert
 from training.sources import SOURCES, ExternalCatalog
 
 

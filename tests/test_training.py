@@ -91,7 +91,7 @@ def test_a_student_distilled_from_the_shipped_teacher_loads_with_the_same_tool_v
 def test_intent_pairs_pair_each_step_of_a_request_with_the_tool_it_asks_for():
     import asyncio
 
-    from training.intent_pairs import intent_pairs
+    from training.experiments.intent_pairs import intent_pairs
 
     def pair(tool: str, text: str) -> dict:
         return {

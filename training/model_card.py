@@ -71,7 +71,8 @@ def write(
     for name, methods in after.items():
         row = " | ".join(f"{methods[m]['recall@5']:.3f}" for m in ("semantic", "hybrid") if m in methods)
         lines.append(f"| {name}{' (left out)' if name in excluded else ''} | {row} |")
-    lines += ["", "The leave-one-dataset-out table and the held-out comparison are in training/README.md.", ""]
+    notebook = "training/experiments/NOTEBOOK.md"
+    lines += ["", f"The leave-one-dataset-out table and the held-out comparison are in {notebook}.", ""]
     path = model_dir / "MODEL_CARD.md"
     path.write_text("\n".join(lines))
     return path

@@ -81,7 +81,7 @@ class ExternalCatalog:
     use: str
 
 
-# Converted by ``training.external_catalogs`` from a clone at the pinned commit.
+# Converted by ``training.experiments.external_catalogs`` from a clone at the pinned commit.
 EXTERNAL_CATALOGS: tuple[ExternalCatalog, ...] = (
     ExternalCatalog(
         "mcp_registry",

@@ -58,7 +58,7 @@ class LocalModel:
     hybrid_weights: dict[str, float] | None = None
     """The hybrid blend fitted for this model (``training/fit_fusion.py``); used when the config sets none."""
     loop_hybrid_weights: dict[str, float] | None = None
-    """The blend chosen for this model inside agent-loop turns (``training/conversation_folds.py``)."""
+    """The blend chosen for this model inside agent-loop turns (``training/experiments/conversation_folds.py``)."""
     manifest: Path | None = None
     """The ``model.json`` this model was read from (None for the general model's built-in files)."""
 

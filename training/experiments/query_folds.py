@@ -5,7 +5,7 @@ catalog unseen) does not measure. Here half of every retrieval set's dev queries
 query id) are left out of training; a model trained on the rest is evaluated on them, beside the
 general model and the shipped model (which has seen them).
 
-    python -m training.query_folds --pairs training/out/pairs.jsonl --out training/out/query_fold
+    python -m training.experiments.query_folds --pairs training/out/pairs.jsonl --out training/out/query_fold
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ co-usage shared across a fold's conversations, a conversation learned from the o
 long_context twin repeats its user turns — and the estimate (0.952) overstated unseen conversations
 (held-out half: 0.893). ``--co-usage agent`` gives the shared figure for comparison.
 
-    python -m training.conversation_folds --pairs training/out/pairs.jsonl --out training/out/folds [--stage loop]
-        [--co-usage conversation|agent]
+    python -m training.experiments.conversation_folds --pairs training/out/pairs.jsonl --out training/out/folds
+        [--stage loop] [--co-usage conversation|agent]
 
 Writes ``<out>/folds-<co-usage>.json`` and ``<out>/folds-<co-usage>.md``.
 """

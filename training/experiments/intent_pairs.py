@@ -7,7 +7,7 @@ the intent's text, the gold tool it is closest to under the general model (cosin
 each gold tool's text; an intent is kept only when that tool is at least ``--min-gap`` closer than
 the next gold tool), the request's other gold tools masked, and the request's own mined negatives.
 
-    python -m training.intent_pairs --pairs training/out/pairs.jsonl --out training/out/pairs_intents.jsonl
+    python -m training.experiments.intent_pairs --pairs training/out/pairs.jsonl --out training/out/pairs_intents.jsonl
 
 Only the request texts of the pair file are used: a leave-one-out pair file (built ``--exclude X``)
 gives intent pairs without X.

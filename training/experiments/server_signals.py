@@ -11,9 +11,9 @@ seal_tools, 146 plugins, and livemcpbench, 70 MCP servers, can move):
 - ``diverse``: the top is re-picked so each further tool of an already-picked server counts
   ``(1 - delta)`` less.
 
-    python -m training.server_signals [--sets seal_tools,livemcpbench] [--model minilm-l6-tools-v1]
+    python -m training.experiments.server_signals [--sets seal_tools,livemcpbench] [--model minilm-l6-tools-v1]
 
-Result (2026-11-23, shipped model): no signal helps both sets; see training/README.md.
+Result (2026-11-23, shipped model): no signal helps both sets; see training/experiments/NOTEBOOK.md.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ dropped: a description equal to any dev-set tool's, and every tool of a server w
 livemcpbench server's (the MCP benchmark). Writes ``<out>/<name>/tools.jsonl`` (and an empty
 ``dev.jsonl``) and links the dev halves beside them, so ``<out>`` serves as ``--root``:
 
-    python -m training.external_catalogs --clone docker/mcp-registry=PATH \\
+    python -m training.experiments.external_catalogs --clone docker/mcp-registry=PATH \\
         --clone github/github-mcp-server=PATH --out training/out/catalogs
 """
 
