@@ -239,7 +239,7 @@ async def _small_talk_reason(
         cosines if mask is None else cosines[mask],
         config.no_tool_margin,
         subject_count=len(subjects),
-        marks=content_marks(query),
+        marks=lambda: content_marks(query),  # found only when the verdict depends on them
     )
     return verdict.reason() if verdict is not None else None
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -271,7 +271,7 @@ def judge_small_talk(
     margin: float,
     *,
     subject_count: int,
-    marks: Sequence[str] = (),
+    marks: Sequence[str] | Callable[[], Sequence[str]] = (),
 ) -> SmallTalkVerdict | None:
     """A verdict when the request is small talk, else None: it names nothing (`subject_count` 0); or,
     without content `marks` (a name, a number, …: :func:`content_marks`), it has at most
@@ -280,29 +280,39 @@ def judge_small_talk(
     :data:`MAX_EXEMPLAR_SUBJECT_WORDS` subject words, its closest no-tool exemplar beats its closest
     tool request by :data:`EXEMPLAR_MARGIN` and its best tool by :data:`EXEMPLAR_OVER_TOOL`; or, with
     numbers as its only marks or up to :data:`MAX_CLEAR_SUBJECT_WORDS` subject words, by
-    :data:`CLEAR_MARGIN` and :data:`CLEAR_OVER_TOOL`."""
+    :data:`CLEAR_MARGIN` and :data:`CLEAR_OVER_TOOL`. `marks` may be a function that finds them: it is
+    called only when the verdict depends on them (most requests for a tool are decided without)."""
     if tool_cosines.size == 0:
         return None
+    found: list[Sequence[str]] = []
+
+    def content() -> Sequence[str]:
+        if not found:
+            found.append(marks() if callable(marks) else marks)
+        return found[0]
+
     query = np.asarray(query_vector, dtype=np.float32)
     best_tool = float(np.max(tool_cosines))
     if subject_count <= MAX_SUBJECT_WORDS and small_talk.descriptions.size:
         similarities = np.vecdot(small_talk.descriptions, query)
         closest = int(np.argmax(similarities))
-        if subject_count == 0 or (not marks and float(similarities[closest]) > best_tool + margin):
+        if subject_count == 0 or (float(similarities[closest]) > best_tool + margin and not content()):
             description = SMALL_TALK[closest]
             return SmallTalkVerdict(float(similarities[closest]), best_tool, description, subject_count == 0)
-    names = any(not mark.isdigit() for mark in marks)
-    if names or subject_count > MAX_CLEAR_SUBJECT_WORDS:
+    if subject_count > MAX_CLEAR_SUBJECT_WORDS or small_talk.no_tool is None or small_talk.tool_request is None:
         return None
-    if small_talk.no_tool is None or small_talk.tool_request is None:
-        return None
-    clear_only = bool(marks) or subject_count > MAX_EXEMPLAR_SUBJECT_WORDS
-    over_tool, margin = (CLEAR_OVER_TOOL, CLEAR_MARGIN) if clear_only else (EXEMPLAR_OVER_TOOL, EXEMPLAR_MARGIN)
     no_tool = small_talk.no_tool.scores(query)
     closest = int(np.argmax(no_tool))
     nearest = float(no_tool[closest])
+    if nearest < best_tool + min(EXEMPLAR_OVER_TOOL, CLEAR_OVER_TOOL):
+        return None  # most short requests for a tool end here, whatever their marks
+    marks_found = content()
+    if any(not mark.isdigit() for mark in marks_found):  # a name: never small talk
+        return None
+    clear_only = bool(marks_found) or subject_count > MAX_EXEMPLAR_SUBJECT_WORDS
+    over_tool, margin = (CLEAR_OVER_TOOL, CLEAR_MARGIN) if clear_only else (EXEMPLAR_OVER_TOOL, EXEMPLAR_MARGIN)
     if nearest < best_tool + over_tool:
-        return None  # most short requests for a tool end here, before the 2,660 tool requests are scored
+        return None  # before the 2,660 tool requests are scored
     tool_request = float(np.max(small_talk.tool_request.scores(query)))
     if nearest < tool_request + margin:
         return None
