@@ -65,15 +65,21 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def causes(exc: BaseException, limit: int = 5) -> list[BaseException]:
+    """`exc` and the errors it wraps (``__cause__``, else ``__context__``), outermost first, at most `limit`."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < limit:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
 def error_chain(exc: BaseException, limit: int = 5) -> list[str]:
     """``Type: first line`` of `exc` and of the errors it wraps (``__cause__`` / ``__context__``),
     outermost first, a wrapper that only quotes an inner error left out: a client library's wrapper says
     little, what it wraps says why."""
-    chain: list[tuple[str, str]] = []
-    current: BaseException | None = exc
-    while current is not None and len(chain) < limit:
-        chain.append((type(current).__name__, first_line(current)))
-        current = current.__cause__ or current.__context__
+    chain = [(type(error).__name__, first_line(error)) for error in causes(exc, limit)]
     # A wrapper that quotes what it wraps (SK's repr of a tuple) gives way to the error it quotes.
     kept = [
         (kind, text) for i, (kind, text) in enumerate(chain) if not any(inner in text for _, inner in chain[i + 1 :])

@@ -14,11 +14,6 @@ background, a shared catalog by the replica itself).
 
 from __future__ import annotations
 
-import hashlib
-import platform
-import re
-from pathlib import Path
-
 import numpy as np
 
 PROBE_TEXTS: tuple[str, ...] = (
@@ -47,24 +42,3 @@ def worst_agreement(stored: np.ndarray, fresh: np.ndarray) -> float:
 def agrees(stored: np.ndarray, fresh: np.ndarray, bound: float = AGREEMENT) -> bool:
     """Whether `stored` vectors are what this CPU computes for the same texts (`fresh`), within `bound`."""
     return worst_agreement(stored, fresh) >= bound
-
-
-def cpu_tag() -> str:
-    """A tag for this CPU's arithmetic when no shipped variant matches it: the instruction-set flags the
-    int8 kernels choose by and the ONNX Runtime version (two replicas on the same kind of CPU share it)."""
-    flags = ""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        found = re.search(r"^(?:flags|Features)\s*:(.*)$", cpuinfo.read_text(errors="replace"), re.MULTILINE)
-        flags = " ".join(sorted(f for f in (found.group(1).split() if found else []) if _KERNEL_FLAG.search(f)))
-    try:
-        import onnxruntime
-
-        runtime = str(onnxruntime.__version__)
-    except ImportError:  # pragma: no cover - onnxruntime is a runtime dependency
-        runtime = ""
-    identity = f"{platform.machine()}\n{platform.processor()}\n{flags}\n{runtime}"
-    return "cpu-" + hashlib.sha256(identity.encode()).hexdigest()[:10]
-
-
-_KERNEL_FLAG = re.compile(r"avx|vnni|amx|fma|sse|f16c|bf16|asimd|dotprod|i8mm|sve")

@@ -40,6 +40,7 @@ and the dev halves; measured on CLINC's test split and lists written before the 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -284,13 +285,7 @@ def judge_small_talk(
     called only when the verdict depends on them (most requests for a tool are decided without)."""
     if tool_cosines.size == 0:
         return None
-    found: list[Sequence[str]] = []
-
-    def content() -> Sequence[str]:
-        if not found:
-            found.append(marks() if callable(marks) else marks)
-        return found[0]
-
+    content = functools.cache(marks if callable(marks) else lambda: marks)  # found once, if at all
     query = np.asarray(query_vector, dtype=np.float32)
     best_tool = float(np.max(tool_cosines))
     if subject_count <= MAX_SUBJECT_WORDS and small_talk.descriptions.size:

@@ -38,13 +38,14 @@ class ToolPolicy:
         disabled one only by case or separators is hidden too, and a plugin's ``allow`` list holds
         for every spelling of the plugin (whose functions it names exactly)."""
         plugin, _, function = full_name.partition("-")
-        whole, plugin_key = _near_key(full_name), _near_key(plugin)
-        if whole in self._excluded or plugin_key in self._excluded or whole in self._disabled:
-            return True
+        if self._excluded or self._disabled:  # (no key is made for a policy that names nothing)
+            whole = _near_key(full_name)
+            if whole in self._excluded or whole in self._disabled or _near_key(plugin) in self._excluded:
+                return True
         folded, folded_plugin = full_name.casefold(), plugin.casefold()
         if any(fnmatchcase(folded, p) or fnmatchcase(folded_plugin, p) for p in self._excluded_globs):
             return True
-        allowed = self._allow_near.get(plugin_key)
+        allowed = self._allow_near.get(_near_key(plugin)) if self._allow_near else None
         return allowed is not None and not any(fnmatchcase(function, p) or fnmatchcase(full_name, p) for p in allowed)
 
     def check_pins(self, always_include: Sequence[str], known: Sequence[str]) -> None:

@@ -8,6 +8,7 @@ pgvector's binary format (the text format made reading 50,000 vectors take ~7 s 
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -167,9 +168,18 @@ def _connection_args(config: IndexConfig) -> dict[str, Any]:
 
 
 async def _configure_connection(connection: Any) -> None:
-    """Each pooled connection: pgvector's types, results in binary (vectors arrive as float32 bytes, not
-    text to parse), autocommit."""
+    """Each pooled connection: pgvector's types, results in binary, autocommit."""
     from pgvector.psycopg import register_vector_async
+
+    await register_vector_async(connection)
+    connection.cursor_factory = _binary_results()
+    await connection.set_autocommit(True)
+
+
+@functools.cache
+def _binary_results() -> type:
+    """The cursor class whose results come in binary: vectors arrive as float32 bytes, not text to parse
+    (made once: psycopg is imported only when a store is used)."""
     from psycopg import AsyncCursor
     from psycopg.pq import Format
 
@@ -178,9 +188,7 @@ async def _configure_connection(connection: Any) -> None:
             super().__init__(*args, **kwargs)
             self.format = Format.BINARY
 
-    await register_vector_async(connection)
-    connection.cursor_factory = BinaryResults
-    await connection.set_autocommit(True)
+    return BinaryResults
 
 
 async def _ensure_pgvector(connection_class: Any, args: dict[str, Any], where: str, timeout: float) -> None:

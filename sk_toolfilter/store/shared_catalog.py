@@ -34,7 +34,7 @@ from semantic_kernel.data.vector import (
     VectorStoreField,
 )
 
-from sk_toolfilter.basics.errors import IndexStoreError, first_line
+from sk_toolfilter.basics.errors import IndexStoreError, causes, first_line
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.store.records import RECORD_FIELDS, StoredCatalog, from_record, unpack_image
 
@@ -376,10 +376,8 @@ def _version_of(row: dict[str, Any]) -> CatalogVersion:
 def _reason(exc: BaseException) -> str:
     """The innermost useful message of a connector error (SK wraps the driver's)."""
     seen: list[str] = []
-    current: BaseException | None = exc
-    while current is not None and len(seen) < 5:
-        text = first_line(current)
+    for error in causes(exc):
+        text = first_line(error)
         if text not in seen:
             seen.append(text)
-        current = current.__cause__ or current.__context__
     return seen[-1]

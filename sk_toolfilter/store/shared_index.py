@@ -88,7 +88,6 @@ class SharedIndex:
         self._check: tuple[asyncio.AbstractEventLoop, asyncio.Task[bool]] | None = None
         self._warned_local: set[str] = set()
         self._agreement: dict[str, bool] = {}  # version -> whether this CPU computes its vectors
-        self._foreign: set[str] = set()  # versions whose vectors another CPU's arithmetic computed
 
     @classmethod
     async def open(cls, config: IndexConfig, embedding_service: EmbeddingService) -> SharedIndex:
@@ -166,7 +165,7 @@ class SharedIndex:
         version = current
         if writing and vectors is not None:
             version = await self._publish(index, hashes, vectors, fresh)
-        elif fresh and embed_new and (current is None or current.version not in self._foreign):
+        elif fresh and embed_new and (current is None or self._agreement.get(current.version, True)):
             # embedded here and not shared (a look without embedding warns of nothing)
             self._warn_local(current, [chosen[i].full_name for i in fresh])
         self.stats.version = version.version if version is not None else ""
@@ -253,7 +252,6 @@ class SharedIndex:
         worst = worst_agreement(there, here)
         self._agreement[version] = alike = worst >= AGREEMENT
         if not alike:
-            self._foreign.add(version)
             logger.warning(
                 "sk-toolfilter: catalog %r in %s holds vectors of %s that this CPU computes differently (worst "
                 "cosine %.3f of %d tools checked, %.3f needed: another CPU's int8 arithmetic): this replica "
