@@ -1,4 +1,4 @@
-"""The ``sk-toolfilter`` command line: validate, search, explain, report, index, chat, eval.
+"""The ``sk-toolfilter`` command line: validate, search, explain, report, index, chat, eval, learn, forget.
 
 A thin layer over the library. Exit codes: 0 success; 2 usage error — bad flags or a bad agent file
 (any :class:`ConfigError`); 1 runtime failure. Either way one line on stderr, never a traceback
@@ -308,6 +308,66 @@ def _model_failure(exc: BaseException, model: Any) -> str:
     return redact_text(f"model {model.name!r} at {url}: {kind}: {message}; {advice}")
 
 
+async def cmd_learn(args: argparse.Namespace) -> int:
+    """``learn AGENT --calls FILE``: learn past requests and the tools they called (learning from use),
+    kept in ``learning.file``."""
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import load_agent_file
+    from sk_toolfilter.measure.calls_file import learn_calls_file
+
+    spec = load_agent_file(args.agent)
+    learning = spec.tool_filtering.learning
+    if not learning.enabled or not learning.file:
+        raise ConfigError(
+            f"{args.agent}: 'learn' keeps what it learns in tool_filtering.learning.file with learning.enabled: "
+            f"true (now: enabled {str(learning.enabled).lower()}, file {learning.file or 'unset'})"
+        )
+    async with await open_toolset(
+        spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools")
+    ) as tools:
+        manager = tools.manager
+        if not manager.index.has_embeddings:
+            raise ConfigError(f"{args.agent}: learning from use needs an embedding service (search_method: bm25)")
+        result = await learn_calls_file(
+            args.calls,
+            manager.index,
+            manager.learning.memory,
+            manager.learning.catalog,
+            manager.may_learn,
+            Progress("learning requests", unit="requests"),
+        )
+        manager.learning.flush()
+        memory = manager.learning.memory
+    print(result.summary(args.calls))
+    print(f"{learning.file}: {len(memory)} requests remembered ({memory.nbytes / 2**20:.1f} MB)")
+    return 0
+
+
+async def cmd_forget(args: argparse.Namespace) -> int:
+    """``forget AGENT``: wipe what learning from use learned for the agent (its ``learning.file``)."""
+    from sk_toolfilter.agents.agent_file import load_agent_file
+    from sk_toolfilter.selection.learning import forget_file
+
+    spec = load_agent_file(args.agent)
+    path, store = spec.tool_filtering.learning.file, spec.tool_filtering.index.store
+    if not path and store == "memory":
+        raise ConfigError(
+            f"{args.agent}: neither tool_filtering.learning.file nor a shared index.store is set: nothing is kept to "
+            "forget (what a process learns in memory goes with it)"
+        )
+    if path:
+        print(f"{path}: {'forgotten' if forget_file(path) else 'nothing was learned'}")
+    if store != "memory":
+        from sk_toolfilter.agents.agent import open_toolset
+
+        async with await open_toolset(spec, kernel=await _kernel_from(args), embed=False) as tools:
+            table = tools.manager.learning.table
+            if table is None:
+                raise ConfigError(f"{args.agent}: learning.enabled is false: the shared store keeps nothing learned")
+            print(f"index store: {await table.forget()} learned requests of catalog {table.catalog!r} forgotten")
+    return 0
+
+
 async def cmd_eval(args: argparse.Namespace) -> int:
     from sk_toolfilter.measure.eval_run import run_conversation_eval, run_eval
 
@@ -342,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log details (INFO)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_validate, _add_search, _add_report, _add_index, _add_chat, _add_eval):
+    for add in (_add_validate, _add_search, _add_report, _add_index, _add_chat, _add_eval, _add_learning):
         add(sub)
     return parser
 
@@ -447,9 +507,31 @@ def _add_eval(sub: Commands) -> None:
         "oracle = the best possible pick (the ceiling), llm = the chat model picking (the agent's model, or "
         "OPENAI_API_KEY / OPENAI_BASE_URL); --queries only",
     )
+    p.add_argument(
+        "--learn",
+        metavar="FILE",
+        help="learning from use: learn this calls file first (JSON lines of 'query' and 'tools' or 'gold'), then "
+        "measure each method cold and learned (--queries only)",
+    )
     p.add_argument("--out", help="folder for eval.json and eval.md (each query's hits and misses too)")
     p.add_argument("--limit", type=positive_int, help="evaluate only the first N queries")
     p.set_defaults(run=cmd_eval)
+
+
+def _add_learning(sub: Commands) -> None:
+    p = sub.add_parser("learn", help="learning from use: learn past requests and the tools they called")
+    p.add_argument("agent", help="agent YAML file (with tool_filtering.learning: {enabled: true, file: ...})")
+    p.add_argument(
+        "--calls",
+        required=True,
+        help="JSON lines: {'query': ..., 'tools': [...]} per request (a queries file with 'gold' works too)",
+    )
+    p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
+    p.set_defaults(run=cmd_learn)
+    p = sub.add_parser("forget", help="learning from use: wipe what the agent learned (learning.file, shared store)")
+    p.add_argument("agent", help="agent YAML file")
+    p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
+    p.set_defaults(run=cmd_forget)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

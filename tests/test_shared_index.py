@@ -523,3 +523,40 @@ async def test_a_replica_whose_cpu_computes_other_vectors_embeds_the_catalog_its
     assert "Travel-book_flight" in await replica.filter_tools("book a flight from Paris to Rome")
     for manager in (publisher, alike, replica):
         await manager.aclose()
+
+
+@pytest.mark.postgres
+async def test_replicas_on_one_store_see_each_others_learning_and_forget_wipes_it_for_all(
+    postgres, demo_kernel, hash_embedder
+):
+    from tests.test_agent_loop import completed_turns
+
+    config = store_config(postgres.dsn).updated(learning={"enabled": True, "sync_seconds": 3600})
+    first = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
+    second = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
+    names = [n for n in first.index.names if n not in first.discovery_names]
+    for manager, tool, secret in ((first, names[0], "dentist on 4 May"), (second, names[5], "parcel 1Z999")):
+        history = completed_turns((f"{secret}: first", [tool]), (f"{secret}: again", [tool]))
+        history.add_user_message("next")
+        await manager.select_for_history(history)  # each replica learns its own two requests
+    for manager in (first, second, first):  # write, read what the other wrote (explicit: no timing)
+        assert manager.learning.table is not None
+        await manager.learning.table.sync(manager.learning.memory)
+
+    for manager in (first, second):
+        learned = {tool for _, _, tools, _ in manager.learning.memory.rows() for tool in tools}
+        assert len(manager.learning.memory) == 4 and learned == {names[0], names[5]}
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(postgres.dsn) as connection:
+        table = f"{config.index.table_prefix}_learned"
+        rows = await (await connection.execute(f"SELECT catalog, fingerprint, tools FROM {table}")).fetchall()
+    assert len(rows) == 4 and "dentist" not in repr(rows) and "1Z999" not in repr(rows)
+
+    await first.learning.forget()
+    assert len(first.learning.memory) == 0
+    await second.aclose()  # a replica still running writes back nothing it had already shared
+    await first.aclose()
+    restarted = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
+    assert len(restarted.learning.memory) == 0
+    await restarted.aclose()

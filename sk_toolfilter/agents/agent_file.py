@@ -387,14 +387,17 @@ def _remember_connection_secret(connection: str) -> None:
 
 
 def _resolve_paths(spec: AgentSpec) -> None:
-    """``embedding.cache_dir`` and ``agent_loop.co_usage_file``: ``~`` expanded, relative paths taken
-    from the agent file's folder."""
+    """``embedding.cache_dir``, ``agent_loop.co_usage_file`` and ``learning.file``: ``~`` expanded,
+    relative paths taken from the agent file's folder."""
     embedding = spec.tool_filtering.embedding
     if embedding.cache_dir:
         embedding.cache_dir = str(spec.resolve(embedding.cache_dir))
     loop = spec.tool_filtering.agent_loop
     if loop.co_usage_file:
         loop.co_usage_file = str(spec.resolve(loop.co_usage_file))
+    learning = spec.tool_filtering.learning
+    if learning.file:
+        learning.file = str(spec.resolve(learning.file))
 
 
 def _remember_secrets(spec: AgentSpec) -> None:

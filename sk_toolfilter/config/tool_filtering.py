@@ -17,6 +17,7 @@ from sk_toolfilter.config.agent_loop import AgentLoopConfig
 from sk_toolfilter.config.base import DEFAULT_WEIGHTS, RankingMethod, SearchMethod, StrictConfig, checked_weights
 from sk_toolfilter.config.embedding import EmbeddingConfig
 from sk_toolfilter.config.index import IndexConfig
+from sk_toolfilter.config.learning import LearningConfig
 from sk_toolfilter.config.ranking import BM25Config, DiscoveryConfig, RerankConfig, ToolOverride
 
 
@@ -129,6 +130,9 @@ class ToolFilterConfig(StrictConfig):
     sticky_max_tools: int = Field(default=12, ge=1, le=256, description="Cap of a sticky tool list (LRU).")
     agent_loop: AgentLoopConfig = Field(default_factory=AgentLoopConfig, description="Selection inside agent loops.")
     index: IndexConfig = Field(default_factory=IndexConfig, description="Where the tool index lives.")
+    learning: LearningConfig = Field(
+        default_factory=LearningConfig, description="Learning from use: what similar past requests called moves up."
+    )
 
     @model_validator(mode="after")
     def _pins_fit_the_cap(self) -> ToolFilterConfig:

@@ -17,9 +17,10 @@ from sk_toolfilter.agents.agent_file import AgentSpec, load_agent_file, parse_ag
 from sk_toolfilter.agents.catalog import load_catalog
 from sk_toolfilter.basics.errors import ConfigError, closest_names
 from sk_toolfilter.basics.progress import Progress
-from sk_toolfilter.basics.redaction import redact_config
+from sk_toolfilter.basics.redaction import library_logger, redact_config
 from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.config import RerankConfig, ToolFilterConfig
+from sk_toolfilter.measure.calls_file import learn_calls_file
 from sk_toolfilter.measure.conversations import load_steps, render_summary, replay_conversations
 from sk_toolfilter.measure.evaluation import (
     LabelledQuery,
@@ -35,11 +36,15 @@ from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import cached, create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
+from sk_toolfilter.retrieval.usage import UsageMemory
+from sk_toolfilter.selection.learning import memory_for, request_key
 from sk_toolfilter.selection.visibility import NameResolver
 from sk_toolfilter.store.shared_index import SharedIndex
 
 if TYPE_CHECKING:
     from sk_toolfilter.selection.pipeline import SecondStage
+
+log = library_logger(__name__)
 
 COLUMNS = ("recall@1", "recall@3", "recall@5", "recall@10", "complete@5", "ndcg@10", "mrr", "mean_tools_sent")
 
@@ -215,6 +220,11 @@ async def run_conversation_eval(args: argparse.Namespace) -> int:
             "--rerank measures labelled queries (--queries); a replay of --conversations runs the agent's own "
             "rerank setting"
         )
+    if getattr(args, "learn", None):
+        raise ConfigError(
+            "--learn measures labelled queries (--queries); a replay of --conversations learns as it goes when "
+            "learning.enabled is set (--set learning.enabled=true)"
+        )
     steps = load_steps(args.conversations)
     if args.limit:
         keep = list(dict.fromkeys(s.conversation for s in steps))[: args.limit]
@@ -264,17 +274,22 @@ async def run_eval(args: argparse.Namespace) -> int:
         modes: list[RerankMode] = ["none"] if args.rerank == "none" else ["none", args.rerank]
         picked = picking_config(config) if args.rerank != "none" else config
         picker = eval_picker(args, picked) if args.rerank == "llm" else None
-        for method, mode in ((method, mode) for method in methods for mode in modes):
+        memories = [None, await _learned(args, index, config, queries)] if args.learn else [None]
+        for method, mode, memory in ((m, r, s) for m in methods for r in modes for s in memories):
+            if memory is not None and method == "bm25":
+                continue  # learning compares request vectors: BM25 has none
+            label = f"{method}{'' if mode == 'none' else ', ' + mode}{'' if memory is None else ', learned'}"
             result = await evaluate_method(
                 index,
                 queries,
                 method,
                 picked if mode != "none" else config,
                 ks,
-                progress=Progress(f"querying ({method}{'' if mode == 'none' else ', ' + mode})", unit="queries"),
+                progress=Progress(f"querying ({label})", unit="queries"),
                 tool_tokens=tool_tokens,
                 rerank=mode,
                 picker=picker,
+                memory=memory,
             )
             result.metrics["tokens_all"] = float(tool_tokens.sum())
             results.append(result)
@@ -286,6 +301,24 @@ async def run_eval(args: argparse.Namespace) -> int:
     print(f"{len(queries)} queries, {len(index)} tools; all tools = {int(tool_tokens.sum()):,} schema tokens")
     _write_eval(args, config, results, len(queries), len(index))
     return 0
+
+
+async def _learned(
+    args: argparse.Namespace, index: ToolIndex, config: ToolFilterConfig, queries: list[LabelledQuery]
+) -> UsageMemory:
+    """``--learn FILE``: a memory (bounded as ``learning`` says) that learned the calls file; a warning
+    when measured queries are in it too (their own answers are remembered: the figure flatters)."""
+    if not index.has_embeddings:
+        raise ConfigError("--learn: learning from use compares request vectors; this index has no embeddings")
+    memory = memory_for(config.learning)
+    result = await learn_calls_file(
+        args.learn, index, memory, "eval", lambda _: True, Progress("learning requests", unit="requests")
+    )
+    print(result.summary(args.learn))
+    learned = {request_key("eval", q.query) for q in queries} & set(memory.keys())
+    if learned:
+        log.warning("%d of the measured queries are in %s: their own answers are learned", len(learned), args.learn)
+    return memory
 
 
 async def _eval_index(

@@ -21,6 +21,7 @@ from sk_toolfilter.measure.metrics import complete_at_k, ndcg_at_k, recall_at_k,
 from sk_toolfilter.retrieval.cutoff import apply_cutoff
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.search import rank_tools
+from sk_toolfilter.retrieval.usage import UsageMemory
 from sk_toolfilter.selection.pipeline import SelectionRequest, StageOutcome, run_second_stage
 
 if TYPE_CHECKING:
@@ -118,12 +119,15 @@ async def evaluate_method(
     tool_tokens: np.ndarray | None = None,
     rerank: RerankMode = "none",
     picker: SecondStage | None = None,
+    memory: UsageMemory | None = None,
 ) -> MethodResult:
     """Rank every query with `method`; strict metrics (only gold names count).
 
     With `tool_tokens` (schema tokens per catalog position), also the mean ``tokens_sent``. With
     ``rerank="oracle"`` the ranking is reordered by :func:`oracle_pick` (``rerank.shortlist`` deep,
     ``top_k`` picked); with ``rerank="llm"`` by `picker` (whose tokens are counted: ``picker_tokens``).
+    With `memory`, what was learned from use reorders every ranking (``eval --learn``; the method's
+    name gets `` +learned``).
     """
     method_config = config.model_copy(update={"search_method": method})
     shortlist = config.rerank.shortlist if rerank != "none" else 0
@@ -136,7 +140,7 @@ async def evaluate_method(
     breaker = Breaker(config.rerank.failure_threshold, config.rerank.cooldown_seconds)
     for done, item in enumerate(queries, 1):
         started = time.perf_counter()
-        ranking = await rank_tools(index, item.query, method_config, limit=depth)
+        ranking = await rank_tools(index, item.query, method_config, limit=depth, memory=memory)
         ranked = [t.full_name for t in ranking.tools]
         cut = apply_cutoff(ranking.tools, method_config, no_tool_reason=ranking.no_tool_reason)
         sent = [d.full_name for d in cut if d.kept]
@@ -166,7 +170,8 @@ async def evaluate_method(
         metrics["p95_ms"] = float(np.percentile(latencies, 95))
     by_category = {c: _aggregate(r) for c, r in sorted(categories.items())}
     stages = dict(stage) if rerank == "llm" else {}
-    return MethodResult(method_name(method, config, rerank), metrics, by_category, stages, per_query)
+    name = method_name(method, config, rerank) + (" +learned" if memory is not None else "")
+    return MethodResult(name, metrics, by_category, stages, per_query)
 
 
 def _query_row(

@@ -35,6 +35,7 @@ from sk_toolfilter.retrieval.small_talk import (
     subject_words,
 )
 from sk_toolfilter.retrieval.text import split_request_intents
+from sk_toolfilter.retrieval.usage import UsageMemory
 
 logger = library_logger(__name__)
 
@@ -78,6 +79,8 @@ class Ranking:
     ``(full_name, why it has none)`` pairs for ``explain`` (they are never sent)."""
     rerank: str | None = None
     """What the second stage did (``rerank``): reordered the shortlist, or why the first stage's order stands."""
+    learned: dict[str, str] = field(default_factory=dict)
+    """Tools that learning from use moved up, and why (\"3 past requests like this one (best 0.91) called it\")."""
 
 
 async def rank_tools(
@@ -88,6 +91,7 @@ async def rank_tools(
     limit: int | None = None,
     allowed: Collection[str] | np.ndarray | None = None,
     fill: bool = True,
+    memory: UsageMemory | None = None,
 ) -> Ranking:
     """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools: the
     batch of one (:func:`rank_many`).
@@ -102,8 +106,12 @@ async def rank_tools(
 
     Without embeddings, or when embedding the query fails, semantic and hybrid fall back to BM25
     (``Ranking.fallback_reason`` says why; the index's circuit breaker logs one warning per incident).
+
+    With `memory` (learning from use, :mod:`sk_toolfilter.retrieval.usage`), what similar past requests
+    called reorders the ranking; the scores stay the first stage's, position by position.
     """
-    return (await rank_many(index, [query], config, limit=limit, allowed=allowed, fill=fill))[0]
+    rankings = await rank_many(index, [query], config, limit=limit, allowed=allowed, fill=fill, memory=memory)
+    return rankings[0]
 
 
 async def rank_many(
@@ -114,6 +122,7 @@ async def rank_many(
     limit: int | None = None,
     allowed: Collection[str] | np.ndarray | None = None,
     fill: bool = False,
+    memory: UsageMemory | None = None,
 ) -> list[Ranking]:
     """One ranking per text, the primitive every ranking goes through: the request vectors of every
     text (the text and its intents) come from one embedding call, then each text is ranked with its
@@ -135,7 +144,7 @@ async def rank_many(
         own = None if vectors is None else vectors[offset : offset + len(text_parts)]
         offset += len(text_parts)
         request = _Request(query, text_parts, own, fallback_reason)
-        rankings.append(await _rank_one(index, request, config, limit, mask, fill))
+        rankings.append(await _rank_one(index, request, config, limit, mask, fill, memory))
     return rankings
 
 
@@ -156,6 +165,7 @@ async def _rank_one(
     limit: int | None,
     mask: np.ndarray | None,
     fill: bool,
+    memory: UsageMemory | None = None,
 ) -> Ranking:
     """One text's ranking from its vectors (:func:`rank_many`)."""
     query, vectors = request.query, request.vectors
@@ -168,23 +178,65 @@ async def _rank_one(
     no_tool_reason = await _small_talk_reason(index, query, vectors, cosines, mask, config)
     final = whole.final if len(scored) == 1 else np.maximum.reduce([s.final for s in scored])
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
-    order, second, first_stage_scores = await _ordered(
-        index, query, scored, final, named, limit, config if no_tool_reason is None else None
+    learning = memory is not None and len(memory) > 0 and vectors is not None and no_tool_reason is None
+    depth = max(limit, memory.rule.depth) if learning and limit is not None and memory is not None else limit
+    order, second, positional = await _ordered(
+        index, query, scored, final, named, depth, config if no_tool_reason is None else None
     )
+    learned: dict[str, str] = {}
+    if learning and memory is not None and vectors is not None and order:
+        order, positional, learned = _learned_order(index, memory, order, final, positional, named, vectors[0], mask)
+    order = order[:limit]
     without_evidence = []
     if not order and cosines is not None:
         without_evidence = _closest_without_evidence(
             index, cosines, mask, config, whole.raw.get("bm25"), no_tool_reason
         )
     order = list(dict.fromkeys([*named, *order]))[:limit]
-    ranked = _scored_tools(index, whole, order, final, set(named), second, first_stage_scores)
+    ranked = _scored_tools(index, whole, order, final, set(named), second, positional)
     if fill and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
         ranked += _filling(index, whole, order, cosines, mask, limit - len(order))
     rerank_note = second.note if second is not None else None
     requested: SearchMethod = config.search_method
     return Ranking(
-        query, requested, whole.method, ranked, request.fallback_reason, no_tool_reason, without_evidence, rerank_note
+        query,
+        requested,
+        whole.method,
+        ranked,
+        request.fallback_reason,
+        no_tool_reason,
+        without_evidence,
+        rerank_note,
+        learned,
     )
+
+
+def _learned_order(
+    index: ToolIndex,
+    memory: UsageMemory,
+    order: list[int],
+    final: np.ndarray,
+    positional: list[float],
+    named: list[int],
+    vector: np.ndarray,
+    mask: np.ndarray | None,
+) -> tuple[list[int], list[float], dict[str, str]]:
+    """The order after learning from use, the first stage's scores position by position (unnamed
+    tools; what the cut reads), and why each tool that moved up did."""
+    named_set = set(named)
+    unnamed = [i for i in order if i not in named_set]
+    scores = positional or [float(final[i]) for i in unnamed]
+    names = [index.tools[i].full_name for i in unnamed]
+
+    def permitted(name: str) -> bool:
+        return name in index and (mask is None or bool(mask[index.position(name)]))
+
+    reordered = memory.reorder(names, scores, vector, permitted)
+    if not reordered.moved:
+        return order, positional, {}
+    learned_order = [index.position(n) for n in reordered.names]
+    scores = scores + [0.0] * (len(learned_order) - len(scores))  # a tool that entered: the list grew
+    return named + learned_order, scores, {n: e.describe() for n, e in reordered.moved.items()}
 
 
 def _filling(
@@ -280,13 +332,13 @@ def _scored_tools(
     final: np.ndarray,
     named: set[int],
     second: SecondStage | None,
-    first_stage_scores: list[float],
+    positional: list[float],
 ) -> list[ScoredTool]:
     """The ranked tools with their final and per-method scores (a named tool scores 1.0)."""
-    if second is not None and second.lists is not None:
-        # The second stage decides the order; the first stage's scores, position by position, decide how many
-        # are sent (the cut sees the score sequence it would have seen).
-        unnamed = iter(first_stage_scores)
+    if positional or (second is not None and second.lists is not None):
+        # The second stage or learning decides the order; the first stage's scores, position by position,
+        # decide how many are sent (the cut sees the score sequence it would have seen).
+        unnamed = iter(positional)
         finals = [1.0 if i in named else next(unnamed, 0.0) for i in order]
     else:
         finals = final[order].tolist()

@@ -13,12 +13,13 @@ from sk_toolfilter.retrieval.bulk import collector_paused
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.cutoff import ToolDecision
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
-from sk_toolfilter.retrieval.encoders import EmbeddingService
+from sk_toolfilter.retrieval.encoders import EmbeddingService, embedding_model_id
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.rerank import resolve_reranker
 from sk_toolfilter.selection.catalog_upkeep import Catalog, CatalogUpkeep, build_first_index
 from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
+from sk_toolfilter.selection.learning import Learning
 from sk_toolfilter.selection.lookup import find_searchable, search_catalog
 from sk_toolfilter.selection.offer import Offer
 from sk_toolfilter.selection.pipeline import (
@@ -81,6 +82,9 @@ class ToolFilterManager:
             self.config, self.policy, self._upkeep, self._selector, self.co_usage, self.sticky, self.telemetry
         )
         self._path.co_usage_file = self._co_usage_file
+        self.learning = Learning(self.config.learning, self.config.index.catalog, _model_of(index))
+        """Learning from use (``tool_filtering.learning``): its memory, file and :meth:`Learning.forget`."""
+        self._path.learning = self._selector.learning = self.learning
 
     @property
     def _catalog(self) -> Catalog:
@@ -173,6 +177,7 @@ class ToolFilterManager:
             manager._upkeep.follow(source, first, cache, progress)
             if first.store is not None:
                 await manager._path.share_co_usage(first.store)
+                await manager.learning.share(first.store)
             return manager
 
     @property
@@ -185,6 +190,10 @@ class ToolFilterManager:
         """Where replicas share co-usage (with ``index.store: postgres``), or None."""
         return self._path.co_usage_table
 
+    def may_learn(self, name: str) -> bool:
+        """Whether learning from use may learn `name`: indexed, visible, not a discovery tool."""
+        return name in self.index and name not in self.discovery_names and not self.policy.is_hidden(name)
+
     async def vectors_ready(self) -> None:
         """Wait until the tools' vectors are built (at once unless an instant start is embedding them
         in the background: see ``embedding.background_above``) and the small-talk exemplars are ready
@@ -193,10 +202,12 @@ class ToolFilterManager:
         await self.index.small_talk_ready()
 
     async def aclose(self) -> None:
-        """Write what co-usage learned (``agent_loop.co_usage_file``, the shared store's co-usage
-        table) and release the store's connections (selections keep working from memory)."""
+        """Write what co-usage and learning from use learned (``agent_loop.co_usage_file``,
+        ``learning.file``, the shared store's co-usage table) and release the store's connections
+        (selections keep working from memory)."""
         if self._co_usage_file is not None:
             self._co_usage_file.flush(self.co_usage)
+        await self.learning.aclose()
         if self._path.co_usage_table is not None:
             await self._path.co_usage_table.aclose(self.co_usage)
         await self._upkeep.aclose()
@@ -300,3 +311,9 @@ class ToolFilterManager:
 
 
 __getattr__ = moved_attributes(__name__)
+
+
+def _model_of(index: ToolIndex) -> str:
+    """The embedding model an index's request vectors come from ('none' without one)."""
+    service = index.embedding_service
+    return embedding_model_id(service) if service is not None else "none"

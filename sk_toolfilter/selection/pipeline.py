@@ -41,13 +41,15 @@ logger = library_logger(__name__)
 @dataclass(frozen=True)
 class SelectionRequest:
     """What one selection is asked: the query, the caller's own allow-list, extra pins and, in an
-    agent loop, the current and previous user turns."""
+    agent loop, the current and previous user turns (and the completed turns learning reads)."""
 
     query: str
     allowed: set[str] | None = None
     extra_pins: Sequence[tuple[str, str]] = ()
     turn: Turn | None = None
     previous_turn: Turn | None = None
+    completed: Sequence[Turn] = ()
+    """The conversation's completed turns (what learning from use learns from)."""
 
 
 @dataclass(frozen=True)

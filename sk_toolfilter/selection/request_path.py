@@ -1,7 +1,8 @@
 """One request, read top to bottom.
 
-    read the conversation ─▶ learn from its completed turns ─▶ snapshot ─▶ the pipeline's stages
-    (first stage ─▶ second stage ─▶ cut ─▶ all fit | agent loop ─▶ pins ─▶ cap) ─▶ wire order ─▶ span
+    read the conversation ─▶ learn from its completed turns (co-usage, learning from use) ─▶ snapshot
+    ─▶ the pipeline's stages (first stage ─▶ second stage ─▶ cut ─▶ all fit | agent loop ─▶ pins ─▶ cap)
+    ─▶ wire order ─▶ span
 
 Every side effect of a request is a named step here: what co-usage learns from the conversation (and
 its file and table), the re-index a changed source needs, the sticky list's update. The stages
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.selection.catalog_upkeep import CatalogUpkeep
 from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
+from sk_toolfilter.selection.learning import Learning
 from sk_toolfilter.selection.offer import Offer, selected_offer, visible_offer
 from sk_toolfilter.selection.pipeline import Selection, SelectionRequest, take_snapshot
 from sk_toolfilter.selection.query import QueryStrategy, build_query
@@ -52,8 +54,10 @@ class RequestPath:
     telemetry: Telemetry
     co_usage_file: CoUsageFile | None = None
     co_usage_table: CoUsageTable | None = None
+    learning: Learning | None = None
     conversation_pins: dict[str, ConversationPins] = field(default_factory=dict)
     span: SpanWriter = field(default_factory=SpanWriter)
+    _learned_index: object = None
 
     async def offer(
         self, conversation: str | ChatHistory, on_offer: Sequence[str], strategy: QueryStrategy | None
@@ -83,7 +87,7 @@ class RequestPath:
         query = build_query(history, strategy or self.config.query_strategy)
         pins = [pin for source in list(self.conversation_pins.values()) for pin in source(history)]
         previous = completed[-1] if completed else None
-        return SelectionRequest(query, allowed, pins, turn, previous)
+        return SelectionRequest(query, allowed, pins, turn, previous, completed)
 
     def learn(self, completed: Sequence[Turn]) -> None:
         """Co-usage learns from the completed turns (kept in its file when one is set); the shared table
@@ -103,12 +107,33 @@ class RequestPath:
             if self.co_usage_table is not None:
                 await self.co_usage_table.load_into(self.co_usage)
 
+    async def learn_from_use(self, request: SelectionRequest) -> None:
+        """Learning from use remembers the completed turns (their vectors and the tools called that were
+        in the catalog, visible and allowed here); tools the catalog lost are forgotten first."""
+        learning = self.learning
+        if learning is None or not learning.enabled:
+            return
+        catalog = self.upkeep.catalog
+        if catalog.index is not self._learned_index:
+            learning.forget_removed(catalog.index)
+            self._learned_index = catalog.index
+        if request.completed:
+            discovery, allowed, policy = set(catalog.discovery_names), request.allowed, self.policy
+
+            def permitted(name: str) -> bool:
+                visible = name not in discovery and not policy.is_hidden(name)
+                return visible and (allowed is None or name in allowed)
+
+            await learning.learn(catalog.index, request.completed, permitted)
+        learning.tick()
+
     async def select(self, request: SelectionRequest) -> Selection:
         """Re-index a changed source, take the snapshot, run the pipeline's stages; one span when
         telemetry is on."""
         with self.telemetry.selection() as record:
             await self.upkeep.refresh()
             upkeep = self.upkeep
+            await self.learn_from_use(request)
             snapshot = take_snapshot(upkeep.catalog, request.allowed, upkeep.gone(), upkeep.exists)
             selection = await self.selector.run(request, snapshot)
             if self.telemetry.enabled:

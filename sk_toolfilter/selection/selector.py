@@ -10,6 +10,7 @@ from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_many
 from sk_toolfilter.retrieval.text import split_request_clauses
 from sk_toolfilter.selection.agent_loop import LoopInputs, plan_agent_loop
 from sk_toolfilter.selection.co_usage import CoUsage
+from sk_toolfilter.selection.learning import Learning
 from sk_toolfilter.selection.pipeline import (
     SecondStage,
     Selection,
@@ -42,6 +43,8 @@ class Selector:
         self.stage_breaker = Breaker(rerank.failure_threshold, rerank.cooldown_seconds)
         """Pauses a second stage whose calls keep failing (``rerank.failure_threshold``, ``cooldown_seconds``)."""
         self._turn_configs: dict[tuple[tuple[str, float], ...], ToolFilterConfig] = {}
+        self.learning: Learning | None = None
+        """Learning from use (``learning``): what similar past requests called reorders the first stage."""
 
     def budget(self, turn: Turn | None) -> int:
         """Selected tools per request: ``top_k``, or within an agent loop's turn ``max(top_k, max_tools)``."""
@@ -69,6 +72,7 @@ class Selector:
             config,
             limit=max(config.top_k * 4, 20, self._shortlist()),
             allowed=None if snapshot.every_tool else snapshot.candidates,
+            memory=self.learning.usable() if self.learning is not None else None,
         )
         budget = self.budget(turn)
         outcome = await self._pick(request, ranking, snapshot, budget)

@@ -16,6 +16,7 @@ from sk_toolfilter.basics.errors import ConfigError, IndexStoreError, first_line
 from sk_toolfilter.basics.redaction import library_logger, remember_secret
 from sk_toolfilter.config import IndexConfig
 from sk_toolfilter.store.co_usage_table import CoUsageTable
+from sk_toolfilter.store.learning_table import LearningTable
 from sk_toolfilter.store.outage import StoreOutage
 from sk_toolfilter.store.shared_catalog import Collection, SharedCatalog
 
@@ -96,6 +97,22 @@ class PostgresIndexStore:
             self._config.db_schema,
             f"{self._config.table_prefix}_co_usage",
             catalog,
+            timeout=self._config.timeout_seconds,
+            every_seconds=every_seconds,
+            retry_seconds=self._config.retry_seconds,
+            where=self.where,
+            outage=self.outage,
+        )
+
+    def learning_table(self, catalog: str, model: str, every_seconds: float) -> LearningTable:
+        """What learning from use learned for catalog `catalog` and model `model`, shared by every replica
+        (``<table_prefix>_learned``)."""
+        return LearningTable(
+            self._pool,
+            self._config.db_schema,
+            f"{self._config.table_prefix}_learned",
+            catalog,
+            model,
             timeout=self._config.timeout_seconds,
             every_seconds=every_seconds,
             retry_seconds=self._config.retry_seconds,

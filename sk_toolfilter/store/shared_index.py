@@ -47,6 +47,7 @@ from sk_toolfilter.store.shared_catalog import CatalogVersion, SharedCatalog
 if TYPE_CHECKING:
     from sk_toolfilter.retrieval.encoders import EmbeddingService
     from sk_toolfilter.store.co_usage_table import CoUsageTable
+    from sk_toolfilter.store.learning_table import LearningTable
     from sk_toolfilter.store.postgres import PostgresIndexStore
 
 logger = library_logger(__name__)
@@ -107,6 +108,12 @@ class SharedIndex:
     def co_usage_table(self, every_seconds: float) -> CoUsageTable | None:
         """Where this catalog's replicas share what co-usage learned (None without a database)."""
         return self._owner.co_usage_table(self.catalog.name, every_seconds) if self._owner is not None else None
+
+    def learning_table(self, every_seconds: float) -> LearningTable | None:
+        """Where this catalog's replicas share what learning from use learned (None without a database)."""
+        if self._owner is None:
+            return None
+        return self._owner.learning_table(self.catalog.name, self.catalog.model_id, every_seconds)
 
     async def aclose(self) -> None:
         """Close the connections (the index in memory stays usable)."""

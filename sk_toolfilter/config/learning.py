@@ -1,0 +1,44 @@
+"""``tool_filtering.learning``: learning from use — what similar past requests called moves up."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from sk_toolfilter.config.base import StrictConfig
+
+
+class LearningConfig(StrictConfig):
+    """Learning from use (:mod:`sk_toolfilter.retrieval.usage`): every completed turn is remembered as
+    (the request's vector, the tools called) — never its text — and a new request's shortlist is
+    reordered by what similar past requests called, weighted by how far that held on this agent's own
+    traffic. Only the order changes: how many tools are sent stays what the first stage's scores say.
+
+    Off: nothing is stored or read. The memory lives in this process unless ``file`` (or
+    ``index.store: postgres``) keeps it.
+    """
+
+    enabled: bool = Field(default=True, description="Learn from completed turns and use what was learned.")
+    max_requests: int = Field(
+        default=20_000, ge=1, le=1_000_000, description="Past requests remembered (the oldest leave first)."
+    )
+    max_megabytes: float = Field(
+        default=64.0, gt=0.0, le=4096.0, description="Memory bound of what is remembered (vectors and tool names)."
+    )
+    max_age_days: float | None = Field(
+        default=180.0, gt=0.0, description="Past requests older than this are forgotten (null: kept until evicted)."
+    )
+    half_life_days: float | None = Field(
+        default=30.0, gt=0.0, description="A past request's weight halves every this many days (null: no decay)."
+    )
+    file: str | None = Field(
+        default=None,
+        description="File (.npz) that keeps what was learned across restarts: vectors, tool names and one "
+        "fingerprint per request, no text. '~' is expanded; in an agent file a relative path is relative to the file.",
+    )
+    sync_seconds: float = Field(
+        default=30.0,
+        ge=0.0,
+        le=3600.0,
+        description="How often what was learned is written to the file (and, with index.store: postgres, shared "
+        "with the other replicas).",
+    )

@@ -1,0 +1,264 @@
+"""Learning from use: a request like one the agent has served gets the tools that served it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from sk_toolfilter import ToolFilterConfig, create_tool_filter
+from sk_toolfilter.cli import main
+from sk_toolfilter.retrieval.search import Ranking, rank_tools
+from sk_toolfilter.retrieval.usage import UsageMemory, UsageRule
+from sk_toolfilter.selection.learning import LearningFile, request_key
+from tests.test_agent_loop import completed_turns
+
+ROOT = Path(__file__).resolve().parents[1]
+PAST = [f"let the ops crew know the nightly backup finished on {day}" for day in ("Monday", "Tuesday", "Wednesday")]
+NEW = "let the ops crew know the nightly backup finished on Friday"
+TARGET = "Messaging-post_to_channel"
+
+
+def unit(rng: np.random.Generator, dims: int = 16) -> np.ndarray:
+    v = rng.standard_normal(dims).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def near(v: np.ndarray, rng: np.random.Generator, noise: float = 0.1) -> np.ndarray:
+    return v + noise * unit(rng, v.shape[0])
+
+
+@pytest.fixture
+def learning_agent(tmp_path) -> Path:
+    """The bundled agent with learning on, kept in a file beside it."""
+    text = (ROOT / "agent.yaml").read_text().replace("root: sandbox", f"root: {tmp_path / 'sandbox'}")
+    spec = yaml.safe_load(text)
+    spec["tool_filtering"]["learning"] = {"enabled": True, "file": "state/learned.npz"}
+    (tmp_path / "instructions").mkdir()
+    (tmp_path / "instructions" / "assistant.md").write_text("Be helpful.")
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def calls_file(path: Path, rows: list[tuple[str, list[str]]]) -> Path:
+    path.write_text("".join(json.dumps({"query": q, "tools": t}) + "\n" for q, t in rows), encoding="utf-8")
+    return path
+
+
+# -- the memory ---------------------------------------------------------------------------------------
+
+
+def test_a_request_repeated_a_thousand_times_weighs_what_it_weighs_once():
+    rng = np.random.default_rng(0)
+    memory, v = UsageMemory(), unit(rng)
+    for _ in range(1000):
+        memory.learn(near(v, rng, 0.01), ["spam-tool"], key="same request")
+    memory.learn(near(v, rng, 0.05), ["real-tool"], key="another request")
+    assert len(memory) == 2
+    usage = memory.usage(v)
+    assert usage["spam-tool"].requests == 1 and usage["real-tool"].requests == 1
+
+
+def test_the_memory_keeps_within_its_row_and_byte_bounds_and_forgets_the_oldest_first():
+    rng = np.random.default_rng(1)
+    memory = UsageMemory(max_requests=50)
+    for i in range(200):
+        memory.learn(unit(rng), [f"t{i}"], key=f"k{i}", at=time.time() - 200 + i)
+    assert len(memory) == 50
+    assert {key for key, *_ in memory.rows()} == {f"k{i}" for i in range(150, 200)}
+    small = UsageMemory(max_bytes=20_000)
+    for i in range(200):
+        small.learn(unit(rng, 384), ["t"], key=f"k{i}")
+    assert 0 < len(small) < 200 and small.nbytes <= 20_000
+
+
+def test_rows_past_their_age_leave_and_older_rows_weigh_less():
+    now = [1e9]
+    rng = np.random.default_rng(2)
+    memory = UsageMemory(max_age_days=10, half_life_days=1, clock=lambda: now[0])
+    v = unit(rng)
+    memory.learn(near(v, rng), ["old-tool"], key="old", at=now[0] - 3 * 86_400)
+    memory.learn(near(v, rng), ["new-tool"], key="new")
+    usage = memory.usage(v)
+    assert usage["new-tool"].score > usage["old-tool"].score
+    now[0] += 8 * 86_400  # the old row is 11 days old now
+    memory.learn(near(v, rng), ["newest-tool"], key="newest")
+    assert "old" not in {key for key, *_ in memory.rows()}
+
+
+@pytest.mark.parametrize("vector", [np.full(16, np.nan), np.zeros(16), np.ones(8), np.ones((2, 2, 4))])
+def test_a_vector_that_is_not_finite_empty_or_of_another_size_is_not_learned(vector):
+    memory = UsageMemory()
+    assert memory.learn(np.ones(16), ["t"], key="first")
+    assert not memory.learn(vector, ["t"], key="bad")
+    assert len(memory) == 1
+
+
+def test_trust_is_earned_where_similar_requests_call_the_same_tools_and_not_where_they_do_not():
+    rng = np.random.default_rng(3)
+    consistent, scattered = UsageMemory(), UsageMemory()
+    for topic in range(10):
+        centre = unit(rng, 64)
+        for i in range(6):
+            consistent.learn(near(centre, rng), [f"tool{topic}"], key=f"{topic}/{i}")
+            scattered.learn(near(centre, rng), [f"tool{rng.integers(1000)}"], key=f"{topic}/{i}")
+    assert consistent.trust > 0.6 > 0.1 > scattered.trust
+    names = [f"tool{i}" for i in range(20)]
+    probe = scattered.rows()[0][1]
+    assert scattered.reorder(names, [1.0 - i / 40 for i in range(20)], probe).names[:20] == names  # stays quiet
+
+
+def test_learning_reorders_the_ranking_and_the_scores_stay_the_first_stages_position_by_position():
+    rng = np.random.default_rng(4)
+    memory = UsageMemory(rule=UsageRule(gate=0.8, weight=2.0))
+    v = unit(rng)
+    for i in range(5):
+        memory.learn(near(v, rng), ["c"], key=f"k{i}")
+    names, scores = ["a", "b", "c", "d"], [1.0, 0.8, 0.6, 0.2]
+    reordered = memory.reorder(names, scores, v)
+    assert reordered.names[0] == "c" and sorted(reordered.names) == names
+    assert "5 past requests like this one" in reordered.moved["c"].describe()
+    denied = memory.reorder(["a", "b"], [1.0, 0.8], v, permitted=lambda n: n != "c")
+    assert denied.names == ["a", "b"]  # a tool this request may not use never enters
+
+
+# -- the file ---------------------------------------------------------------------------------------------
+
+
+def test_what_was_learned_survives_a_restart_through_its_file_without_any_text(tmp_path):
+    rng = np.random.default_rng(5)
+    path = tmp_path / "learned.npz"
+    memory = UsageMemory()
+    first = LearningFile(path, "shop", "model-a")
+    for i in range(3):
+        memory.learn(unit(rng), ["Shop-refund"], key=request_key("shop", f"refund order {i}"))
+    first.flush(memory)
+    assert b"refund order" not in path.read_bytes()
+    restored = UsageMemory()
+    assert LearningFile(path, "shop", "model-a").load_into(restored) == 3
+    assert [r[0] for r in restored.rows()] == [r[0] for r in memory.rows()]
+
+
+def test_a_hostile_learning_file_is_ignored_or_bounded_with_one_warning_each(tmp_path, caplog):
+    path = tmp_path / "learned.npz"
+    n = 1_000_000
+    vectors = np.ones((n, 4), dtype=np.float32)
+    vectors[-1] = np.nan
+    tools = [["ok"]] * (n - 2) + [["x" * 1_000_000], ["ok"]]
+    header = json.dumps({"format": 1, "catalog": "shop", "model": "m"})
+    keys = np.array([f"{i}" for i in range(n)])
+    times = np.full(n, time.time())
+    np.savez(path, header=np.array(header), keys=keys, vectors=vectors, times=times, tools=np.array(json.dumps(tools)))
+    memory = UsageMemory(max_requests=1000, max_bytes=200_000)
+    with caplog.at_level(logging.WARNING):
+        taken = LearningFile(path, "shop", "m").load_into(memory)
+        other = UsageMemory()
+        LearningFile(path, "another catalog", "m").load_into(other)
+    assert 0 < taken == len(memory) <= 1000 and memory.nbytes <= 200_000
+    assert len(other) == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("2 malformed rows ignored" in w for w in warnings)
+    assert any("not catalog 'another catalog'" in w for w in warnings)
+    path.write_bytes(b"not a zip file")
+    with caplog.at_level(logging.WARNING):
+        assert LearningFile(path, "shop", "m").load_into(UsageMemory()) == 0
+    assert "cannot be read" in caplog.records[-1].getMessage()
+
+
+# -- on a real kernel -------------------------------------------------------------------------------------
+
+
+async def sent_and_ranked(agent: Path) -> tuple[list[str], Ranking]:
+    """What the agent's filter sends for NEW (a fresh process: the file is read at start), and its ranking."""
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import load_agent_file
+
+    async with await open_toolset(load_agent_file(agent)) as tools:
+        manager = tools.manager
+        ranking = await rank_tools(manager.index, NEW, manager.config, limit=5, memory=manager.learning.usable())
+        return await manager.filter_tools(NEW), ranking
+
+
+def test_three_learned_requests_send_their_tool_to_a_fourth_like_them_and_forget_restores_cold(
+    learning_agent, tmp_path, capsys
+):
+    cold, _ = asyncio.run(sent_and_ranked(learning_agent))
+    assert TARGET not in cold
+
+    calls = calls_file(tmp_path / "calls.jsonl", [(q, ["post_to_channel", "Admin-drop_everything"]) for q in PAST])
+    assert main(["learn", str(learning_agent), "--calls", str(calls)]) == 0
+    printed = capsys.readouterr().out
+    assert "learned 3 requests from 3 lines" in printed and "Admin-drop_everything (3)" in printed
+
+    learned, ranking = asyncio.run(sent_and_ranked(learning_agent))
+    assert TARGET in learned and len(learned) == len(cold)  # learning changes the order, not how many are sent
+    assert "3 past requests like this one" in ranking.learned[TARGET]
+
+    assert main(["forget", str(learning_agent)]) == 0
+    assert asyncio.run(sent_and_ranked(learning_agent))[0] == cold
+
+
+async def test_a_conversation_teaches_only_the_tools_it_was_allowed_and_never_an_excluded_one(demo_kernel):
+    config = ToolFilterConfig(learning={"enabled": True}, exclude=["Messaging-send_email"])
+    manager = await create_tool_filter(demo_kernel, config)
+    history = completed_turns(*[(q, [TARGET, "Messaging-send_email", "ToolSearch-search_tools"]) for q in PAST])
+    history.add_user_message(NEW)
+    selection = await manager.select_for_history(history)
+    assert TARGET in selection.names
+    remembered = {tool for _, _, tools, _ in manager.learning.memory.rows() for tool in tools}
+    assert remembered == {TARGET}  # never the excluded tool, never the discovery tool, never text
+    narrow = completed_turns((PAST[0] + " again", [TARGET]))
+    narrow.add_user_message(NEW)
+    await manager.select_for_history(narrow, allowed={"Time-today"})  # the caller did not allow it here
+    assert len(manager.learning.memory) == 3
+
+
+async def test_learning_off_stores_and_reads_nothing(demo_kernel, tmp_path):
+    path = tmp_path / "learned.npz"
+    history = completed_turns(*[(q, [TARGET]) for q in PAST])
+    history.add_user_message(NEW)
+    on = await create_tool_filter(demo_kernel, ToolFilterConfig(learning={"file": str(path)}))
+    await on.select_for_history(history)
+    await on.aclose()
+    written = path.read_bytes()
+    off = await create_tool_filter(demo_kernel, ToolFilterConfig(learning={"enabled": False, "file": str(path)}))
+    assert len(off.learning.memory) == 0  # the file is not read
+    await off.select_for_history(history)
+    await off.aclose()
+    assert len(off.learning.memory) == 0 and path.read_bytes() == written  # nor learned, nor written
+
+
+def test_eval_learn_measures_each_method_cold_and_learned(tmp_path, capsys):
+    tools = ROOT / "examples" / "data" / "bfcl" / "tools.jsonl"
+    rows = [json.loads(line) for line in (ROOT / "examples" / "data" / "bfcl" / "dev.jsonl").read_text().splitlines()]
+    learn = calls_file(tmp_path / "calls.jsonl", [(r["query"], r["gold"]) for r in rows[:40]])
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"query": r["query"], "gold": r["gold"]}) + "\n" for r in rows[40:60]))
+    argv = ["eval", "--tools", str(tools), "--queries", str(queries), "--learn", str(learn), "--methods", "hybrid"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "learned 40 requests from 40 lines" in out
+    methods = json.loads((tmp_path / "out" / "eval.json").read_text())["methods"]
+    assert list(methods) == ["hybrid", "hybrid +learned"]
+
+
+def test_learn_without_a_learning_file_is_a_usage_error_naming_the_setting(tmp_path, capsys):
+    agent = tmp_path / "agent.yaml"
+    agent.write_text((ROOT / "agent.yaml").read_text())
+    calls = calls_file(tmp_path / "calls.jsonl", [("hi", ["Time-today"])])
+    assert main(["learn", str(agent), "--calls", str(calls)]) == 2
+    assert "tool_filtering.learning.file" in capsys.readouterr().err
+
+
+def test_a_bad_calls_line_names_its_file_and_line(learning_agent, tmp_path, capsys):
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text('{"query": "post it", "tools": ["post_to_channel"]}\n{"query": "x", "tools": "Time-today"}\n')
+    assert main(["learn", str(learning_agent), "--calls", str(calls)]) == 2
+    assert f"{calls}:2: expected 'tools'" in capsys.readouterr().err
