@@ -136,6 +136,8 @@ async def cmd_search(args: argparse.Namespace) -> int:
                 scores = " ".join(f"{m}={v:.2f}" for m, v in (d.method_scores or {}).items())
                 score = f"{d.score:.2f}" if d.score is not None else "  - "
                 print(f"  {'+' if d.kept else '-'} {score} {d.full_name:40} {scores:28} {d.reason}")
+            for name, why in ranking.learned.items():
+                print(f"  learned: {name} moved up: {why}")
         else:
             for rank, name in enumerate(selection.names, 1):
                 print(f"  {rank}. {name}")

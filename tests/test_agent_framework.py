@@ -329,3 +329,14 @@ async def test_an_mcp_server_of_an_agent_file_runs_in_agent_framework(tmp_path):
 async def test_what_is_no_usable_tool_list_is_named(tools, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         await create_agent_framework_filter(tools, ToolFilterConfig())
+
+
+async def test_a_finished_turn_is_learned_from_the_middleware_without_its_text():
+    replies = [tool_call_reply(THREE_STEPS[0]), text_reply("It arrives Friday."), text_reply("You are welcome.")]
+    agent, tool_filter, _ = await filtered_agent(ToolFilterConfig(top_k=4), replies)
+    session = agent.create_session()
+    await agent.run("Where is my package 1Z999?", session=session)
+    await agent.run("Thanks!", session=session)  # the first turn is complete now: the filter sees it answered
+    rows = tool_filter.manager.learning.memory.rows()
+    assert [tools for _, _, tools, _ in rows] == [("track_package",)]
+    assert "1Z999" not in repr(rows)

@@ -189,7 +189,7 @@ def test_int8_vectors_score_close_to_float32_in_a_quarter_of_the_memory():
 
 
 def test_a_query_is_quantized_exactly_as_a_catalog_row():
-    from sk_toolfilter.retrieval.scoring import _quantize_one, quantize_rows
+    from sk_toolfilter.retrieval.scoring import quantize_one, quantize_rows
 
     rng = np.random.default_rng(7)
     rows = rng.standard_normal((200, 384)).astype(np.float32)
@@ -197,6 +197,6 @@ def test_a_query_is_quantized_exactly_as_a_catalog_row():
     rows[0] = 0.0  # no peak: scale 1
     codes, scales = quantize_rows(rows)
     for row, expected_codes, expected_scale in zip(rows, codes, scales, strict=True):
-        one_codes, one_scale = _quantize_one(row)
+        one_codes, one_scale = quantize_one(row)
         assert one_codes.shape == (1, 384) and one_codes.dtype == np.int8
         assert np.array_equal(one_codes[0], expected_codes) and one_scale == expected_scale

@@ -51,7 +51,7 @@ class CatalogVectors:
             return np.vecdot(self._vectors, query.astype(np.float32, copy=False))
         import simsimd
 
-        codes, scale = _quantize_one(np.asarray(query, dtype=np.float32))
+        codes, scale = quantize_one(np.asarray(query, dtype=np.float32))
         dots = np.asarray(simsimd.cdist(codes, self._codes, metric="dot"), dtype=np.float32)[0]
         dots *= self._scale  # in place: no catalog-sized temporary
         dots *= scale
@@ -69,7 +69,7 @@ def quantize_rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scale
 
 
-def _quantize_one(vector: np.ndarray) -> tuple[np.ndarray, np.float32]:
+def quantize_one(vector: np.ndarray) -> tuple[np.ndarray, np.float32]:
     """:func:`quantize_rows` of one query vector (the same codes and scale) in a few small operations:
     its blocks and temporaries cost more than the work for a single row."""
     peak = np.abs(vector).max()

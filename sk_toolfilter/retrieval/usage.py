@@ -19,7 +19,9 @@ combinations (similar words, different tools) does not, and there the memory sta
 is the trust below which the memory changes nothing. The constants of :data:`DEFAULT_RULE` were
 chosen by traffic replay (``benchmarks/learning_replay_benchmark.py``).
 
-Bounded: at most ``max_requests`` rows and ``max_bytes``; one row per request fingerprint (the same
+Each remembered vector is kept as int8 codes with one scale (:mod:`~sk_toolfilter.retrieval.scoring`:
+388 bytes at 384 dimensions; cosines move by ~2e-3), so 20,000 requests cost ~11 MB and one scan
+~0.2 ms. Bounded: at most ``max_requests`` rows and ``max_bytes``; one row per request fingerprint (the same
 request repeated refreshes its row, it never adds weight); rows older than ``max_age_days`` leave,
 and a row's weight halves every ``half_life_days``.
 """
@@ -33,6 +35,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from sk_toolfilter.retrieval.scoring import quantize_one
 
 # What one row costs beyond its vector: the fingerprint key, the tool tuple, the bookkeeping.
 ROW_OVERHEAD_BYTES = 160
@@ -105,7 +109,8 @@ class UsageMemory:
         self._clear()
 
     def _clear(self) -> None:
-        self._vectors = np.zeros((0, 0), dtype=np.float32)
+        self._codes = np.zeros((0, 0), dtype=np.int8)  # int8 codes, one scale per row (retrieval.scoring)
+        self._scales = np.zeros(0, dtype=np.float32)
         self._count = 0
         self._tools: list[tuple[str, ...]] = []
         self._keys: list[str] = []
@@ -123,17 +128,17 @@ class UsageMemory:
 
     @property
     def dims(self) -> int:
-        return int(self._vectors.shape[1])
+        return int(self._codes.shape[1])
 
     @property
     def nbytes(self) -> int:
         """What the remembered rows cost (vectors, names, bookkeeping)."""
         names = sum(len(n) for tools in self._tools[: self._count] for n in tools)
-        return self._count * (self.dims * 4 + ROW_OVERHEAD_BYTES) + names
+        return self._count * (self.dims + 4 + ROW_OVERHEAD_BYTES) + names
 
     def capacity(self, dims: int) -> int:
         """The most rows kept at `dims` dimensions: ``max_requests`` and ``max_bytes`` both hold."""
-        return max(1, min(self.max_requests, self.max_bytes // (dims * 4 + ROW_OVERHEAD_BYTES + 64)))
+        return max(1, min(self.max_requests, self.max_bytes // (dims + 4 + ROW_OVERHEAD_BYTES + 64)))
 
     # -- learning ------------------------------------------------------------------------------------
 
@@ -160,22 +165,25 @@ class UsageMemory:
         return True
 
     def _put(self, row: np.ndarray, calls: tuple[str, ...], key: str, when: float) -> None:
+        codes, scale = quantize_one(row)
         existing = self._row_of.get(key)
         if existing is not None:
             if when >= self._times[existing]:
-                self._vectors[existing], self._tools[existing], self._times[existing] = row, calls, when
+                self._codes[existing], self._scales[existing] = codes[0], scale
+                self._tools[existing], self._times[existing] = calls, when
             return
         if self._count == 0:
-            self._vectors = np.zeros((0, row.shape[0]), dtype=np.float32)
+            self._codes = np.zeros((0, row.shape[0]), dtype=np.int8)
         limit = self.capacity(row.shape[0])
         if self._count >= limit:
             self._remove(np.argsort(self._times[: self._count], kind="stable")[: self._count - limit + 1])
-        if self._count == self._vectors.shape[0]:
+        if self._count == self._codes.shape[0]:
             grown = max(16, min(limit, 2 * self._count))
-            self._vectors = _resized(self._vectors, grown)
+            self._codes = _resized(self._codes, grown)
+            self._scales = np.resize(self._scales, grown)
             self._times = np.resize(self._times, grown)
         i = self._count
-        self._vectors[i], self._times[i] = row, when
+        self._codes[i], self._scales[i], self._times[i] = codes[0], scale, when
         self._tools.append(calls)
         self._keys.append(key)
         self._row_of[key] = i
@@ -223,7 +231,11 @@ class UsageMemory:
         """Every row as (key, vector, tools, time), oldest first: what a file or table keeps."""
         with self._lock:
             order = np.argsort(self._times[: self._count], kind="stable")
-            return [(self._keys[i], self._vectors[i].copy(), self._tools[i], float(self._times[i])) for i in order]
+            return [(self._keys[i], self._vector(i), self._tools[i], float(self._times[i])) for i in order]
+
+    def _vector(self, row: int) -> np.ndarray:
+        """A remembered request's vector (dequantized: within ~1e-3 of what was learned)."""
+        return self._codes[row].astype(np.float32) * self._scales[row]
 
     def restore(self, rows: Iterable[tuple[str, np.ndarray, Sequence[str], float]]) -> int:
         """Learn rows saved by :meth:`rows` (a newer row of a known key wins); returns how many were taken."""
@@ -242,7 +254,8 @@ class UsageMemory:
     def _remove(self, rows: np.ndarray) -> None:
         gone = set(int(i) for i in rows)
         keep = [i for i in range(self._count) if i not in gone]
-        self._vectors[: len(keep)] = self._vectors[keep]
+        self._codes[: len(keep)] = self._codes[keep]
+        self._scales[: len(keep)] = self._scales[keep]
         self._times[: len(keep)] = self._times[keep]
         self._tools = [self._tools[i] for i in keep]
         self._keys = [self._keys[i] for i in keep]
@@ -258,16 +271,25 @@ class UsageMemory:
         with self._lock:
             if row is None or not self._count or row.shape[0] != self.dims:
                 return {}
-            sims = np.vecdot(self._vectors[: self._count], row)
-            return self._usage(sims, self._weights())
+            return self._usage(self._similarities(quantize_one(row)), decay=True)
 
-    def _weights(self) -> np.ndarray | None:
-        if self.half_life_days is None:
-            return None
-        age_days = np.maximum(0.0, self._clock() - self._times[: self._count]) / 86_400
+    def _similarities(self, query: tuple[np.ndarray, np.float32]) -> np.ndarray:
+        """Cosine of every remembered request to the quantized `query` (int8 dot products, exact on every CPU)."""
+        import simsimd
+
+        codes, scale = query
+        dots = np.asarray(simsimd.cdist(codes, self._codes[: self._count], metric="dot"), dtype=np.float32)[0]
+        dots *= self._scales[: self._count]
+        dots *= scale
+        return dots
+
+    def _decay(self, rows: np.ndarray) -> np.ndarray:
+        """How much each of `rows` still weighs (halved every ``half_life_days`` of age)."""
+        assert self.half_life_days is not None
+        age_days = np.maximum(0.0, self._clock() - self._times[rows]) / 86_400
         return np.exp2(-age_days / self.half_life_days)
 
-    def _usage(self, sims: np.ndarray, decay: np.ndarray | None, skip: int = -1) -> dict[str, UsageEvidence]:
+    def _usage(self, sims: np.ndarray, *, decay: bool = False, skip: int = -1) -> dict[str, UsageEvidence]:
         rule = self.rule
         near = np.flatnonzero(sims >= rule.gate)
         if skip >= 0:
@@ -277,8 +299,8 @@ class UsageMemory:
         if not len(near):
             return {}
         weights = (sims[near] - rule.gate) / (1.0 - rule.gate) + 1e-6
-        if decay is not None:
-            weights = weights * decay[near]
+        if decay and self.half_life_days is not None:
+            weights = weights * self._decay(near)
         total = float(weights.sum()) + rule.prior
         support: dict[str, list[float]] = {}
         for i, w in zip(near.tolist(), weights.tolist(), strict=True):
@@ -305,11 +327,14 @@ class UsageMemory:
             return 0.0
         rng = np.random.default_rng(self._count)
         sample = rng.choice(self._count, size=min(TRUST_SAMPLE, self._count), replace=False)
-        vectors = self._vectors[: self._count]
-        sims = vectors[sample] @ vectors.T
+        import simsimd
+
+        codes, scales = self._codes[: self._count], self._scales[: self._count]
+        sims = np.asarray(simsimd.cdist(codes[sample], codes, metric="dot"), dtype=np.float32)
+        sims *= scales[sample][:, None] * scales[None, :]
         hit, mass = 0.0, TRUST_PRIOR_MASS
         for j, row_sims in zip(sample.tolist(), sims, strict=True):
-            scores = self._usage(row_sims, None, skip=j)
+            scores = self._usage(row_sims, skip=j)
             called = set(self._tools[j])
             hit += sum(e.score for n, e in scores.items() if n in called)
             mass += sum(e.score for e in scores.values())
@@ -389,6 +414,6 @@ def _unit_row(vector: np.ndarray) -> np.ndarray | None:
 
 
 def _resized(vectors: np.ndarray, rows: int) -> np.ndarray:
-    grown = np.zeros((rows, vectors.shape[1]), dtype=np.float32)
+    grown = np.zeros((rows, vectors.shape[1]), dtype=vectors.dtype)
     grown[: min(rows, vectors.shape[0])] = vectors[:rows]
     return grown

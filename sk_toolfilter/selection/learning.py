@@ -70,8 +70,8 @@ class Learning:
         self.config = config
         self.catalog = catalog
         self.memory = memory_for(config)
-        keep = config.enabled and config.file  # off: nothing stored, nothing read
-        self.file = LearningFile(config.file, catalog, model, config.sync_seconds) if keep else None
+        path = config.file if config.enabled else None  # off: nothing stored, nothing read
+        self.file = LearningFile(path, catalog, model, config.sync_seconds) if path else None
         if self.file is not None:
             self.file.load_into(self.memory)
         self.table: LearningTable | None = None
