@@ -335,7 +335,7 @@ async def cmd_learn(args: argparse.Namespace) -> int:
             manager.index,
             manager.learning.memory,
             manager.learning.catalog,
-            manager.may_learn,
+            lambda name: manager.learning.permits(name, manager.index, manager.discovery_names),
             Progress("learning requests", unit="requests"),
         )
         manager.learning.flush()

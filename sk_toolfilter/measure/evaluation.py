@@ -121,14 +121,10 @@ async def evaluate_method(
     picker: SecondStage | None = None,
     memory: UsageMemory | None = None,
 ) -> MethodResult:
-    """Rank every query with `method`; strict metrics (only gold names count).
-
-    With `tool_tokens` (schema tokens per catalog position), also the mean ``tokens_sent``. With
-    ``rerank="oracle"`` the ranking is reordered by :func:`oracle_pick` (``rerank.shortlist`` deep,
-    ``top_k`` picked); with ``rerank="llm"`` by `picker` (whose tokens are counted: ``picker_tokens``).
-    With `memory`, what was learned from use reorders every ranking (``eval --learn``; the method's
-    name gets `` +learned``).
-    """
+    """Rank every query with `method`; strict metrics (only gold names count). With `tool_tokens`
+    (schema tokens per catalog position), also the mean ``tokens_sent``. ``rerank="oracle"``: reordered by
+    :func:`oracle_pick` (``rerank.shortlist`` deep, ``top_k`` picked); ``"llm"``: by `picker` (its tokens
+    counted: ``picker_tokens``). `memory`: learning from use reorders every ranking (`` +learned``)."""
     method_config = config.model_copy(update={"search_method": method})
     shortlist = config.rerank.shortlist if rerank != "none" else 0
     depth = max(max(ks), 10, config.top_k, shortlist)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ from sk_toolfilter.retrieval.cache import exclusive_lock, write_atomically
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.usage import MAX_TOOLS_PER_REQUEST, UsageMemory
 from sk_toolfilter.selection.turns import Turn
+from sk_toolfilter.selection.visibility import ToolPolicy
 from sk_toolfilter.store.learning_table import LearningTable
 from sk_toolfilter.store.shared_index import SharedIndex
 
@@ -66,8 +67,8 @@ def memory_for(config: LearningConfig) -> UsageMemory:
 class Learning:
     """One manager's learning from use: what completed turns teach, kept within its bounds."""
 
-    def __init__(self, config: LearningConfig, catalog: str, model: str) -> None:
-        self.config = config
+    def __init__(self, config: LearningConfig, catalog: str, model: str, policy: ToolPolicy | None = None) -> None:
+        self.config, self.policy = config, policy
         self.catalog = catalog
         self.memory = memory_for(config)
         path = config.file if config.enabled else None  # off: nothing stored, nothing read
@@ -93,6 +94,14 @@ class Learning:
     @property
     def enabled(self) -> bool:
         return self.config.enabled
+
+    def permits(
+        self, name: str, index: ToolIndex, discovery: Collection[str], allowed: Collection[str] | None = None
+    ) -> bool:
+        """Whether `name` may be learned: indexed, visible, not a discovery tool, and allowed to the
+        conversation (`allowed`: the caller's allow-list, None for every tool)."""
+        hidden = self.policy is not None and self.policy.is_hidden(name)
+        return name in index and name not in discovery and not hidden and (allowed is None or name in allowed)
 
     def usable(self) -> UsageMemory | None:
         """The memory a ranking reads (None when learning is off or nothing was learned)."""

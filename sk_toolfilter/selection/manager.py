@@ -82,9 +82,8 @@ class ToolFilterManager:
             self.config, self.policy, self._upkeep, self._selector, self.co_usage, self.sticky, self.telemetry
         )
         self._path.co_usage_file = self._co_usage_file
-        self.learning = Learning(self.config.learning, self.config.index.catalog, _model_of(index))
-        """Learning from use (``tool_filtering.learning``): its memory, file and :meth:`Learning.forget`."""
-        self._path.learning = self._selector.learning = self.learning
+        self.learning = Learning(self.config.learning, self.config.index.catalog, _model_of(index), self.policy)
+        self._path.learning = self._selector.learning = self.learning  # learning from use (tool_filtering.learning)
 
     @property
     def _catalog(self) -> Catalog:
@@ -176,8 +175,7 @@ class ToolFilterManager:
                 raise
             manager._upkeep.follow(source, first, cache, progress)
             if first.store is not None:
-                await manager._path.share_co_usage(first.store)
-                await manager.learning.share(first.store)
+                await manager._path.share(first.store)
             return manager
 
     @property
@@ -190,10 +188,6 @@ class ToolFilterManager:
         """Where replicas share co-usage (with ``index.store: postgres``), or None."""
         return self._path.co_usage_table
 
-    def may_learn(self, name: str) -> bool:
-        """Whether learning from use may learn `name`: indexed, visible, not a discovery tool."""
-        return name in self.index and name not in self.discovery_names and not self.policy.is_hidden(name)
-
     async def vectors_ready(self) -> None:
         """Wait until the tools' vectors are built (at once unless an instant start is embedding them
         in the background: see ``embedding.background_above``) and the small-talk exemplars are ready
@@ -202,14 +196,9 @@ class ToolFilterManager:
         await self.index.small_talk_ready()
 
     async def aclose(self) -> None:
-        """Write what co-usage and learning from use learned (``agent_loop.co_usage_file``,
-        ``learning.file``, the shared store's co-usage table) and release the store's connections
-        (selections keep working from memory)."""
-        if self._co_usage_file is not None:
-            self._co_usage_file.flush(self.co_usage)
-        await self.learning.aclose()
-        if self._path.co_usage_table is not None:
-            await self._path.co_usage_table.aclose(self.co_usage)
+        """Write what co-usage and learning from use learned (their files, the shared store's tables) and
+        release the store's connections (selections keep working from memory)."""
+        await self._path.aclose()
         await self._upkeep.aclose()
 
     async def refresh(self, *, force: bool = False) -> bool:

@@ -99,13 +99,25 @@ class RequestPath:
         if self.co_usage_table is not None:
             self.co_usage_table.tick(self.co_usage)
 
-    async def share_co_usage(self, store: SharedIndex) -> None:
-        """With a shared store and co-usage on: learn from, and share with, the other replicas."""
+    async def share(self, store: SharedIndex) -> None:
+        """With a shared store: co-usage and learning from use (when on) learn from, and share with, the
+        other replicas."""
         loop = self.config.agent_loop
         if loop.enabled and loop.co_usage:
             self.co_usage_table = store.co_usage_table(loop.co_usage_sync_seconds)
             if self.co_usage_table is not None:
                 await self.co_usage_table.load_into(self.co_usage)
+        if self.learning is not None:
+            await self.learning.share(store)
+
+    async def aclose(self) -> None:
+        """Write what co-usage and learning from use learned: their files, a last sync with the store."""
+        if self.co_usage_file is not None:
+            self.co_usage_file.flush(self.co_usage)
+        if self.learning is not None:
+            await self.learning.aclose()
+        if self.co_usage_table is not None:
+            await self.co_usage_table.aclose(self.co_usage)
 
     async def learn_from_use(self, request: SelectionRequest) -> None:
         """Learning from use remembers the completed turns (their vectors and the tools called that were
@@ -118,13 +130,8 @@ class RequestPath:
             learning.forget_removed(catalog.index)
             self._learned_index = catalog.index
         if request.completed:
-            discovery, allowed, policy = set(catalog.discovery_names), request.allowed, self.policy
-
-            def permitted(name: str) -> bool:
-                visible = name not in discovery and not policy.is_hidden(name)
-                return visible and (allowed is None or name in allowed)
-
-            await learning.learn(catalog.index, request.completed, permitted)
+            index, discovery, allowed = catalog.index, set(catalog.discovery_names), request.allowed
+            await learning.learn(index, request.completed, lambda n: learning.permits(n, index, discovery, allowed))
         learning.tick()
 
     async def select(self, request: SelectionRequest) -> Selection:
