@@ -49,10 +49,11 @@ class RerankConfig(StrictConfig):
     ``top_k`` tools from the shortlist (names and one-line descriptions only; never a tool outside it;
     any failure keeps the first stage's answer). ``rerank: llm`` is short for ``{type: llm}``."""
 
-    type: Literal["none", "cross-encoder", "llm"] = Field(
+    type: Literal["none", "cross-encoder", "llm", "learned"] = Field(
         default="none",
         description="none: the first stage's order; cross-encoder: the shipped reranker reorders it; llm: the "
-        "application's chat model picks from the shortlist.",
+        "application's chat model picks from the shortlist; learned: a ranker trained over the first stage's own "
+        "evidence reorders it (no model call).",
     )
     shortlist: int = Field(
         default=10,
@@ -60,11 +61,13 @@ class RerankConfig(StrictConfig):
         le=100,
         description="How many of the first stage's best tools the second stage reads (cross-encoder: 10, chosen by "
         "leave-one-catalog-out; llm: 20 unless set, where the first stage's top 20 holds every needed tool for 90 % "
-        "of requests on an unseen catalog). Each more costs time (and, with llm, tokens).",
+        "of requests on an unseen catalog; learned: 30 unless set, what it was trained on). Each more costs time "
+        "(and, with llm, tokens).",
     )
     model: str | None = Field(
         default=None,
-        description="cross-encoder: a shipped reranker id or a folder with its model.json (default: the shipped one).",
+        description="cross-encoder: a shipped reranker id or a folder with its model.json (default: the shipped one); "
+        "learned: a ranker file written by training.learned_ranker (default: the shipped one).",
     )
     service_id: str | None = Field(
         default=None,
@@ -93,10 +96,13 @@ class RerankConfig(StrictConfig):
 
     @model_validator(mode="after")
     def _llm_reads_twenty(self) -> RerankConfig:
-        if self.type == "llm" and "shortlist" not in self.model_fields_set:
-            object.__setattr__(self, "shortlist", LLM_SHORTLIST)  # (validate_assignment would re-run this)
-        if self.type != "cross-encoder" and self.model is not None:
-            raise ValueError(f"rerank.model names a cross-encoder: it applies to type: cross-encoder, not {self.type}")
+        if self.type in ("llm", "learned") and "shortlist" not in self.model_fields_set:
+            shortlist = LLM_SHORTLIST if self.type == "llm" else LEARNED_SHORTLIST
+            object.__setattr__(self, "shortlist", shortlist)  # (validate_assignment would re-run this)
+        if self.type not in ("cross-encoder", "learned") and self.model is not None:
+            raise ValueError(
+                f"rerank.model names a cross-encoder or a learned ranker: it applies to those types, not {self.type}"
+            )
         if self.type != "llm" and self.service_id is not None:
             raise ValueError(
                 f"rerank.service_id names the picking chat service: it applies to type: llm, not {self.type}"
@@ -106,6 +112,8 @@ class RerankConfig(StrictConfig):
 
 LLM_SHORTLIST = 20
 """The shortlist the model picks from unless ``rerank.shortlist`` is set."""
+LEARNED_SHORTLIST = 30
+"""The shortlist the learned ranker reorders unless ``rerank.shortlist`` is set (what it was trained on)."""
 
 
 class DiscoveryConfig(StrictConfig):

@@ -222,8 +222,8 @@ def method_name(method: SearchMethod, config: ToolFilterConfig, rerank: RerankMo
     ``hybrid+llm@20``, ``hybrid+oracle@20``)."""
     if rerank != "none":
         return f"{method}+{rerank}@{config.rerank.shortlist}"
-    if config.rerank.type == "cross-encoder":
-        return f"{method}+cross-encoder@{config.rerank.shortlist}"
+    if config.rerank.type in ("cross-encoder", "learned"):
+        return f"{method}+{config.rerank.type}@{config.rerank.shortlist}"
     return method
 
 

@@ -218,6 +218,10 @@ class ToolIndex:
         """The tools' unit vectors as float32 rows (dequantized when held as int8), or None."""
         return None if self._vectors is None else self._vectors.float32()
 
+    def vectors_of(self, positions: Sequence[int]) -> np.ndarray | None:
+        """The float32 vectors of the tools at `positions` (a few rows, not the catalog), or None."""
+        return None if self._vectors is None else self._vectors.rows(np.asarray(positions, dtype=np.int64))
+
     @property
     def vector_bytes(self) -> int:
         """Memory held for the tools' vectors."""

@@ -20,6 +20,7 @@ import numpy as np
 from sk_toolfilter.basics.errors import ConfigError, RerankError
 from sk_toolfilter.basics.redaction import library_logger, warn_once
 from sk_toolfilter.config import RerankConfig
+from sk_toolfilter.retrieval.candidate_features import load_learned_ranker
 from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.local_models import MODELS_DIR, LocalModel, read_manifest, shipped_models
@@ -130,6 +131,15 @@ def resolve_reranker(name: str | None) -> LocalModel:
     if model.kind != "cross-encoder":
         raise ConfigError(f"tool_filtering.rerank.model: {key!r} is an embedding model, not a cross-encoder")
     return model
+
+
+def check_rerank_model(rerank: RerankConfig) -> None:
+    """A ConfigError now for a ``rerank.model`` that names no cross-encoder or learned ranker (at start,
+    not per request)."""
+    if rerank.type == "cross-encoder":
+        resolve_reranker(rerank.model)
+    elif rerank.type == "learned":
+        load_learned_ranker(rerank.model)
 
 
 def load_reranker(name: str | None) -> CrossEncoder:

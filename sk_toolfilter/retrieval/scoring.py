@@ -45,6 +45,12 @@ class CatalogVectors:
             return self._vectors
         return self._codes.astype(np.float32) * self._scale[:, None]
 
+    def rows(self, positions: np.ndarray) -> np.ndarray:
+        """The float32 vectors of a few tools (dequantized for int8), without touching the others."""
+        if self._vectors is not None:
+            return self._vectors[positions]
+        return self._codes[positions].astype(np.float32) * self._scale[positions, None]
+
     def scores(self, query: np.ndarray) -> np.ndarray:
         """Cosine similarity of every tool to the unit vector `query` (float32)."""
         if self._vectors is not None:

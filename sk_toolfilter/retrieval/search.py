@@ -16,6 +16,7 @@ import numpy as np
 from sk_toolfilter.basics.errors import EmbeddingServiceError
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
+from sk_toolfilter.retrieval.candidate_features import FirstStagePass, candidate_features, load_learned_ranker
 from sk_toolfilter.retrieval.fusion import (
     float32_threshold,
     normalize_by_max,
@@ -179,10 +180,15 @@ async def _rank_one(
     final = whole.final if len(scored) == 1 else np.maximum.reduce([s.final for s in scored])
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     learning = memory is not None and len(memory) > 0 and vectors is not None and no_tool_reason is None
-    depth = max(limit, memory.rule.depth) if learning and limit is not None and memory is not None else limit
+    learned_stage = config.rerank.type == "learned" and no_tool_reason is None
+    depth = limit
+    if limit is not None and (learning or learned_stage):
+        depth = max(limit, memory.rule.depth if learning and memory is not None else 0, config.rerank.shortlist)
     order, second, positional = await _ordered(
         index, query, scored, final, named, depth, config if no_tool_reason is None else None
     )
+    if learned_stage and len(order) > 1:
+        order, positional = _learned_second_stage(index, query, scored, final, order, named, config)
     learned: dict[str, str] = {}
     if learning and memory is not None and vectors is not None and order:
         order, positional, learned = _learned_order(index, memory, order, final, positional, named, vectors[0], mask)
@@ -209,6 +215,29 @@ async def _rank_one(
         rerank_note,
         learned,
     )
+
+
+def _learned_second_stage(
+    index: ToolIndex,
+    query: str,
+    scored: list[_TextScores],
+    final: np.ndarray,
+    order: list[int],
+    named: list[int],
+    config: ToolFilterConfig,
+) -> tuple[list[int], list[float]]:
+    """``rerank: learned``: the shortlist reordered by the learned ranker over the first stage's own
+    evidence; the first stage's scores position by position (the cut decides how many as before)."""
+    ranker = load_learned_ranker(config.rerank.model)
+    named_set = set(named)
+    unnamed = [i for i in order if i not in named_set]
+    head = unnamed[: min(config.rerank.shortlist, ranker.shortlist)]
+    whole = scored[0].raw
+    view = FirstStagePass(query, head, final, [s.final for s in scored[1:]], whole.get("semantic"), whole.get("bm25"))
+    rows = candidate_features(view, index.vectors_of(head), index.tools, len(index))
+    ranked = [head[i] for i in np.argsort(-ranker.scores(rows), kind="stable")]
+    positional = [float(final[i]) for i in unnamed]
+    return named + ranked + unnamed[len(head) :], positional
 
 
 def _learned_order(

@@ -16,7 +16,7 @@ from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.retrieval.encoders import EmbeddingService, embedding_model_id
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
-from sk_toolfilter.retrieval.rerank import resolve_reranker
+from sk_toolfilter.retrieval.rerank import check_rerank_model
 from sk_toolfilter.selection.catalog_upkeep import Catalog, CatalogUpkeep, build_first_index
 from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
 from sk_toolfilter.selection.learning import Learning
@@ -69,8 +69,7 @@ class ToolFilterManager:
             self._co_usage_file.load_into(self.co_usage)
         self.policy = ToolPolicy(self.config)
         self.policy.check_pins(self.config.always_include, index.names)
-        if self.config.rerank.type == "cross-encoder":
-            resolve_reranker(self.config.rerank.model)  # a wrong rerank.model fails here, not per request
+        check_rerank_model(self.config.rerank)  # a wrong rerank.model fails here, not per request
         self._upkeep = CatalogUpkeep(index, self.config, self.policy)
         self._selector = Selector(self.config, self.policy, self.usage, self.co_usage)
         self.sticky = StickyLists(self.config.sticky_max_tools)
