@@ -203,6 +203,8 @@ async def _rank_one(
     if fill and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
         ranked += _filling(index, whole, order, cosines, mask, limit - len(order))
     rerank_note = second.note if second is not None else None
+    if learned_stage and len(order) > 1:
+        rerank_note = f"the learned ranker ordered the first stage's top {min(len(order), config.rerank.shortlist)}"
     requested: SearchMethod = config.search_method
     return Ranking(
         query,
