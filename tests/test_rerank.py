@@ -3,6 +3,7 @@ and only reorders the first stage's shortlist; a failing reranker leaves the fir
 
 import logging
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +24,12 @@ QUERIES = [
 ]
 
 
+RERANKER = Path(__file__).resolve().parents[1] / "training" / "experiments" / RERANKER_MODEL_ID
+"""The last cross-encoder trained here: in the repository, out of the package (it did not gain)."""
+
+
 def rerank(**options):
+    options.setdefault("model", str(RERANKER))
     return ToolFilterConfig(discovery={"enabled": False}, rerank={"type": "cross-encoder", **options})
 
 
@@ -55,7 +61,7 @@ async def test_a_pin_is_never_moved_or_dropped_by_the_second_stage(tmp_path):
 
 async def test_a_failing_reranker_gives_the_first_stages_answer_and_says_why(tmp_path, caplog):
     damaged = tmp_path / "damaged"
-    shutil.copytree(MODELS_DIR / RERANKER_MODEL_ID, damaged)
+    shutil.copytree(RERANKER, damaged)
     with (damaged / "model.onnx").open("r+b") as f:
         f.seek(1000)
         f.write(b"\x00" * 64)
@@ -79,9 +85,10 @@ async def test_a_reranker_that_is_no_reranker_is_a_config_error_at_start(tmp_pat
     with pytest.raises(ConfigError, match="is an embedding model, not a cross-encoder"):
         await create_tool_filter(kernel, rerank(model="minilm-l6-tools-v1"))
     with pytest.raises(ConfigError, match="is a reranker \\(a cross-encoder\\), not an embedding model"):
-        resolve_local_model(RERANKER_MODEL_ID)
-    assert RERANKER_MODEL_ID not in shipped_models() and shipped_models("cross-encoder") == [RERANKER_MODEL_ID]
-    assert ToolFilterConfig.from_mapping({"rerank": "cross-encoder"}).rerank.type == "cross-encoder"
+        resolve_local_model(str(RERANKER))
+    assert shipped_models("cross-encoder") == []  # it did not gain leave one catalog out: out of the package
+    with pytest.raises(ConfigError, match=r"type cross-encoder needs rerank\.model"):
+        await create_tool_filter(kernel, ToolFilterConfig.from_mapping({"rerank": "cross-encoder"}))
 
 
 def test_each_intent_keeps_its_own_best_candidate_after_reordering():
@@ -101,7 +108,7 @@ async def test_a_reranker_folder_naming_another_network_or_a_nan_weight_is_refus
     import json
 
     other = tmp_path / "other"
-    shutil.copytree(MODELS_DIR / RERANKER_MODEL_ID, other)
+    shutil.copytree(RERANKER, other)
     shutil.copy(MODELS_DIR / "minilm-l2-tools-v1" / "model.onnx", other / "model.onnx")  # an embedding network
     manifest = json.loads((other / "model.json").read_text())
     manifest["files"]["model"]["sha256"] = hashlib.sha256((other / "model.onnx").read_bytes()).hexdigest()
@@ -133,7 +140,9 @@ async def test_the_report_and_eval_name_the_cross_encoder(tmp_path, monkeypatch)
     root = Path(__file__).resolve().parent.parent
     shutil.copytree(root / "instructions", tmp_path / "instructions")
     text = (
-        (root / "agent.yaml").read_text().replace("tool_filtering:\n", "tool_filtering:\n  rerank: cross-encoder\n", 1)
+        (root / "agent.yaml")
+        .read_text()
+        .replace("tool_filtering:\n", f"tool_filtering:\n  rerank: {{type: cross-encoder, model: {RERANKER}}}\n", 1)
     )
     (tmp_path / "agent.yaml").write_text(text)
     monkeypatch.chdir(tmp_path)

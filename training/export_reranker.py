@@ -5,7 +5,7 @@ returns ``scores`` (one per pair); weights are quantized to int8 per channel (on
 quantization). ``model.json`` says ``kind: cross-encoder``.
 
     python -m training.export_reranker --run training/out/rerank/all \\
-        --out sk_toolfilter/retrieval/models/minilm-l2-rerank-v1
+        --out training/experiments/minilm-l2-rerank-v1
 """
 
 from __future__ import annotations

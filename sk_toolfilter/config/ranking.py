@@ -43,15 +43,17 @@ class ToolOverride(StrictConfig):
 
 
 class RerankConfig(StrictConfig):
-    """The second stage, between the first-stage ranking and the cut. ``cross-encoder``: the shipped
-    reranker reads the request and each shortlisted tool together and reorders the shortlist (how many
-    are sent stays the first stage's decision). ``llm``: the application's own chat model picks up to
-    ``top_k`` tools from the shortlist (names and one-line descriptions only; never a tool outside it;
-    any failure keeps the first stage's answer). ``rerank: llm`` is short for ``{type: llm}``."""
+    """The second stage, between the first-stage ranking and the cut. ``learned``: a ranker over the first
+    stage's own evidence reorders the shortlist (no model call). ``cross-encoder``: a reranker
+    (``rerank.model``: a folder; none ships) reads the request and each shortlisted tool together and
+    reorders the shortlist (how many are sent stays the first stage's decision). ``llm``: the
+    application's own chat model picks up to ``top_k`` tools from the shortlist (names and one-line
+    descriptions only; never a tool outside it; any failure keeps the first stage's answer).
+    ``rerank: llm`` is short for ``{type: llm}``."""
 
     type: Literal["none", "cross-encoder", "llm", "learned"] = Field(
         default="none",
-        description="none: the first stage's order; cross-encoder: the shipped reranker reorders it; llm: the "
+        description="none: the first stage's order; cross-encoder: a reranker (rerank.model) reorders it; llm: the "
         "application's chat model picks from the shortlist; learned: a ranker trained over the first stage's own "
         "evidence reorders it (no model call).",
     )
@@ -66,8 +68,8 @@ class RerankConfig(StrictConfig):
     )
     model: str | None = Field(
         default=None,
-        description="cross-encoder: a shipped reranker id or a folder with its model.json (default: the shipped one); "
-        "learned: a ranker file written by training.learned_ranker (default: the shipped one).",
+        description="cross-encoder: a folder with a reranker's model.json (required: none ships); learned: a ranker "
+        "file written by training.learned_ranker (default: the shipped learned-ranker-v1).",
     )
     service_id: str | None = Field(
         default=None,

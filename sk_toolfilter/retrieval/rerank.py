@@ -31,7 +31,9 @@ RERANK_MAX_TOKENS = 64
 """Tokens of one (request, tool) pair; the longer side is cut first."""
 
 RERANKER_MODEL_ID = "minilm-l2-rerank-v1"
-"""The shipped cross-encoder (``training/train_reranker.py``; model card beside it)."""
+"""The last cross-encoder trained here (``training/train_reranker.py``). It no longer ships: leave one
+catalog out it did not gain (docs: the second stage), so its files live in the repository at
+``training/experiments/minilm-l2-rerank-v1`` and ``rerank: cross-encoder`` needs ``rerank.model``."""
 
 
 class CrossEncoder:
@@ -115,9 +117,16 @@ _LOADED_LOCK = threading.Lock()
 
 
 def resolve_reranker(name: str | None) -> LocalModel:
-    """The reranker ``rerank.model`` names: a shipped id (default :data:`RERANKER_MODEL_ID`) or a folder
-    with a ``model.json`` of kind ``cross-encoder``. ConfigError for anything else."""
-    key = (name or RERANKER_MODEL_ID).strip()
+    """The reranker ``rerank.model`` names: a folder with a ``model.json`` of kind ``cross-encoder`` (or the
+    id of one shipped with the package: none is, since it did not gain). ConfigError for anything else."""
+    if not name or not name.strip():
+        raise ConfigError(
+            "tool_filtering.rerank: type cross-encoder needs rerank.model, a folder with a reranker's model.json: "
+            "none ships with sk-toolfilter (leave one catalog out it did not gain; rerank: learned costs no model). "
+            f"python -m training.train_reranker trains one; the last one trained is {RERANKER_MODEL_ID} in the "
+            "repository's training/experiments/"
+        )
+    key = name.strip()
     shipped = MODELS_DIR / key / "model.json"
     if "/" not in key and "\\" not in key and shipped.is_file():
         model = read_manifest(shipped.parent, model_id=key)
@@ -144,7 +153,7 @@ def check_rerank_model(rerank: RerankConfig) -> None:
 
 def load_reranker(name: str | None) -> CrossEncoder:
     """The process's one :class:`CrossEncoder` for `name` (files checked on first use)."""
-    key = name or RERANKER_MODEL_ID
+    key = name or ""
     with _LOADED_LOCK:
         if key not in _LOADED:
             _LOADED[key] = CrossEncoder(resolve_reranker(name))
