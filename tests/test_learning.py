@@ -40,6 +40,7 @@ def learning_agent(tmp_path) -> Path:
     text = (ROOT / "agent.yaml").read_text().replace("root: sandbox", f"root: {tmp_path / 'sandbox'}")
     spec = yaml.safe_load(text)
     spec["tool_filtering"]["learning"] = {"enabled": True, "file": "state/learned.npz"}
+    spec["tool_filtering"]["exclude"] = ["Messaging-send_email"]
     (tmp_path / "instructions").mkdir()
     (tmp_path / "instructions" / "assistant.md").write_text("Be helpful.")
     path = tmp_path / "agent.yaml"
@@ -192,13 +193,18 @@ def test_three_learned_requests_send_their_tool_to_a_fourth_like_them_and_forget
     cold, _ = asyncio.run(sent_and_ranked(learning_agent))
     assert TARGET not in cold
 
-    calls = calls_file(tmp_path / "calls.jsonl", [(q, ["post_to_channel", "Admin-drop_everything"]) for q in PAST])
+    calls = calls_file(
+        tmp_path / "calls.jsonl",
+        [(q, ["post_to_channel", "Messaging-send_email", "Admin-drop_everything"]) for q in PAST],
+    )
     assert main(["learn", str(learning_agent), "--calls", str(calls)]) == 0
     printed = capsys.readouterr().out
-    assert "learned 3 requests from 3 lines" in printed and "Admin-drop_everything (3)" in printed
+    assert "learned 3 requests from 3 lines" in printed
+    assert "Messaging-send_email (3)" in printed and "Admin-drop_everything (3)" in printed  # excluded, unknown
 
     learned, ranking = asyncio.run(sent_and_ranked(learning_agent))
     assert TARGET in learned and len(learned) == len(cold)  # learning changes the order, not how many are sent
+    assert "Messaging-send_email" not in learned
     assert "3 past requests like this one" in ranking.learned[TARGET]
 
     assert main(["forget", str(learning_agent)]) == 0
@@ -262,3 +268,13 @@ def test_a_bad_calls_line_names_its_file_and_line(learning_agent, tmp_path, caps
     calls.write_text('{"query": "post it", "tools": ["post_to_channel"]}\n{"query": "x", "tools": "Time-today"}\n')
     assert main(["learn", str(learning_agent), "--calls", str(calls)]) == 2
     assert f"{calls}:2: expected 'tools'" in capsys.readouterr().err
+
+
+def test_a_long_calls_file_is_read_line_by_line_with_progress_into_the_bounded_memory(learning_agent, tmp_path, capsys):
+    rows = [(f"{PAST[i % 3]} #{i % 50}", ["post_to_channel"]) for i in range(20_000)]
+    calls = calls_file(tmp_path / "calls.jsonl", rows)
+    assert main(["learn", str(learning_agent), "--calls", str(calls)]) == 0
+    captured = capsys.readouterr()
+    assert "learning requests: 20000 done" in captured.err  # the rate and time left on the way
+    assert "learned 20000 requests from 20000 lines" in captured.out
+    assert "50 requests remembered" in captured.out  # one row per distinct request
