@@ -112,7 +112,7 @@ class PostgresIndexStore:
             self._config.db_schema,
             f"{self._config.table_prefix}_learned",
             catalog,
-            model,
+            model=model,
             timeout=self._config.timeout_seconds,
             every_seconds=every_seconds,
             retry_seconds=self._config.retry_seconds,
