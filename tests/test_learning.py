@@ -278,3 +278,26 @@ def test_a_long_calls_file_is_read_line_by_line_with_progress_into_the_bounded_m
     assert "learning requests: 20000 done" in captured.err  # the rate and time left on the way
     assert "learned 20000 requests from 20000 lines" in captured.out
     assert "50 requests remembered" in captured.out  # one row per distinct request
+
+
+async def test_the_semantic_kernel_wrapper_learns_each_finished_turn_of_an_auto_invoked_loop(demo_kernel):
+    from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+    from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
+    from semantic_kernel.contents import ChatHistory
+
+    from sk_toolfilter import wrap_chat_service
+    from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service, text_reply, tool_call_reply
+
+    call = (TARGET, {"channel": "#ops", "message": "the nightly backup finished"})
+    transport = RecordingTransport([tool_call_reply(call), text_reply("Posted."), text_reply("Posted again.")])
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig())
+    service = wrap_chat_service(offline_chat_service(transport), manager)
+    settings = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
+    history = ChatHistory()
+    history.add_user_message(PAST[0])
+    [answer] = await service.get_chat_message_contents(history, settings, kernel=demo_kernel)  # SK runs the tool
+    history.add_message(answer)
+    assert len(manager.learning.memory) == 0  # nothing is learned before the turn is over
+    history.add_user_message(NEW)
+    await service.get_chat_message_contents(history, settings, kernel=demo_kernel)
+    assert [tools for _, _, tools, _ in manager.learning.memory.rows()] == [(TARGET,)]
