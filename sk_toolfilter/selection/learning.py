@@ -110,8 +110,8 @@ class Learning:
     async def learn(self, index: ToolIndex, turns: Sequence[Turn], allowed: Callable[[str], bool]) -> int:
         """Learn every completed turn not learned before; `allowed` says whether a tool was visible and
         allowed to the conversation. Returns how many rows were added or refreshed."""
-        if not self.config.enabled or not turns:
-            return 0
+        if not self.config.enabled or not turns or not index.has_embeddings:
+            return 0  # (an index without vectors, BM25 only, has nothing to compare requests with)
         fresh: dict[str, tuple[str, list[str]]] = {}
         for turn in turns:
             calls = [c for c in turn.calls if c in index and allowed(c)][:MAX_TOOLS_PER_REQUEST]
