@@ -301,3 +301,23 @@ async def test_the_semantic_kernel_wrapper_learns_each_finished_turn_of_an_auto_
     history.add_user_message(NEW)
     await service.get_chat_message_contents(history, settings, kernel=demo_kernel)
     assert [tools for _, _, tools, _ in manager.learning.memory.rows()] == [(TARGET,)]
+
+
+def test_the_docs_replay_row_for_the_bundled_bfcl_catalog_is_what_the_replay_prints():
+    """The learning docs' bfcl row, replayed exactly as benchmarks/learning_replay_benchmark.py does (the
+    shipped int8 models give every x86 CPU the same vectors, so the figures are the same anywhere)."""
+    import re
+
+    from sk_toolfilter.retrieval.usage import DEFAULT_RULE
+    from training.replay import collect_catalog, replay
+
+    page = (ROOT / "docs" / "concepts" / "learning-from-use.md").read_text(encoding="utf-8")
+    row = re.search(r"^\| bfcl \(1,088[^|]*\) \| (.+?) \| (.+?) \| (.+?) \| (.+?) \|$", page, re.MULTILINE)
+    assert row, "the docs' bfcl replay row changed: update this test with it"
+    evidence = asyncio.run(collect_catalog("bfcl", "bfcl", ROOT / "examples" / "data" / "bfcl"))
+    cells = []
+    for fraction, regime in ((0.5, "all"), (0.5, "sent"), (0.1, "all")):
+        outcomes = [replay(evidence, DEFAULT_RULE, fraction, seed, regime) for seed in range(3)]
+        cold = f"{np.mean([o.cold_recall for o in outcomes]):.3f} / {np.mean([o.cold_complete for o in outcomes]):.3f}"
+        cells.append(f"{np.mean([o.recall for o in outcomes]):.3f} / {np.mean([o.complete for o in outcomes]):.3f}")
+    assert row.groups() == (cold, *cells)

@@ -69,7 +69,8 @@ def load_all(folder: Path) -> list[Evidence]:
     return [Evidence.load(folder, p.stem) for p in sorted(folder.glob("*.json"))]
 
 
-async def _collect_one(family: str, name: str, source: Path, depth: int, cache: object) -> Evidence:
+async def collect_catalog(family: str, name: str, source: Path, depth: int = 100, cache: object = None) -> Evidence:
+    """The first stage's evidence for every labelled request of the catalog in `source` (tools.jsonl, dev.jsonl)."""
     from sk_toolfilter.agents.catalog import load_catalog
     from sk_toolfilter.config import ToolFilterConfig
     from sk_toolfilter.measure.evaluation import load_queries
@@ -112,7 +113,7 @@ def collect(benchmarks: Path, multi: Path | None, out: Path, depth: int = 100, c
         if (out / f"{name}.json").exists():
             continue
         started = time.perf_counter()
-        evidence = asyncio.run(_collect_one(family, name, source, depth, cache))
+        evidence = asyncio.run(collect_catalog(family, name, source, depth, cache))
         evidence.save(out)
         print(f"{name:28} {len(evidence):5} requests  {time.perf_counter() - started:6.1f} s", file=sys.stderr)
 
