@@ -180,7 +180,8 @@ async def _rank_one(
     final = whole.final if len(scored) == 1 else np.maximum.reduce([s.final for s in scored])
     named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     learning = memory is not None and len(memory) > 0 and vectors is not None and no_tool_reason is None
-    learned_stage = config.rerank.type == "learned" and no_tool_reason is None
+    # The learned ranker reads cosines: it waits while the request falls back to BM25.
+    learned_stage = config.rerank.type == "learned" and no_tool_reason is None and vectors is not None
     depth = limit
     if limit is not None and (learning or learned_stage):
         depth = max(limit, memory.rule.depth if learning and memory is not None else 0, config.rerank.shortlist)
