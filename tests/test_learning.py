@@ -321,3 +321,16 @@ def test_the_docs_replay_row_for_the_bundled_bfcl_catalog_is_what_the_replay_pri
         cold = f"{np.mean([o.cold_recall for o in outcomes]):.3f} / {np.mean([o.cold_complete for o in outcomes]):.3f}"
         cells.append(f"{np.mean([o.recall for o in outcomes]):.3f} / {np.mean([o.complete for o in outcomes]):.3f}")
     assert row.groups() == (cold, *cells)
+
+
+async def test_the_learning_file_is_written_off_the_event_loop_as_turns_finish(demo_kernel, tmp_path):
+    path = tmp_path / "learned.npz"
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig(learning={"file": str(path), "sync_seconds": 0}))
+    history = completed_turns((PAST[0], [TARGET]))
+    history.add_user_message(NEW)
+    await manager.select_for_history(history)
+    file = manager.learning.file
+    assert file is not None and file._writing is not None  # a write was started in the executor
+    await file._writing  # the event it sets, not a wall-clock wait
+    restored = UsageMemory()
+    assert LearningFile(path, "default", file.model).load_into(restored) == 1

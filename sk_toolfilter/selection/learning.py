@@ -10,8 +10,10 @@ fingerprint of the request (a hash scoped to the catalog) and the time. Never th
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
@@ -178,6 +180,8 @@ class LearningFile:
         self._written_version = -1
         self._last_write = time.monotonic()
         self._warned: set[str] = set()
+        self._writing: asyncio.Future[None] | None = None
+        self._lock = threading.Lock()  # one writer at a time in this process (the file lock guards others)
 
     def load_into(self, memory: UsageMemory) -> int:
         """Learn the rows in the file; returns how many were taken."""
@@ -226,12 +230,26 @@ class LearningFile:
         return list(_good_rows(keys, vectors, tools, times, self._warn_once))
 
     def changed(self, memory: UsageMemory) -> None:
-        """`memory` changed: write it when `every_seconds` passed since the last write."""
-        if time.monotonic() - self._last_write >= self.every_seconds:
+        """`memory` changed: write it when `every_seconds` passed since the last write — off the event
+        loop when one runs (a request never waits on the disk), one write at a time."""
+        if time.monotonic() - self._last_write < self.every_seconds:
+            return
+        if self._writing is not None and not self._writing.done():
+            return
+        self._last_write = time.monotonic()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
             self.flush(memory)
+            return
+        self._writing = loop.run_in_executor(None, self.flush, memory)
 
     def flush(self, memory: UsageMemory) -> None:
         """Write now if anything changed since the last write (merged with the other writers' rows)."""
+        with self._lock:
+            self._flush(memory)
+
+    def _flush(self, memory: UsageMemory) -> None:
         if memory.version == self._written_version:
             return
         self._last_write = time.monotonic()
@@ -239,15 +257,16 @@ class LearningFile:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
                 memory.restore(self._read(memory))  # what the other processes learned since
+                version = memory.version  # (a row learned while this writes moves it on: written next time)
                 self._write(memory.rows())
-            self._written_version = memory.version
+            self._written_version = version
         except OSError as exc:
             self._warn_once("write", f"cannot be written ({exc.strerror or exc}); what is learned stays in memory")
 
     def wipe(self) -> None:
         """Replace the file with an empty one (``sk-toolfilter forget``)."""
         try:
-            with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
+            with self._lock, exclusive_lock(self.path.with_name(self.path.name + ".lock")):
                 self._write([])
         except OSError as exc:
             self._warn_once("write", f"cannot be written ({exc.strerror or exc})")
