@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sk_toolfilter.measure.metrics import complete_at_k, recall_at_k
 from sk_toolfilter.retrieval.usage import UsageMemory, UsageRule
 
 TOP = 5
@@ -130,9 +131,7 @@ class Outcome:
 
 
 def _top_metrics(ranked: list[str], gold: list[str]) -> tuple[float, float]:
-    top = set(ranked[:TOP])
-    hits = sum(1 for g in gold if g in top)
-    return hits / len(gold), float(hits == len(gold))
+    return recall_at_k(ranked, gold, TOP), complete_at_k(ranked, gold, TOP)
 
 
 def halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
