@@ -175,8 +175,9 @@ class UsageMemory:
         if self._count == 0:
             self._codes = np.zeros((0, row.shape[0]), dtype=np.int8)
         limit = self.capacity(row.shape[0])
-        if self._count >= limit:
-            self._remove(np.argsort(self._times[: self._count], kind="stable")[: self._count - limit + 1])
+        if self._count >= limit:  # the oldest leave (ties: the first learned); one, usually, found without a sort
+            times, excess = self._times[: self._count], self._count - limit + 1
+            self._remove(np.array([np.argmin(times)]) if excess == 1 else np.argsort(times, kind="stable")[:excess])
         if self._count == self._codes.shape[0]:
             grown = max(16, min(limit, 2 * self._count))
             self._codes = _resized(self._codes, grown)
@@ -252,8 +253,9 @@ class UsageMemory:
             self._remove(old)
 
     def _remove(self, rows: np.ndarray) -> None:
-        gone = set(int(i) for i in rows)
-        keep = [i for i in range(self._count) if i not in gone]
+        keeping = np.ones(self._count, dtype=bool)
+        keeping[rows] = False
+        keep = np.flatnonzero(keeping).tolist()
         self._codes[: len(keep)] = self._codes[keep]
         self._scales[: len(keep)] = self._scales[keep]
         self._times[: len(keep)] = self._times[keep]
