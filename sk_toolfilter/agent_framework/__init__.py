@@ -23,6 +23,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from sk_toolfilter.agent_framework.middleware import ToolFilterMiddleware, ToolGuardMiddleware
 from sk_toolfilter.agent_framework.picker_chat import agent_framework_picker_chat
+from sk_toolfilter.agent_framework.provider_search import ToolSearchOpenAIChatClient
 from sk_toolfilter.agent_framework.setup import AgentFrameworkFilter, create_agent_framework_filter
 from sk_toolfilter.agent_framework.tools import AgentFrameworkTools, kernel_function_tool, tool_from_agent_framework
 
@@ -31,6 +32,7 @@ __all__ = [
     "AgentFrameworkTools",
     "ToolFilterMiddleware",
     "ToolGuardMiddleware",
+    "ToolSearchOpenAIChatClient",
     "agent_framework_picker_chat",
     "create_agent_framework_filter",
     "kernel_function_tool",

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent_framework import ChatContext, ChatMiddleware, FunctionInvocationContext, FunctionMiddleware
 
 from sk_toolfilter.agent_framework.messages import to_chat_history
+from sk_toolfilter.agent_framework.provider_search import check_client, mark_deferred
 from sk_toolfilter.agent_framework.tools import function_tools
+from sk_toolfilter.selection.provider_search import wire_plan
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.refusals import refusal, report_refusal
 
@@ -46,29 +48,40 @@ class ToolFilterMiddleware(ChatMiddleware):
         options = dict(context.options or {})
         tools = list(options.get("tools") or ())
         functions = function_tools(tools)
+        search = self.manager.config.provider_search
+        if search.enabled:  # before anything is sent: a client without tool search is an error, never a 400
+            check_client(context.client, options.get("model"))
         if not functions:
             self.last_selection = []
+            mark_deferred((), ())
             await call_next()
             return
-        kept = await self._select(context, tools, functions)
+        by_name = {f.name: f for f, _ in functions}
+        ranked = {id(f) for f, _ in functions}
+        # Entries the filter cannot rank (hosted tools) are the caller's explicit choice: they stay on offer.
+        passthrough = [t for t in tools if id(t) not in ranked]
+        await self._select(context, list(by_name))
+        plan = wire_plan(self.manager, list(by_name), self.last_selection, search) if search.enabled else None
+        if plan is not None:
+            self.last_selection = list(plan.loaded)
+        kept = [by_name[n] for n in self.last_selection]
+        deferred = [by_name[n] for n in plan.deferred] if plan is not None else []
+        kept = [*kept, *deferred, *passthrough]
         options["tools"] = kept or None
         if not kept:
             options.pop("tool_choice", None)
         context.options = options  # a copy: the next call of the loop starts from the agent's full list
-        _OFFERED.set((id(self.manager), frozenset(self.last_selection)))
+        mark_deferred(plan.deferred if plan is not None else (), kept)
+        on_wire = plan.on_wire if plan is not None else frozenset(self.last_selection)
+        _OFFERED.set((id(self.manager), on_wire))
         await call_next()
 
-    async def _select(self, context: ChatContext, tools: list[Any], functions: list[tuple[Any, str]]) -> list[Any]:
-        by_name = {f.name: f for f, _ in functions}
-        # Entries the filter cannot rank (hosted tools) are the caller's explicit choice: they stay on offer.
-        ranked = {id(f) for f, _ in functions}
-        passthrough = [t for t in tools if id(t) not in ranked]
+    async def _select(self, context: ChatContext, names: list[str]) -> None:
         history = to_chat_history(context.messages)
-        offer = await self.manager.offer(history, list(by_name), strategy=self.query_strategy)
+        offer = await self.manager.offer(history, names, strategy=self.query_strategy)
         self.last_offer = offer
         self.last_selection_seconds = offer.seconds
         self.last_selection = list(offer.names)
-        return [*(by_name[n] for n in offer.names), *passthrough]
 
 
 class ToolGuardMiddleware(FunctionMiddleware):

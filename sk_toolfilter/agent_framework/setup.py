@@ -10,6 +10,7 @@ from agent_framework import FunctionTool, normalize_tools
 
 from sk_toolfilter.agent_framework.middleware import ToolFilterMiddleware, ToolGuardMiddleware
 from sk_toolfilter.agent_framework.picker_chat import agent_framework_picker
+from sk_toolfilter.agent_framework.provider_search import check_client
 from sk_toolfilter.agent_framework.tools import AgentFrameworkTools, function_tools, kernel_function_tool
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.config import ToolFilterConfig
@@ -69,14 +70,20 @@ async def create_agent_framework_filter(
     embedding_service: EmbeddingService | None = None,
     progress: ProgressCallback | None = None,
     chat_client: Any = None,
+    agent_client: Any = None,
 ) -> AgentFrameworkFilter:
     """Index Agent Framework tools (``FunctionTool``, ``@tool`` functions, plain callables, connected
     MCP tools) and return the filter to give an ``Agent``: its ``tools`` (plus the discovery tools)
     and its ``middleware``. The manager follows the returned tool list.
 
     ``rerank: {type: llm}`` picks with `chat_client` (an Agent Framework chat client: a cheap model
-    beside the agent's, or the agent's own); without one it is a :class:`ConfigError`."""
+    beside the agent's, or the agent's own); without one it is a :class:`ConfigError`.
+    ``provider_search`` checks `agent_client` (the agent's own client) here, at start, when given: it
+    must be a :class:`~sk_toolfilter.agent_framework.provider_search.ToolSearchOpenAIChatClient` for a
+    model with tool search (else every model call checks it before anything is sent)."""
     config = config or ToolFilterConfig()
+    if config.provider_search.enabled and agent_client is not None:
+        check_client(agent_client)
     if config.rerank.type == "llm" and chat_client is None:
         raise ConfigError(
             "tool_filtering.rerank: type llm needs a chat client to pick with: "
@@ -96,7 +103,8 @@ async def create_agent_framework_filter(
             f"tools: more than one tool is named {', '.join(map(repr, repeated))} (the model calls tools by name)"
         )
     plugin = None
-    if config.enabled and config.discovery.enabled:
+    # With provider search the provider finds the tools not loaded: one way to find tools, not two.
+    if config.enabled and config.discovery.enabled and not config.provider_search.enabled:
         plugin, found = discovery_tools(config, [f.name for f, _ in function_tools(given)])
         given += found
     manager = await ToolFilterManager.from_source(

@@ -12,6 +12,7 @@ from sk_toolfilter.config.base import (
 from sk_toolfilter.config.embedding import EmbeddingConfig
 from sk_toolfilter.config.index import IndexConfig
 from sk_toolfilter.config.learning import LearningConfig
+from sk_toolfilter.config.provider_search import ProviderSearchConfig
 from sk_toolfilter.config.ranking import LLM_SHORTLIST, BM25Config, DiscoveryConfig, RerankConfig, ToolOverride
 from sk_toolfilter.config.tool_filtering import ToolFilterConfig
 
@@ -24,6 +25,7 @@ __all__ = [
     "EmbeddingConfig",
     "IndexConfig",
     "LearningConfig",
+    "ProviderSearchConfig",
     "RankingMethod",
     "RerankConfig",
     "SearchMethod",

@@ -18,6 +18,7 @@ from sk_toolfilter.config.base import DEFAULT_WEIGHTS, RankingMethod, SearchMeth
 from sk_toolfilter.config.embedding import EmbeddingConfig
 from sk_toolfilter.config.index import IndexConfig
 from sk_toolfilter.config.learning import LearningConfig
+from sk_toolfilter.config.provider_search import ProviderSearchConfig
 from sk_toolfilter.config.ranking import BM25Config, DiscoveryConfig, RerankConfig, ToolOverride
 
 
@@ -132,6 +133,10 @@ class ToolFilterConfig(StrictConfig):
     index: IndexConfig = Field(default_factory=IndexConfig, description="Where the tool index lives.")
     learning: LearningConfig = Field(
         default_factory=LearningConfig, description="Learning from use: what similar past requests called moves up."
+    )
+    provider_search: ProviderSearchConfig = Field(
+        default_factory=ProviderSearchConfig,
+        description="The tools not selected go deferred to the model provider's own tool search (opt-in).",
     )
 
     @model_validator(mode="after")

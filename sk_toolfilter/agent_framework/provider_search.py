@@ -1,0 +1,103 @@
+"""Provider tool search in Agent Framework: an OpenAI Responses client that sends the tools the filter
+did not select with ``defer_loading: true``, plus the hosted ``tool_search`` tool.
+
+Agent Framework has no public hook for either: its Responses client turns each ``FunctionTool`` into a
+``FunctionToolParam`` without ``defer_loading`` in ``_prepare_tools_for_openai`` (private). This client
+overrides that method (tests/test_provider_search.py fails loudly when Agent Framework renames it or
+stops calling it). Which tools to defer comes from the filter's chat middleware
+(:class:`~sk_toolfilter.agent_framework.middleware.ToolFilterMiddleware`) through a context variable,
+for the tool objects of that call only.
+
+    client = ToolSearchOpenAIChatClient(model="gpt-5.4")          # a model without tool search: ConfigError
+    tool_filter = await create_agent_framework_filter(tools, config, agent_client=client)
+    agent = Agent(client=client, tools=tool_filter.tools, middleware=tool_filter.middleware)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from agent_framework import Content
+from agent_framework_openai import OpenAIChatClient
+
+from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_openai_model
+
+
+@dataclass(frozen=True)
+class DeferredTools:
+    """What one model call defers: the names, and the identity of the tool objects it sends (a mark
+    left by another agent's call is never applied to this one)."""
+
+    names: frozenset[str]
+    tools: frozenset[int]
+
+
+_DEFERRED: ContextVar[DeferredTools | None] = ContextVar("sk_toolfilter_af_deferred", default=None)
+
+
+def mark_deferred(names: Sequence[str], sent: Sequence[Any]) -> None:
+    """Tell the client which of `sent` (this model call's tool objects) go deferred."""
+    _DEFERRED.set(DeferredTools(frozenset(names), frozenset(id(t) for t in sent)) if names else None)
+
+
+def _is_tool_search_call(content: Content) -> bool:
+    properties = content.additional_properties or {}
+    openai = properties.get("openai") if isinstance(properties.get("openai"), dict) else {}
+    item_type = (openai or {}).get("item_type", properties.get("item_type"))
+    return content.type == "function_call" and bool(content.hosted) and item_type == "tool_search_call"
+
+
+class ToolSearchOpenAIChatClient(OpenAIChatClient):
+    """Agent Framework's OpenAI Responses client with provider tool search: the filter's selection is
+    loaded, every other tool this agent may use is sent deferred, with ``{"type": "tool_search"}``.
+
+    Built for a model with tool search only (gpt-5.4 and later): any other model is a
+    :class:`~sk_toolfilter.basics.errors.ConfigError` here, before a request is sent.
+
+    A stateless conversation (``store=False``) replays the model's earlier turns as input; Agent
+    Framework keeps a ``tool_search_call`` as a hosted function call and drops the
+    ``tool_search_output`` that came with it, so it would replay a function call named ``tool_search``
+    with no output. This client leaves that call out of the replay: the deferred tools are on every
+    request, and the model searches again when it needs one."""
+
+    def __init__(self, model: str | None = None, **kwargs: Any) -> None:
+        super().__init__(model, **kwargs)
+        check_openai_model(self.model)
+
+    def _prepare_tools_for_openai(self, tools: Any) -> list[Any]:
+        prepared = list(super()._prepare_tools_for_openai(tools))
+        mark = _DEFERRED.get()
+        if mark is None or not _same_tools(tools, mark):
+            return prepared
+        out: list[Any] = []
+        for tool in prepared:
+            if isinstance(tool, dict) and tool.get("type") == "function" and tool.get("name") in mark.names:
+                tool = {**tool, "defer_loading": True}
+            out.append(tool)
+        return [*out, dict(OPENAI_SEARCH_TOOL)]
+
+    def _prepare_content_for_openai(self, role: Any, content: Content, **kwargs: Any) -> dict[str, Any]:
+        if _is_tool_search_call(content):
+            return {}  # left out of the replay (see the class docstring); an empty item is skipped
+        return dict(super()._prepare_content_for_openai(role, content, **kwargs))
+
+
+def _same_tools(tools: Any, mark: DeferredTools) -> bool:
+    items = tools if isinstance(tools, list | tuple) else [tools]
+    return {id(t) for t in items if t is not None and not isinstance(t, dict)} <= mark.tools
+
+
+def check_client(client: Any, model: str | None = None) -> None:
+    """A :class:`ConfigError` unless `client` can send deferred tools (a
+    :class:`ToolSearchOpenAIChatClient`) for `model` (by default its own)."""
+    if not isinstance(client, ToolSearchOpenAIChatClient):
+        raise ConfigError(
+            f"tool_filtering.provider_search is on, but the agent's chat client is {type(client).__name__}, which "
+            "sends no deferred tools: use sk_toolfilter.agent_framework.ToolSearchOpenAIChatClient (OpenAI "
+            "Responses, gpt-5.4 or later) or set provider_search.enabled: false"
+        )
+    check_openai_model(model or client.model)

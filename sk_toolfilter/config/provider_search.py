@@ -1,0 +1,34 @@
+"""``tool_filtering.provider_search``: the tools the filter does not load stay findable through the
+model provider's own tool search (OpenAI Responses ``tool_search``, Anthropic's tool search tool)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from sk_toolfilter.config.base import StrictConfig
+
+
+class ProviderSearchConfig(StrictConfig):
+    """Provider tool search (:mod:`sk_toolfilter.selection.provider_search`). On: every tool this agent
+    may use goes on the wire — the filter's selection loaded as usual, every other tool with
+    ``defer_loading: true`` — plus the provider's search tool, so a tool the ranking missed is one
+    server-side search away. Excluded and hidden tools are never sent, deferred or not; the discovery
+    tools are not sent (one way to find tools, not two). Only for clients and models that support it
+    (Agent Framework's OpenAI Responses client with gpt-5.4 or later); anything else is an error at start.
+    """
+
+    enabled: bool = Field(default=False, description="Send the tools not selected as deferred, with the search tool.")
+    provider: Literal["auto", "openai"] = Field(
+        default="auto",
+        description="Whose tool search: auto reads it from the chat client (OpenAI Responses today; Anthropic's "
+        "tool search is not wired yet).",
+    )
+    loaded: int | None = Field(
+        default=None,
+        ge=1,
+        le=128,
+        description="At most this many of the selection are loaded (null: the selection as top_k and the pins "
+        "make it); the rest of the agent's tools are deferred.",
+    )

@@ -1,0 +1,76 @@
+"""Provider tool search, framework-neutral: which tools go on the wire loaded, which deferred, and
+which models the provider documents tool search for (``tool_filtering.provider_search``).
+
+The ranking decides what is loaded up front; every other tool this agent may use goes deferred
+(``defer_loading: true``) beside the provider's search tool, so a tool the ranking missed is one
+server-side search away instead of lost. A framework adapter applies the :class:`WirePlan` to its
+request (:mod:`sk_toolfilter.agent_framework.provider_search`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sk_toolfilter.basics.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sk_toolfilter.config.provider_search import ProviderSearchConfig
+    from sk_toolfilter.selection.manager import ToolFilterManager
+
+OPENAI_SEARCH_TOOL: dict[str, str] = {"type": "tool_search"}
+"""The Responses API's hosted tool search (never deferred itself)."""
+
+OPENAI_MINIMUM = (5, 4)
+"""OpenAI documents tool search for gpt-5.4 and later."""
+
+_OPENAI_MODEL = re.compile(r"^(?:openai/)?gpt-(\d+)(?:\.(\d+))?(?:[-.].*)?$", re.IGNORECASE)
+
+
+def openai_supports_tool_search(model: str | None) -> bool:
+    """True for the OpenAI models documented with tool search (gpt-5.4, gpt-5.4-mini, gpt-5.5, gpt-6, …).
+    An Azure deployment is checked by its name, so it must be named after its model."""
+    found = _OPENAI_MODEL.match((model or "").strip())
+    if found is None:
+        return False
+    return (int(found.group(1)), int(found.group(2) or 0)) >= OPENAI_MINIMUM
+
+
+def check_openai_model(model: str | None) -> None:
+    """A :class:`ConfigError` naming `model` unless OpenAI documents tool search for it."""
+    if not openai_supports_tool_search(model):
+        raise ConfigError(
+            f"tool_filtering.provider_search: model {model!r} has no tool search (OpenAI documents it for "
+            "gpt-5.4 and later on the Responses API; an Azure deployment must be named after its model). "
+            "Use such a model or set provider_search.enabled: false"
+        )
+
+
+@dataclass(frozen=True)
+class WirePlan:
+    """One model call's tools: `loaded` as the filter selected them (wire order), `deferred` the rest of
+    what this agent may use (catalog order)."""
+
+    loaded: tuple[str, ...]
+    deferred: tuple[str, ...]
+
+    @property
+    def on_wire(self) -> frozenset[str]:
+        """Every tool the model can call on this request: loaded, or found with the provider's search."""
+        return frozenset(self.loaded + self.deferred)
+
+
+def wire_plan(
+    manager: ToolFilterManager, candidates: Sequence[str], selection: Sequence[str], config: ProviderSearchConfig
+) -> WirePlan:
+    """Loaded: the selection (at most ``config.loaded``); deferred: every other candidate this agent may
+    use. Hidden (excluded, disabled) tools and the discovery tools are never sent, loaded or deferred."""
+    discovery = set(manager.discovery_names)
+    loaded = [n for n in selection if n not in discovery]
+    if config.loaded is not None:
+        loaded = loaded[: config.loaded]
+    taken = set(loaded)
+    deferred = [n for n in candidates if n not in taken and n not in discovery and not manager.is_hidden(n)]
+    return WirePlan(tuple(loaded), tuple(deferred))

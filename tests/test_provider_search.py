@@ -1,0 +1,174 @@
+"""Provider tool search (``tool_filtering.provider_search``) through Agent Framework's real OpenAI
+Responses client on the real ``openai`` SDK, against a scripted Responses server on loopback."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+from agent_framework import Agent
+from agent_framework_openai import OpenAIChatClient
+from agent_framework_openai._chat_client import RawOpenAIChatClient
+
+from sk_toolfilter import ToolFilterConfig
+from sk_toolfilter.agent_framework import ToolSearchOpenAIChatClient, create_agent_framework_filter
+from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.selection.provider_search import openai_supports_tool_search
+from tests.responses_server import ScriptedResponsesServer, function_call, message, tool_search
+from tests.test_agent_framework import TOOLS, ran
+
+MODEL = "gpt-5.4"
+
+
+@pytest.fixture(autouse=True)
+def clear_ran():
+    ran.clear()
+
+
+def wire(server: ScriptedResponsesServer, request_index: int = 0) -> tuple[list[str], list[str], list[dict]]:
+    """(loaded function names, deferred function names, the other tool entries) of one request."""
+    tools = server.tools(request_index)
+    functions = [t for t in tools if t.get("type") == "function"]
+    loaded = [t["name"] for t in functions if not t.get("defer_loading")]
+    deferred = [t["name"] for t in functions if t.get("defer_loading") is True]
+    return loaded, deferred, [t for t in tools if t.get("type") != "function"]
+
+
+async def searching_agent(server: ScriptedResponsesServer, config: ToolFilterConfig, **options):
+    client = ToolSearchOpenAIChatClient(model=MODEL, api_key="offline", base_url=server.base_url)
+    tool_filter = await create_agent_framework_filter(list(TOOLS), config, agent_client=client)
+    agent = Agent(client=client, tools=tool_filter.tools, middleware=tool_filter.middleware, default_options=options)
+    return agent, tool_filter
+
+
+ON = {"enabled": True}
+
+
+async def test_the_selection_is_loaded_and_every_other_usable_tool_deferred_with_the_search_tool():
+    config = ToolFilterConfig(top_k=3, provider_search=ON, exclude=["delete_all_files"])
+    with ScriptedResponsesServer([[message("It is in Memphis.")]]) as server:
+        agent, tool_filter = await searching_agent(server, config)
+        await agent.run("Where is my package 1Z999?")
+    loaded, deferred, others = wire(server)
+    assert loaded == tool_filter.chat_middleware.last_selection and "track_package" in loaded
+    every_tool = {t.name for t in TOOLS}
+    assert set(loaded) | set(deferred) == every_tool - {"delete_all_files"}  # all the agent may use, once
+    assert not set(loaded) & set(deferred)
+    assert "delete_all_files" not in json.dumps(server.requests)  # excluded: never sent, deferred or not
+    assert others == [{"type": "tool_search"}]  # the search tool, itself never deferred
+    assert not any(n.startswith("ToolSearch-") for n in loaded + deferred)  # no discovery tools beside it
+
+
+async def test_a_tool_found_by_the_providers_search_runs_and_the_stateless_replay_stays_valid():
+    config = ToolFilterConfig(top_k=2, provider_search=ON)
+    definition = {"type": "function", "name": "reschedule_event", "parameters": {}, "defer_loading": True}
+    script = [
+        [
+            *tool_search("move a calendar event", [definition]),
+            function_call("reschedule_event", {"event_id": "e1", "new_time": "Monday"}),
+        ],
+        [message("Moved to Monday.")],
+    ]
+    with ScriptedResponsesServer(script) as server:
+        agent, _ = await searching_agent(server, config, store=False)
+        response = await agent.run("Where is my package 1Z999?")
+    assert response.text == "Moved to Monday."
+    assert ran == ["reschedule_event"]  # deferred on the first request, found, called, run (not refused)
+    assert "reschedule_event" in wire(server, 0)[1]
+    replay = server.requests[1]["input"]
+    kinds = [(item.get("type"), item.get("name")) for item in replay]
+    assert ("function_call", "reschedule_event") in kinds and ("function_call_output", None) in kinds
+    # Agent Framework keeps the search call as a hosted function call and drops its output: replayed as
+    # is, it would be a function call named tool_search with no output. The client leaves it out.
+    assert ("function_call", "tool_search") not in kinds
+    assert "reschedule_event" in wire(server, 1)[0]  # the conversation names it now: loaded
+
+
+async def test_agent_framework_alone_would_replay_the_search_as_a_function_call_without_output(monkeypatch):
+    """Pins the Agent Framework behaviour the client works around (docs: integrations/agent-framework):
+    when Agent Framework replays tool_search_call / tool_search_output items itself, this test fails and
+    the workaround can go."""
+    monkeypatch.setattr(
+        ToolSearchOpenAIChatClient, "_prepare_content_for_openai", OpenAIChatClient._prepare_content_for_openai
+    )
+    config = ToolFilterConfig(top_k=2, provider_search=ON)
+    script = [[*tool_search("calendar", []), function_call("list_events", {"day": "Friday"})], [message("ok")]]
+    with ScriptedResponsesServer(script) as server:
+        agent, _ = await searching_agent(server, config, store=False)
+        await agent.run("What is on my calendar Friday?")
+    replayed = [i for i in server.requests[1]["input"] if i.get("name") == "tool_search"]
+    assert [i["type"] for i in replayed] == ["function_call"]
+    assert not [i for i in server.requests[1]["input"] if i.get("type") == "tool_search_output"]
+
+
+async def test_the_cap_counts_loaded_tools_only():
+    config = ToolFilterConfig(top_k=5, max_tools_total=1, provider_search=ON)
+    with ScriptedResponsesServer([[message("ok")]]) as server:
+        agent, _ = await searching_agent(server, config)
+        await agent.run("Where is my package 1Z999? And what is on my calendar Friday?")
+    loaded, deferred, _ = wire(server)
+    assert len(loaded) == 1 and len(deferred) == len(TOOLS) - 1
+
+
+async def test_loaded_bounds_the_selection_sent_loaded():
+    config = ToolFilterConfig(top_k=5, provider_search={"enabled": True, "loaded": 1})
+    with ScriptedResponsesServer([[message("ok")]]) as server:
+        agent, _ = await searching_agent(server, config)
+        await agent.run("Where is my package 1Z999? Then list my Friday events and move the first one.")
+    loaded, deferred, _ = wire(server)
+    assert len(loaded) == 1 and len(loaded) + len(deferred) == len(TOOLS)
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4.1-mini", "gpt-5", "gpt-5.3-codex", "o3", "my-deployment"])
+def test_a_model_without_tool_search_fails_at_start_with_the_model_named(model):
+    with pytest.raises(ConfigError, match=f"model '{model}' has no tool search"):
+        ToolSearchOpenAIChatClient(model=model, api_key="offline")
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-5.4", "gpt-5.4-mini", "gpt-5.4-2026-03-05", "gpt-5.5", "gpt-6", "openai/gpt-5.4"]
+)
+def test_the_models_documented_with_tool_search_are_accepted(model):
+    assert openai_supports_tool_search(model)
+
+
+async def test_a_client_that_cannot_defer_is_refused_at_start_and_before_the_first_request():
+    config = ToolFilterConfig(provider_search=ON)
+    with ScriptedResponsesServer([]) as server:
+        plain = OpenAIChatClient(model=MODEL, api_key="offline", base_url=server.base_url)
+        with pytest.raises(ConfigError, match="OpenAIChatClient, which sends no deferred tools"):
+            await create_agent_framework_filter(list(TOOLS), config, agent_client=plain)
+        tool_filter = await create_agent_framework_filter(list(TOOLS), config)  # not given: checked per call
+        agent = Agent(client=plain, tools=tool_filter.tools, middleware=tool_filter.middleware)
+        with pytest.raises(ConfigError, match="sends no deferred tools"):
+            await agent.run("Where is my package 1Z999?")
+    assert server.requests == []  # nothing went on the wire
+
+
+async def test_off_by_default_nothing_is_deferred():
+    with ScriptedResponsesServer([[message("ok")]]) as server:
+        agent, tool_filter = await searching_agent(server, ToolFilterConfig(top_k=2))
+        await agent.run("Where is my package 1Z999?")
+    loaded, deferred, others = wire(server)
+    assert deferred == [] and others == [] and loaded == tool_filter.chat_middleware.last_selection
+
+
+def test_the_private_agent_framework_methods_the_client_overrides_are_still_there():
+    """The client overrides two private methods of Agent Framework's Responses client (no public hook
+    sets defer_loading). If Agent Framework renames or reshapes them, this fails before a user's
+    requests silently lose their deferred tools."""
+    tools = inspect.signature(RawOpenAIChatClient._prepare_tools_for_openai)
+    assert list(tools.parameters) == ["self", "tools"]
+    content = inspect.signature(RawOpenAIChatClient._prepare_content_for_openai)
+    assert list(content.parameters)[:3] == ["self", "role", "content"]
+    assert "replays_local_storage" in content.parameters
+
+
+def test_the_configuration_is_read_from_yaml_and_refuses_what_is_not_wired():
+    config = ToolFilterConfig.from_mapping({"provider_search": {"enabled": True, "loaded": 4}})
+    assert config.provider_search.enabled and config.provider_search.loaded == 4
+    with pytest.raises(ConfigError, match=r"provider_search\.provider"):
+        ToolFilterConfig.from_mapping({"provider_search": {"enabled": True, "provider": "anthropic"}})
+    with pytest.raises(ConfigError, match=r"provider_search\.loaded"):
+        ToolFilterConfig.from_mapping({"provider_search": {"loaded": 0}})
