@@ -225,6 +225,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
                 spec.sample_conversation,
                 framework=args.framework or spec.framework,
                 progress=Progress("report queries", unit="queries"),
+                provider_search=args.provider_search,
             )
         except ToolFilterError as exc:
             raise naming(exc, str(args.queries or args.agent)) from None
@@ -457,6 +458,12 @@ def _add_report(sub: Commands) -> None:
         "--framework",
         choices=FRAMEWORKS,
         help="whose OpenAI client sends the requests (default: the agent file's `framework`, else semantic-kernel)",
+    )
+    p.add_argument(
+        "--provider-search",
+        action="store_true",
+        help="also estimate the tools tokens with provider tool search (the selection loaded, the rest deferred: "
+        "OpenAI's documented cost; not measured against a live endpoint)",
     )
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     _add_no_wait(p)

