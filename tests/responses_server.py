@@ -1,6 +1,8 @@
-"""A scripted OpenAI Responses API server on loopback: every ``POST /v1/responses`` is recorded and
-answered with the next scripted list of output items (then a plain text message), in the documented
-shapes (``function_call``, ``tool_search_call``, ``tool_search_output``, ``message``)."""
+"""Scripted model servers on loopback, in the providers' documented shapes. The OpenAI Responses API:
+every ``POST /v1/responses`` is recorded and answered with the next scripted list of output items
+(``function_call``, ``tool_search_call``, ``tool_search_output``, ``message``); Anthropic's Messages API
+(``anthropic=True``): every ``POST /v1/messages`` with the next list of content blocks (``tool_use``,
+``server_tool_use``, ``tool_search_tool_result``, ``text``). Then a plain text reply."""
 
 from __future__ import annotations
 
@@ -80,11 +82,47 @@ def _response(number: int, model: str, output: list[dict[str, Any]]) -> dict[str
     }
 
 
+def claude_text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text, "citations": None}
+
+
+def claude_tool_use(name: str, arguments: dict[str, Any], number: int = 1) -> dict[str, Any]:
+    return {"type": "tool_use", "id": f"toolu_{number}", "name": name, "input": arguments}
+
+
+def claude_tool_search(query: str, found: list[str]) -> list[dict[str, Any]]:
+    """Anthropic's server-side BM25 search and its result (tool references), as the Messages API returns them."""
+    return [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "tool_search_tool_bm25", "input": {"query": query}},
+        {
+            "type": "tool_search_tool_result",
+            "tool_use_id": "srvtoolu_1",
+            "content": {
+                "type": "tool_search_tool_search_result",
+                "tool_references": [{"type": "tool_reference", "tool_name": name} for name in found],
+            },
+        },
+    ]
+
+
+def _claude_message(number: int, model: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": f"msg_{number}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
+
+
 class ScriptedResponsesServer:
     """``with ScriptedResponsesServer([[...items...], ...]) as server:`` — ``server.base_url`` for the
-    client, ``server.requests`` the JSON bodies received."""
+    client, ``server.requests`` the JSON bodies received. ``anthropic=True``: the Messages API."""
 
-    def __init__(self, outputs: list[list[dict[str, Any]]]) -> None:
+    def __init__(self, outputs: list[list[dict[str, Any]]], *, anthropic: bool = False) -> None:
         self.outputs: deque[list[dict[str, Any]]] = deque(outputs)
         self.requests: list[dict[str, Any]] = []
         scripted = self
@@ -93,8 +131,13 @@ class ScriptedResponsesServer:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
                 scripted.requests.append(body)
-                output = scripted.outputs.popleft() if scripted.outputs else [message("ok")]
-                raw = json.dumps(_response(len(scripted.requests), body.get("model", ""), output)).encode()
+                number, model = len(scripted.requests), body.get("model", "")
+                if anthropic:
+                    content = scripted.outputs.popleft() if scripted.outputs else [claude_text("ok")]
+                    raw = json.dumps(_claude_message(number, model, content)).encode()
+                else:
+                    output = scripted.outputs.popleft() if scripted.outputs else [message("ok")]
+                    raw = json.dumps(_response(number, model, output)).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(raw)))
@@ -109,8 +152,13 @@ class ScriptedResponsesServer:
 
     @property
     def base_url(self) -> str:
+        """OpenAI's base URL (with /v1); Anthropic's client takes :attr:`root`."""
+        return f"{self.root}/v1"
+
+    @property
+    def root(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host}:{port}"
 
     def __enter__(self) -> ScriptedResponsesServer:
         self._thread.start()

@@ -16,7 +16,15 @@ from sk_toolfilter import ToolFilterConfig
 from sk_toolfilter.agent_framework import ToolSearchOpenAIChatClient, create_agent_framework_filter
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.selection.provider_search import openai_supports_tool_search
-from tests.responses_server import ScriptedResponsesServer, function_call, message, tool_search
+from tests.responses_server import (
+    ScriptedResponsesServer,
+    claude_text,
+    claude_tool_search,
+    claude_tool_use,
+    function_call,
+    message,
+    tool_search,
+)
 from tests.test_agent import spec  # noqa: F401  (fixture)
 from tests.test_agent_framework import TOOLS, ran
 
@@ -171,7 +179,7 @@ def test_the_configuration_is_read_from_yaml_and_refuses_what_is_not_wired():
     config = ToolFilterConfig.from_mapping({"provider_search": {"enabled": True, "loaded": 4}})
     assert config.provider_search.enabled and config.provider_search.loaded == 4
     with pytest.raises(ConfigError, match=r"provider_search\.provider"):
-        ToolFilterConfig.from_mapping({"provider_search": {"enabled": True, "provider": "anthropic"}})
+        ToolFilterConfig.from_mapping({"provider_search": {"enabled": True, "provider": "bedrock"}})
     with pytest.raises(ConfigError, match=r"provider_search\.loaded"):
         ToolFilterConfig.from_mapping({"provider_search": {"loaded": 0}})
 
@@ -209,3 +217,118 @@ async def test_without_the_flag_the_report_has_no_provider_search_figures(spec):
         report = await build_token_report(spec, tools.kernel, tools.manager, QUERIES[:1])
     assert "tools_tokens_provider_search" not in report.totals
     assert "Provider tool search" not in render_terminal(report)
+
+
+# ---------------------------------------------------------------- Anthropic (Messages API)
+
+CLAUDE = "claude-sonnet-4-5"
+
+
+async def claude_agent(server: ScriptedResponsesServer, config: ToolFilterConfig):
+    from sk_toolfilter.agent_framework.anthropic_search import ToolSearchAnthropicClient
+
+    client = ToolSearchAnthropicClient(model=CLAUDE, api_key="offline", base_url=server.root)
+    tool_filter = await create_agent_framework_filter(list(TOOLS), config, agent_client=client)
+    return Agent(client=client, tools=tool_filter.tools, middleware=tool_filter.middleware), tool_filter
+
+
+def claude_wire(server: ScriptedResponsesServer, request_index: int = 0) -> tuple[list[str], list[str], list[dict]]:
+    tools = server.tools(request_index)
+    custom = [t for t in tools if t.get("type") == "custom"]
+    loaded = [t["name"] for t in custom if not t.get("defer_loading")]
+    deferred = [t["name"] for t in custom if t.get("defer_loading") is True]
+    return loaded, deferred, [t for t in tools if t.get("type") != "custom"]
+
+
+async def test_claude_gets_the_selection_loaded_the_rest_deferred_and_the_bm25_search_tool():
+    config = ToolFilterConfig(
+        top_k=3, provider_search={"enabled": True, "provider": "anthropic"}, exclude=["delete_all_files"]
+    )
+    with ScriptedResponsesServer([[claude_text("In Memphis.")]], anthropic=True) as server:
+        agent, tool_filter = await claude_agent(server, config)
+        await agent.run("Where is my package 1Z999?")
+    loaded, deferred, others = claude_wire(server)
+    assert loaded == tool_filter.chat_middleware.last_selection and "track_package" in loaded
+    assert set(loaded) | set(deferred) == {t.name for t in TOOLS} - {"delete_all_files"}
+    assert "delete_all_files" not in json.dumps(server.requests)
+    assert others == [{"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}]
+
+
+async def test_a_tool_claude_found_runs_and_the_replay_has_no_orphan_tool_use():
+    config = ToolFilterConfig(top_k=2, provider_search=ON)
+    script = [
+        [
+            *claude_tool_search("move a calendar event", ["reschedule_event"]),
+            claude_tool_use("reschedule_event", {"event_id": "e1", "new_time": "Monday"}),
+        ],
+        [claude_text("Moved to Monday.")],
+    ]
+    with ScriptedResponsesServer(script, anthropic=True) as server:
+        agent, _ = await claude_agent(server, config)
+        response = await agent.run("Where is my package 1Z999?")
+    assert response.text == "Moved to Monday." and ran == ["reschedule_event"]
+    assert "reschedule_event" in claude_wire(server, 0)[1]
+    replayed = [block for m in server.requests[1]["messages"] for block in m["content"] if isinstance(block, dict)]
+    uses = [b["id"] for b in replayed if b["type"] == "tool_use"]
+    results = [b["tool_use_id"] for b in replayed if b["type"] == "tool_result"]
+    assert uses == results == ["toolu_1"]  # every tool_use has its tool_result: the Messages API's rule
+    assert "srvtoolu_1" not in json.dumps(server.requests[1]["messages"])
+
+
+async def test_agent_framework_alone_would_replay_claudes_search_as_a_tool_use_without_result(monkeypatch):
+    """Pins the Agent Framework behaviour the Anthropic client works around (see its module docstring)."""
+    from agent_framework_anthropic import AnthropicClient
+
+    from sk_toolfilter.agent_framework.anthropic_search import ToolSearchAnthropicClient
+
+    monkeypatch.setattr(
+        ToolSearchAnthropicClient, "_prepare_message_for_anthropic", AnthropicClient._prepare_message_for_anthropic
+    )
+    config = ToolFilterConfig(top_k=2, provider_search=ON)
+    script = [[*claude_tool_search("calendar", []), claude_tool_use("list_events", {"day": "Friday"})]]
+    with ScriptedResponsesServer(script, anthropic=True) as server:
+        agent, _ = await claude_agent(server, config)
+        await agent.run("What is on my calendar Friday?")
+    replayed = [block for m in server.requests[1]["messages"] for block in m["content"] if isinstance(block, dict)]
+    orphan = [b for b in replayed if b.get("type") == "tool_use" and b["id"] == "srvtoolu_1"]
+    assert orphan and not [b for b in replayed if b.get("tool_use_id") == "srvtoolu_1"]
+
+
+@pytest.mark.parametrize(
+    "model", ["claude-3-7-sonnet-latest", "claude-sonnet-4-20250514", "claude-opus-4-1", "gpt-5.4"]
+)
+def test_a_claude_model_without_tool_search_fails_at_start_with_the_model_named(model):
+    from sk_toolfilter.agent_framework.anthropic_search import ToolSearchAnthropicClient
+
+    with pytest.raises(ConfigError, match=f"model '{model}' has no tool search"):
+        ToolSearchAnthropicClient(model=model, api_key="offline")
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["claude-sonnet-4-5", "claude-sonnet-4-5-20250929", "claude-opus-4-5", "claude-haiku-4-5", "claude-opus-4-6"],
+)
+def test_the_claude_models_documented_with_tool_search_are_accepted(model):
+    from sk_toolfilter.selection.provider_search import anthropic_supports_tool_search
+
+    assert anthropic_supports_tool_search(model)
+
+
+async def test_a_provider_that_is_not_the_clients_is_refused_at_start():
+    from sk_toolfilter.agent_framework.anthropic_search import ToolSearchAnthropicClient
+
+    client = ToolSearchAnthropicClient(model=CLAUDE, api_key="offline")
+    config = ToolFilterConfig(provider_search={"enabled": True, "provider": "openai"})
+    with pytest.raises(
+        ConfigError, match="provider is 'openai', but the agent's chat client is ToolSearchAnthropicClient"
+    ):
+        await create_agent_framework_filter(list(TOOLS), config, agent_client=client)
+
+
+def test_the_private_anthropic_methods_the_client_overrides_are_still_there():
+    from agent_framework_anthropic._chat_client import RawAnthropicClient
+
+    tools = inspect.signature(RawAnthropicClient._prepare_tools_for_anthropic)
+    assert list(tools.parameters)[:2] == ["self", "options"]
+    message = inspect.signature(RawAnthropicClient._prepare_message_for_anthropic)
+    assert list(message.parameters) == ["self", "message"]

@@ -50,7 +50,7 @@ class ToolFilterMiddleware(ChatMiddleware):
         functions = function_tools(tools)
         search = self.manager.config.provider_search
         if search.enabled:  # before anything is sent: a client without tool search is an error, never a 400
-            check_client(context.client, options.get("model"))
+            check_client(context.client, options.get("model"), search.provider)
         if not functions:
             self.last_selection = []
             mark_deferred((), ())

@@ -1,5 +1,6 @@
 """Provider tool search in Agent Framework: an OpenAI Responses client that sends the tools the filter
-did not select with ``defer_loading: true``, plus the hosted ``tool_search`` tool.
+did not select with ``defer_loading: true``, plus the hosted ``tool_search`` tool (the Anthropic client:
+:mod:`sk_toolfilter.agent_framework.anthropic_search`).
 
 Agent Framework has no public hook for either: its Responses client turns each ``FunctionTool`` into a
 ``FunctionToolParam`` without ``defer_loading`` in ``_prepare_tools_for_openai`` (private). This client
@@ -24,7 +25,7 @@ from agent_framework import Content
 from agent_framework_openai import OpenAIChatClient
 
 from sk_toolfilter.basics.errors import ConfigError
-from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_openai_model
+from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,13 @@ _DEFERRED: ContextVar[DeferredTools | None] = ContextVar("sk_toolfilter_af_defer
 def mark_deferred(names: Sequence[str], sent: Sequence[Any]) -> None:
     """Tell the client which of `sent` (this model call's tool objects) go deferred."""
     _DEFERRED.set(DeferredTools(frozenset(names), frozenset(id(t) for t in sent)) if names else None)
+
+
+def deferred_names(tools: Any) -> frozenset[str] | None:
+    """The names to send deferred with `tools` (a client's tool list for one request), or None when
+    the filter marked nothing for these tool objects."""
+    mark = _DEFERRED.get()
+    return mark.names if mark is not None and _same_tools(tools, mark) else None
 
 
 def _is_tool_search_call(content: Content) -> bool:
@@ -64,18 +72,20 @@ class ToolSearchOpenAIChatClient(OpenAIChatClient):
     with no output. This client leaves that call out of the replay: the deferred tools are on every
     request, and the model searches again when it needs one."""
 
+    tool_search_provider = "openai"
+
     def __init__(self, model: str | None = None, **kwargs: Any) -> None:
         super().__init__(model, **kwargs)
-        check_openai_model(self.model)
+        check_model("openai", self.model)
 
     def _prepare_tools_for_openai(self, tools: Any) -> list[Any]:
         prepared = list(super()._prepare_tools_for_openai(tools))
-        mark = _DEFERRED.get()
-        if mark is None or not _same_tools(tools, mark):
+        deferred = deferred_names(tools)
+        if deferred is None:
             return prepared
         out: list[Any] = []
         for tool in prepared:
-            if isinstance(tool, dict) and tool.get("type") == "function" and tool.get("name") in mark.names:
+            if isinstance(tool, dict) and tool.get("type") == "function" and tool.get("name") in deferred:
                 tool = {**tool, "defer_loading": True}
             out.append(tool)
         return [*out, dict(OPENAI_SEARCH_TOOL)]
@@ -91,13 +101,21 @@ def _same_tools(tools: Any, mark: DeferredTools) -> bool:
     return {id(t) for t in items if t is not None and not isinstance(t, dict)} <= mark.tools
 
 
-def check_client(client: Any, model: str | None = None) -> None:
-    """A :class:`ConfigError` unless `client` can send deferred tools (a
-    :class:`ToolSearchOpenAIChatClient`) for `model` (by default its own)."""
-    if not isinstance(client, ToolSearchOpenAIChatClient):
+def check_client(client: Any, model: str | None = None, provider: str = "auto") -> None:
+    """A :class:`ConfigError` unless `client` can send deferred tools (this library's
+    :class:`ToolSearchOpenAIChatClient` or ``ToolSearchAnthropicClient``), of `provider` unless "auto",
+    for `model` (by default its own)."""
+    found = getattr(type(client), "tool_search_provider", None)
+    if found is None:
         raise ConfigError(
             f"tool_filtering.provider_search is on, but the agent's chat client is {type(client).__name__}, which "
             "sends no deferred tools: use sk_toolfilter.agent_framework.ToolSearchOpenAIChatClient (OpenAI "
-            "Responses, gpt-5.4 or later) or set provider_search.enabled: false"
+            "Responses, gpt-5.4 or later) or sk_toolfilter.agent_framework.anthropic_search.ToolSearchAnthropicClient "
+            "(Claude 4.5 or later), or set provider_search.enabled: false"
         )
-    check_openai_model(model or client.model)
+    if provider not in ("auto", found):
+        raise ConfigError(
+            f"tool_filtering.provider_search.provider is {provider!r}, but the agent's chat client is "
+            f"{type(client).__name__} ({found}'s tool search): set provider: {found} (or auto)"
+        )
+    check_model(found, model or client.model)

@@ -83,7 +83,7 @@ async def create_agent_framework_filter(
     model with tool search (else every model call checks it before anything is sent)."""
     config = config or ToolFilterConfig()
     if config.provider_search.enabled and agent_client is not None:
-        check_client(agent_client)
+        check_client(agent_client, provider=config.provider_search.provider)
     if config.rerank.type == "llm" and chat_client is None:
         raise ConfigError(
             "tool_filtering.rerank: type llm needs a chat client to pick with: "

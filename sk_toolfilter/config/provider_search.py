@@ -16,14 +16,13 @@ class ProviderSearchConfig(StrictConfig):
     ``defer_loading: true`` — plus the provider's search tool, so a tool the ranking missed is one
     server-side search away. Excluded and hidden tools are never sent, deferred or not; the discovery
     tools are not sent (one way to find tools, not two). Only for clients and models that support it
-    (Agent Framework's OpenAI Responses client with gpt-5.4 or later); anything else is an error at start.
+    (Agent Framework's OpenAI Responses client with gpt-5.4 or later, its Anthropic client with Claude 4.5
+    or later); anything else is an error at start.
     """
 
     enabled: bool = Field(default=False, description="Send the tools not selected as deferred, with the search tool.")
-    provider: Literal["auto", "openai"] = Field(
-        default="auto",
-        description="Whose tool search: auto reads it from the chat client (OpenAI Responses today; Anthropic's "
-        "tool search is not wired yet).",
+    provider: Literal["auto", "openai", "anthropic"] = Field(
+        default="auto", description="Whose tool search: auto reads it from the agent's chat client."
     )
     loaded: int | None = Field(
         default=None,

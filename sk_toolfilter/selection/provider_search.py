@@ -28,6 +28,16 @@ OPENAI_MINIMUM = (5, 4)
 
 _OPENAI_MODEL = re.compile(r"^(?:openai/)?gpt-(\d+)(?:\.(\d+))?(?:[-.].*)?$", re.IGNORECASE)
 
+ANTHROPIC_SEARCH_TOOL: dict[str, str] = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+"""Anthropic's server-side tool search (BM25 variant; never deferred itself)."""
+
+ANTHROPIC_MINIMUM = (4, 5)
+"""Anthropic documents tool search for Claude 4.5 models and later."""
+
+_CLAUDE_MODEL = re.compile(
+    r"^(?:anthropic/)?claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?:-\d{8})?(?:-latest)?$", re.IGNORECASE
+)
+
 
 def openai_supports_tool_search(model: str | None) -> bool:
     """True for the OpenAI models documented with tool search (gpt-5.4, gpt-5.4-mini, gpt-5.5, gpt-6, …).
@@ -38,13 +48,30 @@ def openai_supports_tool_search(model: str | None) -> bool:
     return (int(found.group(1)), int(found.group(2) or 0)) >= OPENAI_MINIMUM
 
 
-def check_openai_model(model: str | None) -> None:
-    """A :class:`ConfigError` naming `model` unless OpenAI documents tool search for it."""
-    if not openai_supports_tool_search(model):
+def anthropic_supports_tool_search(model: str | None) -> bool:
+    """True for the Claude models documented with tool search (claude-sonnet-4-5, claude-opus-4-5-20251101,
+    claude-haiku-4-5, claude-opus-4-6, …); Claude 3.x and 4.0 / 4.1 have none."""
+    found = _CLAUDE_MODEL.match((model or "").strip())
+    if found is None:
+        return False
+    return (int(found.group(1)), int(found.group(2) or 0)) >= ANTHROPIC_MINIMUM
+
+
+_DOCUMENTED = {
+    "openai": (openai_supports_tool_search, "gpt-5.4 and later on the Responses API; an Azure deployment must be "
+               "named after its model"),
+    "anthropic": (anthropic_supports_tool_search, "Claude 4.5 models and later (claude-sonnet-4-5, claude-opus-4-5, "
+                  "claude-haiku-4-5, …)"),
+}  # fmt: skip
+
+
+def check_model(provider: str, model: str | None) -> None:
+    """A :class:`ConfigError` naming `model` unless `provider` documents tool search for it."""
+    supports, which = _DOCUMENTED[provider]
+    if not supports(model):
         raise ConfigError(
-            f"tool_filtering.provider_search: model {model!r} has no tool search (OpenAI documents it for "
-            "gpt-5.4 and later on the Responses API; an Azure deployment must be named after its model). "
-            "Use such a model or set provider_search.enabled: false"
+            f"tool_filtering.provider_search: model {model!r} has no tool search ({provider} documents it for "
+            f"{which}). Use such a model or set provider_search.enabled: false"
         )
 
 

@@ -1,0 +1,62 @@
+"""Provider tool search with Agent Framework's Anthropic client: the tools the filter did not select go
+with ``defer_loading: true``, beside Anthropic's ``tool_search_tool_bm25`` (Claude 4.5 and later).
+
+Needs ``pip install "sk-toolfilter[anthropic]"``. Like the OpenAI client
+(:mod:`sk_toolfilter.agent_framework.provider_search`), it overrides private methods of Agent
+Framework's client, pinned by tests/test_provider_search.py:
+
+- ``_prepare_tools_for_anthropic``: the deferred flag and the search tool;
+- ``_prepare_message_for_anthropic``: Agent Framework keeps the model's ``server_tool_use`` (the search)
+  as a hosted function call and drops its ``tool_search_tool_result``, so it would replay the search as
+  a client ``tool_use`` with no ``tool_result`` — which the Messages API refuses. It is left out of
+  the replay (the deferred tools are on every request; the model searches again when it needs one).
+
+    client = ToolSearchAnthropicClient(model="claude-sonnet-4-5")   # an older model: ConfigError, here
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sk_toolfilter.basics.errors import ToolFilterError, install_line
+
+try:
+    from agent_framework import Message
+    from agent_framework_anthropic import AnthropicClient
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ToolFilterError(f"Agent Framework's Anthropic client is not installed: {install_line('anthropic')}") from exc
+
+from sk_toolfilter.agent_framework.provider_search import deferred_names
+from sk_toolfilter.selection.provider_search import ANTHROPIC_SEARCH_TOOL, check_model
+
+
+class ToolSearchAnthropicClient(AnthropicClient):
+    """Agent Framework's Anthropic client with provider tool search: the filter's selection is loaded,
+    every other tool this agent may use is sent with ``defer_loading: true``, with Anthropic's BM25
+    tool search tool. Built for Claude 4.5 or later only (else a ConfigError naming the model)."""
+
+    tool_search_provider = "anthropic"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        check_model("anthropic", self.model)
+
+    def _prepare_tools_for_anthropic(self, options: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
+        prepared = super()._prepare_tools_for_anthropic(options, *args, **kwargs)
+        deferred = deferred_names(options.get("tools"))
+        if not prepared or deferred is None or "tools" not in prepared:
+            return prepared
+        tools = [
+            {**t, "defer_loading": True} if isinstance(t, dict) and t.get("name") in deferred else t
+            for t in prepared["tools"]
+        ]
+        return {**prepared, "tools": [*tools, dict(ANTHROPIC_SEARCH_TOOL)]}
+
+    def _prepare_message_for_anthropic(self, message: Message) -> dict[str, Any]:
+        prepared = dict(super()._prepare_message_for_anthropic(message))
+        searches = {c.call_id for c in message.contents if c.type == "function_call" and c.hosted}
+        content = prepared.get("content")
+        if searches and isinstance(content, list):
+            prepared["content"] = [b for b in content if not (b.get("type") == "tool_use" and b.get("id") in searches)]
+        return prepared
