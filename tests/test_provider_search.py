@@ -332,3 +332,44 @@ def test_the_private_anthropic_methods_the_client_overrides_are_still_there():
     assert list(tools.parameters)[:2] == ["self", "options"]
     message = inspect.signature(RawAnthropicClient._prepare_message_for_anthropic)
     assert list(message.parameters) == ["self", "message"]
+
+
+# ---------------------------------------------------------------- where it cannot work: refused at start
+
+
+async def test_semantic_kernel_request_paths_refuse_provider_search_at_start():
+    from semantic_kernel import Kernel
+    from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
+
+    from sk_toolfilter import create_tool_filter, wrap_chat_service
+    from sk_toolfilter.demo import MathPlugin
+    from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
+
+    kernel = Kernel()
+    kernel.add_plugin(MathPlugin(), "Math")
+    manager = await create_tool_filter(kernel, ToolFilterConfig(provider_search=ON))
+    transport = RecordingTransport()
+    with pytest.raises(ConfigError, match="Semantic Kernel's chat completion connector sends no deferred tools"):
+        wrap_chat_service(offline_chat_service(transport), manager)
+    with pytest.raises(ConfigError, match="provider_search works with Agent Framework's clients only"):
+        await manager.prepare_execution_settings("add 2 and 3", OpenAIChatPromptExecutionSettings())
+    assert transport.requests == []
+    await manager.aclose()
+
+
+async def test_an_agent_file_with_provider_search_and_a_client_without_it_fails_at_load(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from sk_toolfilter.agents.agent import load_agent
+    from sk_toolfilter.measure.wire import RecordingTransport, offline_agent_framework_client
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "instructions", tmp_path / "instructions")
+    text = (root / "agent.yaml").read_text().replace("name: ", "framework: agent-framework\nname: ", 1)
+    text = text.replace("tool_filtering:\n", "tool_filtering:\n  provider_search: {enabled: true}\n", 1)
+    (tmp_path / "agent.yaml").write_text(text)
+    transport = RecordingTransport()
+    with pytest.raises(ConfigError, match="OpenAIChatCompletionClient, which sends no deferred tools"):
+        await load_agent(tmp_path / "agent.yaml", chat_service=offline_agent_framework_client(transport))
+    assert transport.requests == []

@@ -384,6 +384,10 @@ def _agent_framework_agent(tools: Toolset, chat_client: Any) -> LoadedAgentFrame
 
     spec = tools.spec
     client = chat_client or create_agent_framework_client(spec.model)
+    if tools.manager.config.provider_search.enabled:  # at load, not at the first request
+        from sk_toolfilter.agent_framework.provider_search import check_client
+
+        check_client(client, provider=tools.manager.config.provider_search.provider)
     tool_filter = kernel_filter(tools.manager, tools.kernel)
     agent = Agent(
         client=client,

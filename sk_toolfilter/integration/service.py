@@ -17,6 +17,7 @@ from semantic_kernel.connectors.ai.chat_completion_client_base import ChatComple
 
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.selection.active import serving
+from sk_toolfilter.selection.provider_search import refuse_in_semantic_kernel
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.settings import tool_name, tool_names
 
@@ -161,6 +162,7 @@ def wrap_chat_service(
     """
     if isinstance(service, FilteredChatCompletion):
         service = service.inner
+    refuse_in_semantic_kernel(manager.config.provider_search)
     return FilteredChatCompletion(
         inner=service,
         manager=manager,

@@ -27,6 +27,7 @@ from sk_toolfilter.selection.pipeline import (
     Selection,
     SelectionRequest,
 )
+from sk_toolfilter.selection.provider_search import refuse_in_semantic_kernel
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.request_path import ConversationPins, RequestPath
 from sk_toolfilter.selection.selector import Selector
@@ -291,6 +292,7 @@ class ToolFilterManager:
         which are sent. With ``enabled: false`` and nothing hidden the base settings come back
         unchanged. With nothing selected and nothing pinned the clone offers no tools at all.
         """
+        refuse_in_semantic_kernel(self.config.provider_search)
         everything = self._upkeep.source_names() or self.index.names
         allowed = allowed_by_behavior(base_settings.function_choice_behavior, everything)
         on_offer = [n for n in everything if allowed is None or n in allowed]

@@ -12,13 +12,22 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sk_toolfilter.basics.errors import ConfigError
 
 if TYPE_CHECKING:
     from sk_toolfilter.config.provider_search import ProviderSearchConfig
-    from sk_toolfilter.selection.manager import ToolFilterManager
+
+
+class AgentTools(Protocol):
+    """What the wire plan reads of the manager: the discovery tools and who may never be sent."""
+
+    @property
+    def discovery_names(self) -> list[str]: ...
+
+    def is_hidden(self, full_name: str) -> bool: ...
+
 
 OPENAI_SEARCH_TOOL: dict[str, str] = {"type": "tool_search"}
 """The Responses API's hosted tool search (never deferred itself)."""
@@ -75,6 +84,18 @@ def check_model(provider: str, model: str | None) -> None:
         )
 
 
+def refuse_in_semantic_kernel(config: ProviderSearchConfig) -> None:
+    """A :class:`ConfigError` when provider search is on for a Semantic Kernel request path (its chat
+    completion connector has no deferred tools: docs/integrations/semantic-kernel.md)."""
+    if config.enabled:
+        raise ConfigError(
+            "tool_filtering.provider_search works with Agent Framework's clients only (OpenAI Responses, "
+            "Claude): Semantic Kernel's chat completion connector sends no deferred tools. Set "
+            "provider_search.enabled: false, or run the agent with Agent Framework (framework: agent-framework "
+            "and sk_toolfilter.agent_framework.ToolSearchOpenAIChatClient)"
+        )
+
+
 @dataclass(frozen=True)
 class WirePlan:
     """One model call's tools: `loaded` as the filter selected them (wire order), `deferred` the rest of
@@ -90,7 +111,7 @@ class WirePlan:
 
 
 def wire_plan(
-    manager: ToolFilterManager, candidates: Sequence[str], selection: Sequence[str], config: ProviderSearchConfig
+    manager: AgentTools, candidates: Sequence[str], selection: Sequence[str], config: ProviderSearchConfig
 ) -> WirePlan:
     """Loaded: the selection (at most ``config.loaded``); deferred: every other candidate this agent may
     use. Hidden (excluded, disabled) tools and the discovery tools are never sent, loaded or deferred."""
