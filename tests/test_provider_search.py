@@ -351,7 +351,7 @@ async def test_semantic_kernel_request_paths_refuse_provider_search_at_start():
     transport = RecordingTransport()
     with pytest.raises(ConfigError, match="Semantic Kernel's chat completion connector sends no deferred tools"):
         wrap_chat_service(offline_chat_service(transport), manager)
-    with pytest.raises(ConfigError, match="provider_search works with Agent Framework's clients only"):
+    with pytest.raises(ConfigError, match="provider_search needs the OpenAI Responses API or Claude"):
         await manager.prepare_execution_settings("add 2 and 3", OpenAIChatPromptExecutionSettings())
     assert transport.requests == []
     await manager.aclose()
@@ -373,3 +373,70 @@ async def test_an_agent_file_with_provider_search_and_a_client_without_it_fails_
     with pytest.raises(ConfigError, match="OpenAIChatCompletionClient, which sends no deferred tools"):
         await load_agent(tmp_path / "agent.yaml", chat_service=offline_agent_framework_client(transport))
     assert transport.requests == []
+
+
+# ---------------------------------------------------------------- Semantic Kernel: OpenAIResponsesAgent
+
+
+async def responses_agent(server: ScriptedResponsesServer, config: ToolFilterConfig, model: str = MODEL, client=None):
+    from semantic_kernel import Kernel
+    from semantic_kernel.agents import OpenAIResponsesAgent
+
+    from sk_toolfilter import create_tool_filter
+    from sk_toolfilter.demo import MathPlugin, MessagingPlugin
+    from sk_toolfilter.integration.responses_agent import provider_search_openai_client
+
+    kernel = Kernel()
+    kernel.add_plugin(MathPlugin(), "Math")
+    kernel.add_plugin(MessagingPlugin(), "Messaging")
+    manager = await create_tool_filter(kernel, config)
+    client = client or provider_search_openai_client(api_key="offline", base_url=server.base_url, max_retries=0)
+    agent = OpenAIResponsesAgent(ai_model_id=model, client=client, kernel=kernel, store_enabled=False)
+    return agent, manager, kernel
+
+
+async def test_an_sk_responses_agent_sends_the_selection_loaded_the_rest_deferred_and_runs_a_found_tool():
+    from sk_toolfilter.integration.responses_agent import invoke_with_provider_search
+
+    config = ToolFilterConfig(top_k=2, provider_search=ON, exclude=["Messaging-send_email"])
+    script = [[*tool_search("percent", []), function_call("Math-percentage", {"part": 15, "whole": 80})]]
+    with ScriptedResponsesServer([*script, [message("18.75%")]]) as server:
+        agent, manager, kernel = await responses_agent(server, config)
+        replies = [i.message.content async for i in invoke_with_provider_search(agent, manager, "What is 2 plus 3?")]
+        loaded, deferred, others = wire(server)
+        every = {f.fully_qualified_name for f in kernel.get_full_list_of_function_metadata()}
+        visible = every - {"Messaging-send_email"} - set(manager.discovery_names)
+    assert replies[-1] == "18.75%"
+    assert "Math-add" in loaded and "Math-percentage" in deferred  # deferred, found, run by SK's function loop
+    assert set(loaded) | set(deferred) == visible and not set(loaded) & set(deferred)
+    assert others == [{"type": "tool_search"}]
+    assert "Messaging-send_email" not in json.dumps(server.requests)
+    assert server.requests[1]["input"][-1] == {"type": "function_call_output", "output": "18.75%", "call_id": "call_1"}
+    await manager.aclose()
+
+
+async def test_an_sk_responses_agent_without_provider_search_gets_the_selection_only():
+    from sk_toolfilter.integration.responses_agent import invoke_with_provider_search
+
+    with ScriptedResponsesServer([[message("5")]]) as server:
+        agent, manager, _ = await responses_agent(server, ToolFilterConfig(top_k=2))
+        [_ async for _ in invoke_with_provider_search(agent, manager, "What is 2 plus 3?")]
+        loaded, deferred, others = wire(server)
+    assert "Math-add" in loaded and len(loaded) <= 4 and deferred == [] and others == []
+    await manager.aclose()
+
+
+@pytest.mark.parametrize("plain_client", [False, True], ids=["old model", "client without the transport"])
+async def test_an_sk_responses_agent_that_cannot_defer_fails_before_any_request(plain_client):
+    from openai import AsyncOpenAI
+
+    from sk_toolfilter.integration.responses_agent import invoke_with_provider_search
+
+    with ScriptedResponsesServer([]) as server:
+        client = AsyncOpenAI(api_key="offline", base_url=server.base_url) if plain_client else None
+        agent, manager, _ = await responses_agent(server, ToolFilterConfig(provider_search=ON), "gpt-4.1", client)
+        expected = "sends no deferred tools" if plain_client else "model 'gpt-4.1' has no tool search"
+        with pytest.raises(ConfigError, match=expected):
+            [_ async for _ in invoke_with_provider_search(agent, manager, "What is 2 plus 3?")]
+    assert server.requests == []
+    await manager.aclose()

@@ -89,10 +89,10 @@ def refuse_in_semantic_kernel(config: ProviderSearchConfig) -> None:
     completion connector has no deferred tools: docs/integrations/semantic-kernel.md)."""
     if config.enabled:
         raise ConfigError(
-            "tool_filtering.provider_search works with Agent Framework's clients only (OpenAI Responses, "
-            "Claude): Semantic Kernel's chat completion connector sends no deferred tools. Set "
-            "provider_search.enabled: false, or run the agent with Agent Framework (framework: agent-framework "
-            "and sk_toolfilter.agent_framework.ToolSearchOpenAIChatClient)"
+            "tool_filtering.provider_search needs the OpenAI Responses API or Claude: Semantic Kernel's chat "
+            "completion connector sends no deferred tools. Set provider_search.enabled: false, use SK's "
+            "OpenAIResponsesAgent with sk_toolfilter.integration.responses_agent.invoke_with_provider_search, or "
+            "Agent Framework (sk_toolfilter.agent_framework.ToolSearchOpenAIChatClient)"
         )
 
 
@@ -107,7 +107,12 @@ class WirePlan:
     @property
     def on_wire(self) -> frozenset[str]:
         """Every tool the model can call on this request: loaded, or found with the provider's search."""
-        return frozenset(self.loaded + self.deferred)
+        return frozenset(self.on_wire_order)
+
+    @property
+    def on_wire_order(self) -> tuple[str, ...]:
+        """Loaded, then deferred."""
+        return self.loaded + self.deferred
 
 
 def wire_plan(

@@ -1,0 +1,112 @@
+"""Provider tool search for Semantic Kernel's ``OpenAIResponsesAgent`` (OpenAI Responses API, gpt-5.4 and
+later): the filter's selection is loaded, every other tool the agent may use goes with
+``defer_loading: true``, beside ``{"type": "tool_search"}``.
+
+Semantic Kernel builds the Responses request's tools once per ``invoke``, from the kernel's functions
+that ``FunctionChoiceBehavior`` allows, with no field for ``defer_loading`` (its per-invoke ``tools``
+argument is overwritten by that list). So the selection is made once per ``invoke`` (not per model
+call of its function loop), passed as the function choice filters, and the deferred flags are set on
+the wire by an httpx transport of the agent's own OpenAI client — public surfaces only:
+
+    client = provider_search_openai_client(api_key="sk-...")      # AsyncOpenAI with the transport
+    agent = OpenAIResponsesAgent(ai_model_id="gpt-5.4", client=client, kernel=kernel)
+    manager = await create_tool_filter(kernel, config)            # provider_search: {enabled: true}
+    async for item in invoke_with_provider_search(agent, manager, "Where is my package 1Z999?"):
+        print(item.message.content)
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
+from typing import Any
+
+import httpx
+
+from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model, wire_plan
+
+_DEFERRED: ContextVar[frozenset[str] | None] = ContextVar("sk_toolfilter_sk_deferred", default=None)
+_CLIENTS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class DeferringTransport(httpx.AsyncBaseTransport):
+    """Sets ``defer_loading: true`` on the Responses request's functions that :func:`invoke_with_provider_search`
+    deferred for this task, and adds the ``tool_search`` tool; every other request passes unchanged."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport | None = None) -> None:
+        self.inner = inner or httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        deferred = _DEFERRED.get()
+        if deferred and request.method == "POST" and request.url.path.endswith("/responses"):
+            body = json.loads(await request.aread())
+            tools = [
+                {**t, "defer_loading": True} if t.get("type") == "function" and t.get("name") in deferred else t
+                for t in body.get("tools") or []
+            ]
+            body["tools"] = [*tools, dict(OPENAI_SEARCH_TOOL)]
+            content = json.dumps(body).encode()
+            headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
+            request = httpx.Request(request.method, request.url, headers=headers, content=content)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def provider_search_openai_client(*, transport: httpx.AsyncBaseTransport | None = None, **options: Any) -> Any:
+    """An ``AsyncOpenAI`` client (`options`: api_key, base_url, …) whose requests go through a
+    :class:`DeferringTransport` (over `transport`, by default a plain HTTP transport)."""
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(http_client=httpx.AsyncClient(transport=DeferringTransport(transport)), **options)  # type: ignore[arg-type]
+    _CLIENTS.add(client)
+    return client
+
+
+def check_responses_agent(agent: Any) -> None:
+    """A :class:`ConfigError` unless `agent` is an ``OpenAIResponsesAgent`` on a client from
+    :func:`provider_search_openai_client`, for a model with tool search."""
+    if agent.client not in _CLIENTS:
+        raise ConfigError(
+            "tool_filtering.provider_search: the OpenAIResponsesAgent's client sends no deferred tools; build it "
+            "with sk_toolfilter.integration.responses_agent.provider_search_openai_client(...)"
+        )
+    check_model("openai", agent.ai_model_id)
+
+
+async def invoke_with_provider_search(
+    agent: Any, manager: Any, messages: Any = None, *, thread: Any = None, **kwargs: Any
+) -> AsyncIterator[Any]:
+    """``agent.invoke(messages, thread=thread, **kwargs)`` with the filter: the tools are selected once
+    for the conversation (a local thread's messages and `messages`; a thread stored on the server:
+    `messages`). With ``provider_search`` on, the selection is loaded and every other usable tool
+    deferred; off, only the selection is sent. Yields what ``agent.invoke`` yields."""
+    from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+    from semantic_kernel.contents import ChatHistory
+
+    search = manager.config.provider_search
+    if search.enabled:
+        check_responses_agent(agent)
+    history = ChatHistory()
+    if thread is not None and not (thread.store_enabled and thread.response_id):  # kept here, not on the server
+        async for message in thread.get_messages(sort_order="asc"):
+            history.add_message(message)
+    for message in [messages] if isinstance(messages, str) else list(messages or []):
+        history.add_user_message(message) if isinstance(message, str) else history.add_message(message)
+    kernel = kwargs.get("kernel") or agent.kernel
+    names = [f.fully_qualified_name for f in kernel.get_full_list_of_function_metadata()]
+    offer = await manager.offer(history, names)
+    plan = wire_plan(manager, names, list(offer.names), search) if search.enabled else None
+    deferred = plan.deferred if plan is not None else ()
+    on_wire = list(plan.on_wire_order if plan is not None else offer.names) or ["-none-"]  # [] would allow all
+    behavior = FunctionChoiceBehavior.Auto(filters={"included_functions": on_wire})
+    token = _DEFERRED.set(frozenset(deferred))
+    try:
+        async for item in agent.invoke(messages, thread=thread, function_choice_behavior=behavior, **kwargs):
+            yield item
+    finally:
+        _DEFERRED.reset(token)
