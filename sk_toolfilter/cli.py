@@ -212,6 +212,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
         spec = spec.model_copy(
             update={"tool_filtering": spec.tool_filtering.model_copy(update={"selection_mode": args.selection_mode})}
         )
+    client = _live_client(args, spec)  # checked before anything is indexed or sent
     async with await open_toolset(
         spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools"), wait=not args.no_wait
     ) as tools:
@@ -229,10 +230,30 @@ async def cmd_report(args: argparse.Namespace) -> int:
             )
         except ToolFilterError as exc:
             raise naming(exc, str(args.queries or args.agent)) from None
+        live = None
+        if client is not None:
+            from sk_toolfilter.measure.live_search import measure_live, write_live
+
+            progress = Progress("live requests", unit="queries")
+            rows = await measure_live(spec, tools.kernel, tools.manager, queries, client, progress)
+            live = write_live(rows, spec.model.name, args.out)
     print(render_terminal(report))
     paths = write_report(report, args.out)
     print(f"\nWrote {paths['markdown']}, {paths['json']}, {paths['chart']} and {paths['html']}")
+    if live is not None:
+        print(f"\n{live.read_text()}\nWrote {live}")
     return 0
+
+
+def _live_client(args: argparse.Namespace, spec: Any) -> Any:
+    """``report --provider-search --live``: the model block's Responses client (None without --live)."""
+    if not args.live:
+        return None
+    if not args.provider_search:
+        raise ConfigError("report: --live measures provider tool search; add --provider-search")
+    from sk_toolfilter.measure.live_search import live_client
+
+    return live_client(spec)
 
 
 def _read_queries(path: Path) -> list[Any]:
@@ -464,6 +485,12 @@ def _add_report(sub: Commands) -> None:
         action="store_true",
         help="also estimate the tools tokens with provider tool search (the selection loaded, the rest deferred: "
         "OpenAI's documented cost; not measured against a live endpoint)",
+    )
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="with --provider-search: measure the billed input tokens off / on / provider search against the "
+        "model block's real endpoint (OpenAI Responses, gpt-5.4 or later; three short paid requests per query)",
     )
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     _add_no_wait(p)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -122,7 +123,14 @@ class ScriptedResponsesServer:
     """``with ScriptedResponsesServer([[...items...], ...]) as server:`` — ``server.base_url`` for the
     client, ``server.requests`` the JSON bodies received. ``anthropic=True``: the Messages API."""
 
-    def __init__(self, outputs: list[list[dict[str, Any]]], *, anthropic: bool = False) -> None:
+    def __init__(
+        self,
+        outputs: list[list[dict[str, Any]]],
+        *,
+        anthropic: bool = False,
+        billed: Callable[[dict[str, Any]], int] | None = None,
+    ) -> None:
+        """`billed(body)`: the input tokens a response reports for a request body (default 10)."""
         self.outputs: deque[list[dict[str, Any]]] = deque(outputs)
         self.requests: list[dict[str, Any]] = []
         scripted = self
@@ -137,7 +145,10 @@ class ScriptedResponsesServer:
                     raw = json.dumps(_claude_message(number, model, content)).encode()
                 else:
                     output = scripted.outputs.popleft() if scripted.outputs else [message("ok")]
-                    raw = json.dumps(_response(number, model, output)).encode()
+                    reply = _response(number, model, output)
+                    if billed is not None:
+                        reply["usage"]["input_tokens"] = billed(body)
+                    raw = json.dumps(reply).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(raw)))

@@ -440,3 +440,65 @@ async def test_an_sk_responses_agent_that_cannot_defer_fails_before_any_request(
             [_ async for _ in invoke_with_provider_search(agent, manager, "What is 2 plus 3?")]
     assert server.requests == []
     await manager.aclose()
+
+
+def documented_bill(body: dict) -> int:
+    """What a provider that bills as OpenAI documents would count: loaded tools in full, deferred ones by
+    name and description (characters, standing in for tokens)."""
+    total = 0
+    for tool in body.get("tools") or []:
+        shown = {k: tool.get(k) for k in ("name", "description")} if tool.get("defer_loading") else tool
+        total += len(json.dumps(shown))
+    return total
+
+
+async def test_the_live_report_reads_the_billed_input_tokens_of_each_way_of_sending(tmp_path, monkeypatch):
+    import asyncio
+    from pathlib import Path
+
+    import yaml
+
+    from sk_toolfilter.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    data = yaml.safe_load((root / "agent.yaml").read_text())
+    for source in data["tools"]:
+        if "init" in source:
+            source["init"]["root"] = str(tmp_path / "sandbox")
+    data["instructions"] = {"inline": "You are a helpful assistant."}
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump(data))
+    with ScriptedResponsesServer([], billed=documented_bill) as server:
+        monkeypatch.setenv("ATLAS_MODEL", MODEL)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "offline")
+        argv = ["report", str(tmp_path / "agent.yaml"), "--provider-search", "--live", "--limit", "2"]
+        assert await asyncio.to_thread(main, [*argv, "--out", str(tmp_path / "out")]) == 0
+    live = json.loads((tmp_path / "out" / "live.json").read_text())
+    assert live["model"] == MODEL and len(live["queries"]) == 2
+    assert len(server.requests) == 6  # off, on, provider search per query
+    for n, row in enumerate(live["queries"]):
+        off, on, searched = server.requests[3 * n : 3 * n + 3]
+        assert [row["input_tokens"][m] for m in ("off", "on", "provider_search")] == [
+            documented_bill(off),
+            documented_bill(on),
+            documented_bill(searched),
+        ]
+        assert not any(t.get("defer_loading") for t in off["tools"] + on["tools"])
+        assert [t["name"] for t in on["tools"]] == row["loaded"]
+        assert sum(bool(t.get("defer_loading")) for t in searched["tools"]) == row["deferred"] > 0
+        assert searched["tools"][-1] == {"type": "tool_search"} and off["tool_choice"] == "none"
+        assert row["input_tokens"]["on"] < row["input_tokens"]["provider_search"] < row["input_tokens"]["off"]
+    assert "provider search" in (tmp_path / "out" / "live.md").read_text()
+
+
+def test_live_without_provider_search_or_with_an_old_model_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from sk_toolfilter.cli import main
+
+    agent = str(Path(__file__).resolve().parents[1] / "agent.yaml")
+    assert main(["report", agent, "--live", "--out", str(tmp_path)]) == 2
+    monkeypatch.setenv("ATLAS_MODEL", "gpt-4o-mini")
+    monkeypatch.setenv("OPENAI_API_KEY", "offline")
+    assert main(["report", agent, "--provider-search", "--live", "--out", str(tmp_path)]) == 2
+    assert not (tmp_path / "report.json").exists()

@@ -89,10 +89,10 @@ def create_agent_framework_client(model: ModelSpec, http_client: Any = None) -> 
             f"Agent Framework's OpenAI client is not installed: {install_line('agent-framework')}"
         ) from None
 
-    return OpenAIChatCompletionClient(model=model.name, async_client=_openai_client(model, http_client))
+    return OpenAIChatCompletionClient(model=model.name, async_client=openai_client(model, http_client))
 
 
-def _openai_client(model: ModelSpec, http_client: Any) -> Any:
+def openai_client(model: ModelSpec, http_client: Any = None) -> Any:
     """The ``openai`` client a ``model:`` block describes (keys from the block or the environment)."""
     from openai import AsyncAzureOpenAI, AsyncOpenAI
 
@@ -147,7 +147,7 @@ def create_chat_service(model: ModelSpec, http_client: Any = None) -> ChatComple
     """The chat service a ``model:`` block describes (``http_client`` lets tests and reports go offline)."""
     from semantic_kernel.connectors.ai.open_ai import AzureChatCompletion, OpenAIChatCompletion
 
-    client = _openai_client(model, http_client)
+    client = openai_client(model, http_client)
     if model.provider == "azure_openai":
         return AzureChatCompletion(deployment_name=model.name, async_client=client)
     return OpenAIChatCompletion(ai_model_id=model.name, async_client=client)

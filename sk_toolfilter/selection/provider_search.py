@@ -80,7 +80,7 @@ def check_model(provider: str, model: str | None) -> None:
     if not supports(model):
         raise ConfigError(
             f"tool_filtering.provider_search: model {model!r} has no tool search ({provider} documents it for "
-            f"{which}). Use such a model or set provider_search.enabled: false"
+            f"{which}). Use such a model, or turn provider search off (provider_search.enabled: false)"
         )
 
 
