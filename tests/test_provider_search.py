@@ -36,13 +36,16 @@ def clear_ran():
     ran.clear()
 
 
-def wire(server: ScriptedResponsesServer, request_index: int = 0) -> tuple[list[str], list[str], list[dict]]:
-    """(loaded function names, deferred function names, the other tool entries) of one request."""
+def wire(
+    server: ScriptedResponsesServer, request_index: int = 0, kind: str = "function"
+) -> tuple[list[str], list[str], list[dict]]:
+    """(loaded function names, deferred function names, the other tool entries) of one request; `kind`:
+    the functions' tool type (OpenAI "function", Anthropic "custom")."""
     tools = server.tools(request_index)
-    functions = [t for t in tools if t.get("type") == "function"]
+    functions = [t for t in tools if t.get("type") == kind]
     loaded = [t["name"] for t in functions if not t.get("defer_loading")]
     deferred = [t["name"] for t in functions if t.get("defer_loading") is True]
-    return loaded, deferred, [t for t in tools if t.get("type") != "function"]
+    return loaded, deferred, [t for t in tools if t.get("type") != kind]
 
 
 async def searching_agent(server: ScriptedResponsesServer, config: ToolFilterConfig, **options):
@@ -232,14 +235,6 @@ async def claude_agent(server: ScriptedResponsesServer, config: ToolFilterConfig
     return Agent(client=client, tools=tool_filter.tools, middleware=tool_filter.middleware), tool_filter
 
 
-def claude_wire(server: ScriptedResponsesServer, request_index: int = 0) -> tuple[list[str], list[str], list[dict]]:
-    tools = server.tools(request_index)
-    custom = [t for t in tools if t.get("type") == "custom"]
-    loaded = [t["name"] for t in custom if not t.get("defer_loading")]
-    deferred = [t["name"] for t in custom if t.get("defer_loading") is True]
-    return loaded, deferred, [t for t in tools if t.get("type") != "custom"]
-
-
 async def test_claude_gets_the_selection_loaded_the_rest_deferred_and_the_bm25_search_tool():
     config = ToolFilterConfig(
         top_k=3, provider_search={"enabled": True, "provider": "anthropic"}, exclude=["delete_all_files"]
@@ -247,7 +242,7 @@ async def test_claude_gets_the_selection_loaded_the_rest_deferred_and_the_bm25_s
     with ScriptedResponsesServer([[claude_text("In Memphis.")]], anthropic=True) as server:
         agent, tool_filter = await claude_agent(server, config)
         await agent.run("Where is my package 1Z999?")
-    loaded, deferred, others = claude_wire(server)
+    loaded, deferred, others = wire(server, 0, "custom")
     assert loaded == tool_filter.chat_middleware.last_selection and "track_package" in loaded
     assert set(loaded) | set(deferred) == {t.name for t in TOOLS} - {"delete_all_files"}
     assert "delete_all_files" not in json.dumps(server.requests)
@@ -267,7 +262,7 @@ async def test_a_tool_claude_found_runs_and_the_replay_has_no_orphan_tool_use():
         agent, _ = await claude_agent(server, config)
         response = await agent.run("Where is my package 1Z999?")
     assert response.text == "Moved to Monday." and ran == ["reschedule_event"]
-    assert "reschedule_event" in claude_wire(server, 0)[1]
+    assert "reschedule_event" in wire(server, 0, "custom")[1]
     replayed = [block for m in server.requests[1]["messages"] for block in m["content"] if isinstance(block, dict)]
     uses = [b["id"] for b in replayed if b["type"] == "tool_use"]
     results = [b["tool_use_id"] for b in replayed if b["type"] == "tool_result"]
