@@ -147,8 +147,12 @@ def _estimate_provider_search(row: QueryReport, off: dict[str, Any], manager: To
     loaded = [n for n in row.selected if n not in discovery]
     if manager.config.provider_search.loaded is not None:
         loaded = loaded[: manager.config.provider_search.loaded]
-    tokens, deferred = provider_search_tokens(off.get("tools") or [], loaded, manager.is_hidden, encoding)
-    row.tools_tokens_provider_search, row.tools_deferred = tokens, deferred
+    openai, claude, deferred = provider_search_tokens(off.get("tools") or [], loaded, manager.is_hidden, encoding)
+    row.tools_tokens_provider_search, row.tools_tokens_provider_search_claude, row.tools_deferred = (
+        openai,
+        claude,
+        deferred,
+    )
 
 
 async def _play_conversation(

@@ -30,6 +30,8 @@ class QueryReport:
     """What the second stage (``rerank: {type: llm}``) did for this request ("" without one)."""
     tools_tokens_provider_search: int | None = None
     """Estimated tool tokens with provider tool search (``report --provider-search``; None: not estimated)."""
+    tools_tokens_provider_search_claude: int | None = None
+    """The same with Claude (deferred tools documented as not in the prompt)."""
     tools_deferred: int = 0
     """Tools that would go deferred with provider tool search."""
     picker_tried: bool = False
@@ -133,9 +135,12 @@ class TokenReport:
         if not estimated or None in estimated:
             return {}
         tokens = sum(t for t in estimated if t is not None)
+        claude = sum(q.tools_tokens_provider_search_claude or 0 for q in self.queries)
         return {
             "tools_tokens_provider_search": tokens,
             "provider_search_saved_percent": round(100.0 * (off - tokens) / off, 2) if off else 0.0,
+            "tools_tokens_provider_search_claude": claude,
+            "provider_search_claude_saved_percent": round(100.0 * (off - claude) / off, 2) if off else 0.0,
             "mean_tools_deferred": round(sum(q.tools_deferred for q in self.queries) / len(self.queries), 2),
         }
 
@@ -185,11 +190,13 @@ def provider_search_line(report: TokenReport) -> str | None:
     if "tools_tokens_provider_search" not in t:
         return None
     return (
-        f"Provider tool search (OpenAI Responses, an estimate): {t['tools_tokens_provider_search']:,} tools tokens "
-        f"({t['provider_search_saved_percent']:.1f}% saved against off) — the selection's schemas in full, "
-        f"{number(t['mean_tools_deferred'])} deferred tools per request by name and description (what OpenAI "
-        "documents the model still sees) and the tool_search tool; tools the model finds later are not counted. "
-        "Documented behaviour, not measured against a live endpoint"
+        f"Provider tool search, an estimate from what the providers document: OpenAI Responses "
+        f"{t['tools_tokens_provider_search']:,} tools tokens ({t['provider_search_saved_percent']:.1f}% saved against "
+        f"off; the model still sees each of the {number(t['mean_tools_deferred'])} deferred tools per request by name "
+        f"and description), Claude {t['tools_tokens_provider_search_claude']:,} "
+        f"({t['provider_search_claude_saved_percent']:.1f}%; deferred tools are not in the prompt) — the selection's "
+        "schemas in full and the search tool; tools the model finds later are not counted. Documented behaviour, "
+        "not measured against a live endpoint (report --provider-search --live measures OpenAI)"
     )
 
 
