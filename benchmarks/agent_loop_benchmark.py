@@ -24,9 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sk_toolfilter.agents.agent import open_toolset
-from sk_toolfilter.agents.agent_file import FRAMEWORKS, Framework, parse_agent
-from sk_toolfilter.measure.conversations import CO_USAGE_SCOPES, CoUsageScope, load_steps, replay_conversations
+from sk_toolfilter.agents.agent_file import FRAMEWORKS, Framework
+from sk_toolfilter.measure.conversations import CO_USAGE_SCOPES, CoUsageScope, replay_catalog_conversations
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -49,27 +48,11 @@ async def run(
     framework: Framework = "semantic-kernel",
     co_usage_scope: CoUsageScope = "agent",
 ) -> dict[str, dict[str, float]]:
-    """Figures of one configuration (an agent file's ``tool_filtering`` block); `keep` picks
-    conversations by id (cross-validation folds, see ``training/experiments/conversation_folds.py``)."""
-    steps = load_steps(data / "bfcl_multiturn" / "dev.jsonl")
-    if keep is not None:
-        steps = [s for s in steps if keep(s.conversation)]
-    if limit:
-        keep = set(list(dict.fromkeys(s.conversation for s in steps))[:limit])
-        steps = [s for s in steps if s.conversation in keep]
-    spec = parse_agent(
-        {
-            "name": "bfcl_multiturn",
-            "tools": [{"type": "catalog", "name": "bfcl", "path": str(data / "bfcl_multiturn" / "tools.jsonl")}],
-            "tool_filtering": overrides,
-        },
-        source="benchmark",
+    """Figures of one configuration (an agent file's ``tool_filtering`` block) on BFCL multi-turn."""
+    folder = data / "bfcl_multiturn"
+    return await replay_catalog_conversations(
+        folder, overrides, limit=limit, keep=keep, framework=framework, co_usage_scope=co_usage_scope
     )
-    async with await open_toolset(spec) as toolset:
-        replay = await replay_conversations(
-            toolset.kernel, toolset.manager, steps, framework=framework, co_usage_scope=co_usage_scope
-        )
-    return {"all": replay.summary(), **replay.by_category()}
 
 
 def main() -> None:

@@ -66,3 +66,25 @@ async def test_with_filtering_off_every_adapter_hides_only_the_excluded_tools():
     sent = await sent_per_step({"enabled": False, "exclude": ["TravelAPI-*"]})
     for steps in sent.values():
         assert all(len(s) == 128 - 18 and not any(n.startswith("TravelAPI-") for n in s) for s in steps)
+
+
+async def test_a_catalog_folder_replays_as_its_steps_do_one_by_one():
+    """``replay_catalog_conversations`` (the agent-loop benchmark's and the conversation folds' entry)
+    is the step-by-step replay of the folder's conversations, figure for figure."""
+    from sk_toolfilter.measure.conversations import replay_catalog_conversations
+
+    steps = load_steps(FIXTURE / "conversations.jsonl")
+    first = steps[0].conversation
+    spec = parse_agent(
+        {"name": "bfcl", "tools": [{"type": "catalog", "name": "bfcl", "path": str(FIXTURE / "tools.jsonl")}]},
+        source="test",
+    )
+    async with await open_toolset(spec) as toolset:
+        replay = await replay_conversations(
+            toolset.kernel, toolset.manager, [s for s in steps if s.conversation == first]
+        )
+    figures = await replay_catalog_conversations(
+        FIXTURE, {}, conversations="conversations.jsonl", keep=lambda conversation: conversation == first
+    )
+    untimed = lambda summary: {k: v for k, v in summary.items() if not k.endswith("_ms")}  # noqa: E731
+    assert untimed(figures["all"]) == untimed(replay.summary()) and figures["all"]["steps"] > 0

@@ -250,6 +250,37 @@ Sender = Callable[[list[dict[str, Any]], bool], Awaitable[float]]
 request through the filter, and returns the request's selection time."""
 
 
+async def replay_catalog_conversations(
+    folder: Path,
+    overrides: dict[str, Any],
+    *,
+    conversations: str = "dev.jsonl",
+    limit: int | None = None,
+    keep: Callable[[str], bool] | None = None,
+    framework: Framework = "semantic-kernel",
+    co_usage_scope: CoUsageScope = "agent",
+) -> dict[str, dict[str, float]]:
+    """Replay a folder's `conversations` file over its catalog (``tools.jsonl``) with one
+    ``tool_filtering`` block: ``{"all": summary, category: summary, ...}``. `keep` picks conversations by
+    id (cross-validation folds); `limit` keeps the first N conversations."""
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import parse_agent
+
+    steps = load_steps(folder / conversations)
+    if keep is not None:
+        steps = [s for s in steps if keep(s.conversation)]
+    if limit:
+        first = set(list(dict.fromkeys(s.conversation for s in steps))[:limit])
+        steps = [s for s in steps if s.conversation in first]
+    tools = [{"type": "catalog", "name": folder.name, "path": str(folder / "tools.jsonl")}]
+    spec = parse_agent({"name": folder.name, "tools": tools, "tool_filtering": overrides}, source="benchmark")
+    async with await open_toolset(spec) as toolset:
+        replay = await replay_conversations(
+            toolset.kernel, toolset.manager, steps, framework=framework, co_usage_scope=co_usage_scope
+        )
+    return {"all": replay.summary(), **replay.by_category()}
+
+
 def _semantic_kernel_sender(
     kernel: Kernel, manager: ToolFilterManager, transport: RecordingTransport, via: ReplayPath
 ) -> Sender:

@@ -98,11 +98,12 @@ def train_folds(pairs: Path, out: Path, root: Path, epochs: float, cache_dir: Pa
 
 
 def _replay(root: Path, model: str, overrides: dict[str, Any], fold: int, scope: CoUsageScope) -> dict[str, float]:
-    from benchmarks.agent_loop_benchmark import run
+    from sk_toolfilter.measure.conversations import replay_catalog_conversations
 
     block = {**overrides, "embedding": {"model": model}}
     keep = lambda conversation: fold_of(conversation) == fold  # noqa: E731
-    return asyncio.run(run(root, block, None, keep=keep, co_usage_scope=scope))["all"]
+    folder = root / "bfcl_multiturn"
+    return asyncio.run(replay_catalog_conversations(folder, block, keep=keep, co_usage_scope=scope))["all"]
 
 
 def _key(summary: dict[str, float]) -> tuple[float, float]:
