@@ -36,17 +36,38 @@ def parse_json(text: str, where: str) -> Any:
         raise ConfigError(f"{where}: JSON nested too deeply") from None
 
 
-def json_lines(path: str | Path, what: str) -> Iterator[tuple[str, Any]]:
-    """(``file:line``, value) for every non-blank line of a JSON-lines file."""
-    for number, line in enumerate(read_text(path, what).splitlines(), 1):
-        if line.strip():
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}: invalid JSON at line {number}: {exc.msg}") from None
-            except RecursionError:
-                raise ConfigError(f"{path}: JSON nested too deeply at line {number}") from None
-            yield f"{path}:{number}", value
+def json_lines(path: str | Path, what: str, *, max_line_chars: int | None = None) -> Iterator[tuple[str, Any]]:
+    """(``file:line``, value) for every non-blank line of a JSON-lines file, read one line at a time (a
+    file of any length needs the memory of one line); a line longer than `max_line_chars` is refused."""
+    try:
+        with Path(path).open("rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                value = _json_line(raw, f"{path}", number, what, max_line_chars)
+                if value is not _BLANK:
+                    yield f"{path}:{number}", value
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or type(exc).__name__})") from None
+
+
+_BLANK = object()
+
+
+def _json_line(raw: bytes, path: str, number: int, what: str, max_line_chars: int | None) -> Any:
+    """One line's JSON value (``_BLANK`` for a blank line), or ConfigError naming the file and line."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start} of line {number})") from None
+    if not line.strip():
+        return _BLANK
+    if max_line_chars is not None and len(line) > max_line_chars:
+        raise ConfigError(f"{path}:{number}: line over {max_line_chars:,} characters")
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: invalid JSON at line {number}: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: JSON nested too deeply at line {number}") from None
 
 
 def json_object(value: Any, where: str) -> dict[str, Any]:

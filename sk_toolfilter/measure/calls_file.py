@@ -11,7 +11,6 @@ length needs the memory of one batch and of the bounded memory it fills.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sk_toolfilter.basics.errors import ConfigError
-from sk_toolfilter.basics.input_files import json_object
+from sk_toolfilter.basics.input_files import json_lines, json_object
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.usage import UsageMemory
 from sk_toolfilter.selection.learning import request_key
@@ -53,21 +52,8 @@ class LearnedCalls:
 
 def _lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """(``file:line``, object) of each non-blank line, read one at a time."""
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"calls file {path}: {exc.strerror or exc}") from None
-    with handle:
-        for number, line in enumerate(handle, 1):
-            where = f"{path}:{number}"
-            if not line.strip():
-                continue
-            if len(line) > MAX_LINE_CHARS:
-                raise ConfigError(f"{where}: line over {MAX_LINE_CHARS:,} characters")
-            try:
-                yield where, json_object(json.loads(line), where)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise ConfigError(f"{where}: invalid JSON ({type(exc).__name__})") from None
+    for where, value in json_lines(path, "calls file", max_line_chars=MAX_LINE_CHARS):
+        yield where, json_object(value, where)
 
 
 def _parse(where: str, row: dict[str, Any]) -> tuple[str, list[str]]:
