@@ -119,6 +119,27 @@ def _claude_message(number: int, model: str, content: list[dict[str, Any]]) -> d
     }
 
 
+def _events(reply: dict[str, Any]) -> bytes:
+    """A streamed response as server-sent events: created, each output item added and done (a message's
+    text as one delta), completed."""
+    started = {**reply, "status": "in_progress", "output": []}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": started}]
+    for index, item in enumerate(reply["output"]):
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            events.append(
+                {"type": "response.output_text.delta", "item_id": item["id"], "output_index": index,
+                 "content_index": 0, "delta": text, "logprobs": []}
+            )  # fmt: skip
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": reply})
+    return b"".join(
+        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n".encode()
+        for n, e in enumerate(events)
+    )
+
+
 class ScriptedResponsesServer:
     """``with ScriptedResponsesServer([[...items...], ...]) as server:`` — ``server.base_url`` for the
     client, ``server.requests`` the JSON bodies received. ``anthropic=True``: the Messages API."""
@@ -148,9 +169,9 @@ class ScriptedResponsesServer:
                     reply = _response(number, model, output)
                     if billed is not None:
                         reply["usage"]["input_tokens"] = billed(body)
-                    raw = json.dumps(reply).encode()
+                    raw = _events(reply) if body.get("stream") else json.dumps(reply).encode()
                 self.send_response(200)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", "text/event-stream" if body.get("stream") else "application/json")
                 self.send_header("content-length", str(len(raw)))
                 self.end_headers()
                 self.wfile.write(raw)

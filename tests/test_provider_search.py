@@ -72,6 +72,22 @@ async def test_the_selection_is_loaded_and_every_other_usable_tool_deferred_with
     assert not any(n.startswith("ToolSearch-") for n in loaded + deferred)  # no discovery tools beside it
 
 
+async def test_a_streamed_run_carries_the_deferred_tools_too():
+    """The deferral is set per model call in the task's context; a streamed run prepares its request in
+    that context as well (the scripted server streams server-sent events)."""
+    config = ToolFilterConfig(top_k=3, provider_search=ON)
+    with ScriptedResponsesServer([[message("It is in Memphis.")]]) as server:
+        agent, tool_filter = await searching_agent(server, config)
+        updates = agent.run("Where is my package 1Z999?", stream=True)
+        async for _ in updates:
+            pass
+        response = await updates.get_final_response()
+    assert response.text == "It is in Memphis." and server.requests[0]["stream"] is True
+    loaded, deferred, others = wire(server)
+    assert loaded == tool_filter.chat_middleware.last_selection and deferred and others == [{"type": "tool_search"}]
+    assert set(loaded) | set(deferred) == {t.name for t in TOOLS}
+
+
 async def test_a_tool_found_by_the_providers_search_runs_and_the_stateless_replay_stays_valid():
     config = ToolFilterConfig(top_k=2, provider_search=ON)
     definition = {"type": "function", "name": "reschedule_event", "parameters": {}, "defer_loading": True}
