@@ -64,9 +64,9 @@ class ToolFilterMiddleware(ChatMiddleware):
         plan = wire_plan(self.manager, list(by_name), self.last_selection, search) if search.enabled else None
         if plan is not None:
             self.last_selection = list(plan.loaded)
-        kept = [by_name[n] for n in self.last_selection]
+        loaded = [by_name[n] for n in self.last_selection]
         deferred = [by_name[n] for n in plan.deferred] if plan is not None else []
-        kept = [*kept, *deferred, *passthrough]
+        kept = [*loaded, *deferred, *passthrough]  # provider search: the rest goes deferred (the client marks it)
         options["tools"] = kept or None
         if not kept:
             options.pop("tool_choice", None)
