@@ -209,9 +209,11 @@ async def cmd_report(args: argparse.Namespace) -> int:
         queries = [SampleQuery(query="hi there")]
         log.warning("no sample_queries in %s and no --queries; reporting on 'hi there' only", args.agent)
     if args.selection_mode:
-        spec = spec.model_copy(
-            update={"tool_filtering": spec.tool_filtering.model_copy(update={"selection_mode": args.selection_mode})}
-        )
+        spec = _with_filtering(spec, selection_mode=args.selection_mode)
+    search = spec.tool_filtering.provider_search
+    if search.enabled:  # the report's requests are Chat Completions (no deferred tools): estimated instead
+        spec = _with_filtering(spec, provider_search=search.model_copy(update={"enabled": False}))
+        args.provider_search = True
     client = _live_client(args, spec)  # checked before anything is indexed or sent
     async with await open_toolset(
         spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools"), wait=not args.no_wait
@@ -243,6 +245,11 @@ async def cmd_report(args: argparse.Namespace) -> int:
     if live is not None:
         print(f"\n{live.read_text()}\nWrote {live}")
     return 0
+
+
+def _with_filtering(spec: Any, **changes: Any) -> Any:
+    """The agent spec with `changes` to its ``tool_filtering`` block."""
+    return spec.model_copy(update={"tool_filtering": spec.tool_filtering.model_copy(update=changes)})
 
 
 def _live_client(args: argparse.Namespace, spec: Any) -> Any:

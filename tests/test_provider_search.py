@@ -515,3 +515,47 @@ def test_live_without_provider_search_or_with_an_old_model_is_refused_before_any
     monkeypatch.setenv("OPENAI_API_KEY", "offline")
     assert main(["report", agent, "--provider-search", "--live", "--out", str(tmp_path)]) == 2
     assert not (tmp_path / "report.json").exists()
+
+
+def searching_agent_file(tmp_path, framework: str = "agent-framework"):
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "instructions", tmp_path / "instructions", dirs_exist_ok=True)
+    text = (root / "agent.yaml").read_text().replace("name: ", f"framework: {framework}\nname: ", 1)
+    text = text.replace("tool_filtering:\n", "tool_filtering:\n  provider_search: {enabled: true}\n", 1)
+    text = text.replace("init: {root: sandbox}", f"init: {{root: {tmp_path / 'sandbox'}}}")
+    (tmp_path / "agent.yaml").write_text(text)
+    return tmp_path / "agent.yaml"
+
+
+async def test_an_agent_framework_agent_file_with_provider_search_gets_a_responses_client(tmp_path, monkeypatch):
+    from sk_toolfilter.agents.agent import load_agent
+
+    path = searching_agent_file(tmp_path)
+    with ScriptedResponsesServer([[message("4")]]) as server:
+        monkeypatch.setenv("ATLAS_MODEL", MODEL)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "offline")
+        async with await load_agent(path) as loaded:
+            assert isinstance(loaded.agent.client, ToolSearchOpenAIChatClient)
+            assert (await loaded.agent.run("what is 2 + 2?")).text == "4"
+    loaded_names, deferred, others = wire(server)
+    assert "Math-add" in loaded_names + deferred and deferred and others == [{"type": "tool_search"}]
+    assert not any(n.startswith("ToolSearch-") for n in loaded_names + deferred)
+    monkeypatch.setenv("ATLAS_MODEL", "gpt-4o-mini")
+    with pytest.raises(ConfigError, match="has no tool search"):
+        await load_agent(path)
+
+
+async def test_the_report_of_an_agent_file_with_provider_search_estimates_it(tmp_path):
+    import asyncio
+
+    from sk_toolfilter.cli import main
+
+    path = searching_agent_file(tmp_path, framework="semantic-kernel")
+    argv = ["report", str(path), "--limit", "2", "--out", str(tmp_path / "out")]
+    assert await asyncio.to_thread(main, argv) == 0
+    totals = json.loads((tmp_path / "out" / "report.json").read_text())["totals"]
+    assert totals["tools_tokens_on"] < totals["tools_tokens_provider_search"] < totals["tools_tokens_off"]

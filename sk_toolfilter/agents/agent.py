@@ -383,11 +383,14 @@ def _agent_framework_agent(tools: Toolset, chat_client: Any) -> LoadedAgentFrame
     from agent_framework import Agent  # isort: skip
 
     spec = tools.spec
-    client = chat_client or create_agent_framework_client(spec.model)
-    if tools.manager.config.provider_search.enabled:  # at load, not at the first request
-        from sk_toolfilter.agent_framework.provider_search import check_client
+    search = tools.manager.config.provider_search
+    if search.enabled:  # at load, not at the first request
+        from sk_toolfilter.agent_framework.provider_search import ToolSearchOpenAIChatClient, check_client
 
-        check_client(client, provider=tools.manager.config.provider_search.provider)
+        if chat_client is None:  # the model block's OpenAI endpoint, on the Responses API
+            chat_client = ToolSearchOpenAIChatClient(model=spec.model.name, async_client=openai_client(spec.model))
+        check_client(chat_client, provider=search.provider)
+    client = chat_client or create_agent_framework_client(spec.model)
     tool_filter = kernel_filter(tools.manager, tools.kernel)
     agent = Agent(
         client=client,
