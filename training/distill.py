@@ -44,8 +44,9 @@ from sk_toolfilter.retrieval.local_models import TOOL_SIDE_MODEL_ID, resolve_loc
 from sk_toolfilter.retrieval.text import split_query_parts, split_request_clauses, split_request_intents
 from training import export
 from training.build_pairs import composed_queries, pseudo_queries, real_queries
+from training.optim import optimizer_step, warmup_then_decay
 from training.sources import BENCHMARKS, SOURCES
-from training.train import Catalogs, base_model_dir, encode, optimizer_step, warmup_then_decay
+from training.train import Catalogs, base_model_dir, encode
 
 TEACHER = "minilm-l6-tools-v1"
 

@@ -37,6 +37,7 @@ from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
 from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.index import embed_catalog, embedding_texts
 from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
+from training.optim import optimizer_step, warmup_then_decay
 from training.sources import BENCHMARKS
 from training.tool_side import ToolTower, unit_mean
 
@@ -111,23 +112,6 @@ def batch_loss(model, tokenizer, rows: list[dict], catalogs: Catalogs, args, tow
         logits = (args.scale * (logits + bonus)).masked_fill(masked, -1e4)
         losses.append(F.cross_entropy(logits[None], torch.tensor([target])))
     return torch.stack(losses).mean()
-
-
-def warmup_then_decay(optimizer, total: int, warmup: int):
-    """Linear warm-up over `warmup` steps, then linear decay to 0 at step `total`."""
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
-    )
-
-
-def optimizer_step(loss: torch.Tensor, trainable: list, optimizer, scheduler) -> float:
-    """Backpropagate `loss`, clip gradients at norm 1, step; the loss value."""
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad()
-    return loss.item()
 
 
 def train(args) -> Path:

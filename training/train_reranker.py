@@ -33,7 +33,8 @@ from transformers import AutoModel, AutoTokenizer
 
 from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.rerank import RERANK_MAX_TOKENS
-from training.train import base_model_dir, warmup_then_decay
+from training.optim import warmup_then_decay
+from training.train import base_model_dir
 
 # A fold holds out one family: never in its training, requests or catalogs. tooltalk and apibank are
 # small extras, always trained on.

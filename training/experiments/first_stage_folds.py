@@ -236,12 +236,12 @@ def _batch(ids: list[list[int]], device: str):
 
 
 def _encode(model, ids: list[list[int]], device: str):
-    import torch.nn.functional as F
+    from training.tool_side import unit_mean
 
     input_ids, mask = _batch(ids, device)
-    hidden = model(input_ids=input_ids, attention_mask=mask, token_type_ids=input_ids * 0).last_hidden_state
-    m = mask.unsqueeze(-1).to(hidden.dtype)
-    return F.normalize((hidden * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1)
+    return unit_mean(
+        model(input_ids=input_ids, attention_mask=mask, token_type_ids=input_ids * 0).last_hidden_state, mask
+    )
 
 
 class _Tools:
@@ -291,6 +291,8 @@ def _loss(model, rows: list[dict], tools: _Tools):
 def train_run(data: Path, pairs: list[dict], tools: _Tools, device: str, label: str, seed: int = SEED):
     import torch
 
+    from training.optim import optimizer_step, warmup_then_decay
+
     torch.manual_seed(seed)
     rng = random.Random(seed)
     model = _model(data, device)
@@ -300,11 +302,8 @@ def train_run(data: Path, pairs: list[dict], tools: _Tools, device: str, label: 
             parameter.requires_grad_(False)
     trainable = [p for p in model.parameters() if p.requires_grad]
     total = max(1, int(math.ceil(len(pairs) / RECIPE["batch_size"]) * RECIPE["epochs"]))
-    warmup = max(1, int(0.1 * total))
     optimizer = torch.optim.AdamW(trainable, lr=RECIPE["lr"], weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
-    )
+    scheduler = warmup_then_decay(optimizer, total, max(1, int(0.1 * total)))
     started, step, losses = time.perf_counter(), 0, []
     while step < total:
         order = list(range(len(pairs)))
@@ -313,12 +312,7 @@ def train_run(data: Path, pairs: list[dict], tools: _Tools, device: str, label: 
             if step >= total:
                 break
             loss = _loss(model, [pairs[i] for i in order[start : start + RECIPE["batch_size"]]], tools)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
+            losses.append(optimizer_step(loss, trainable, optimizer, scheduler))
             step += 1
             if step % 200 == 0 or step == total:
                 elapsed = time.perf_counter() - started
