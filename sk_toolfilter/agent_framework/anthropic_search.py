@@ -28,7 +28,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ToolFilterError(f"Agent Framework's Anthropic client is not installed: {install_line('anthropic')}") from exc
 
 from sk_toolfilter.agent_framework.provider_search import deferred_names
-from sk_toolfilter.selection.provider_search import ANTHROPIC_SEARCH_TOOL, check_model
+from sk_toolfilter.selection.provider_search import ANTHROPIC_SEARCH_TOOL, check_model, with_deferred
 
 
 class ToolSearchAnthropicClient(AnthropicClient):
@@ -47,11 +47,7 @@ class ToolSearchAnthropicClient(AnthropicClient):
         deferred = deferred_names(options.get("tools"))
         if not prepared or deferred is None or "tools" not in prepared:
             return prepared
-        tools = [
-            {**t, "defer_loading": True} if isinstance(t, dict) and t.get("name") in deferred else t
-            for t in prepared["tools"]
-        ]
-        return {**prepared, "tools": [*tools, dict(ANTHROPIC_SEARCH_TOOL)]}
+        return {**prepared, "tools": with_deferred(prepared["tools"], deferred, "custom", ANTHROPIC_SEARCH_TOOL)}
 
     def _prepare_message_for_anthropic(self, message: Message) -> dict[str, Any]:
         prepared = dict(super()._prepare_message_for_anthropic(message))

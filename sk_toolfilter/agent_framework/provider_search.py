@@ -25,7 +25,7 @@ from agent_framework import Content
 from agent_framework_openai import OpenAIChatClient
 
 from sk_toolfilter.basics.errors import ConfigError
-from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model
+from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model, with_deferred
 
 
 @dataclass(frozen=True)
@@ -81,14 +81,7 @@ class ToolSearchOpenAIChatClient(OpenAIChatClient):
     def _prepare_tools_for_openai(self, tools: Any) -> list[Any]:
         prepared = list(super()._prepare_tools_for_openai(tools))
         deferred = deferred_names(tools)
-        if deferred is None:
-            return prepared
-        out: list[Any] = []
-        for tool in prepared:
-            if isinstance(tool, dict) and tool.get("type") == "function" and tool.get("name") in deferred:
-                tool = {**tool, "defer_loading": True}
-            out.append(tool)
-        return [*out, dict(OPENAI_SEARCH_TOOL)]
+        return prepared if deferred is None else with_deferred(prepared, deferred, "function", OPENAI_SEARCH_TOOL)
 
     def _prepare_content_for_openai(self, role: Any, content: Content, **kwargs: Any) -> dict[str, Any]:
         if _is_tool_search_call(content):

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from sk_toolfilter.basics.errors import ConfigError
-from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model, wire_plan
+from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model, wire_plan, with_deferred
 
 _DEFERRED: ContextVar[frozenset[str] | None] = ContextVar("sk_toolfilter_sk_deferred", default=None)
 _CLIENTS: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -43,11 +43,7 @@ class DeferringTransport(httpx.AsyncBaseTransport):
         deferred = _DEFERRED.get()
         if deferred and request.method == "POST" and request.url.path.endswith("/responses"):
             body = json.loads(await request.aread())
-            tools = [
-                {**t, "defer_loading": True} if t.get("type") == "function" and t.get("name") in deferred else t
-                for t in body.get("tools") or []
-            ]
-            body["tools"] = [*tools, dict(OPENAI_SEARCH_TOOL)]
+            body["tools"] = with_deferred(body.get("tools") or [], deferred, "function", OPENAI_SEARCH_TOOL)
             content = json.dumps(body).encode()
             headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
             request = httpx.Request(request.method, request.url, headers=headers, content=content)

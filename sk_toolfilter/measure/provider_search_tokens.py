@@ -10,34 +10,30 @@ Measured figures need a live key."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sk_toolfilter.basics.tokenizer import count_json_tokens
-from sk_toolfilter.selection.provider_search import ANTHROPIC_SEARCH_TOOL, OPENAI_SEARCH_TOOL
+from sk_toolfilter.selection.provider_search import ANTHROPIC_SEARCH_TOOL, OPENAI_SEARCH_TOOL, WirePlan
 
 
 def provider_search_tools(
-    every_tool: Sequence[dict[str, Any]], loaded: Sequence[str], hidden: Callable[[str], bool]
+    every_tool: Sequence[dict[str, Any]], plan: WirePlan
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The loaded tools in full and the deferred ones by name and description (Chat Completions shapes in,
-    Responses shapes out). `every_tool`: the unfiltered request's tools."""
+    """The plan's loaded tools in full and its deferred ones by name and description (Chat Completions
+    shapes in, Responses shapes out). `every_tool`: the unfiltered request's tools."""
     by_name = {t["function"]["name"]: t["function"] for t in every_tool}
-    chosen = [n for n in loaded if n in by_name]
-    taken = set(chosen)
-    shown = [{"type": "function", **by_name[n]} for n in chosen]
+    shown = [{"type": "function", **by_name[n]} for n in plan.loaded if n in by_name]
     deferred = [
-        {"type": "function", "name": f["name"], "description": f.get("description") or ""}
-        for n, f in by_name.items()
-        if n not in taken and not hidden(n)
+        {"type": "function", "name": n, "description": by_name[n].get("description") or ""}
+        for n in plan.deferred
+        if n in by_name
     ]
     return shown, deferred
 
 
-def provider_search_tokens(
-    every_tool: Sequence[dict[str, Any]], loaded: Sequence[str], hidden: Callable[[str], bool], encoding: str
-) -> tuple[int, int, int]:
-    """(estimated tool tokens with OpenAI, with Claude, deferred tools) of one request with provider search."""
-    shown, deferred = provider_search_tools(every_tool, loaded, hidden)
+def provider_search_tokens(every_tool: Sequence[dict[str, Any]], plan: WirePlan, encoding: str) -> tuple[int, int]:
+    """(estimated tool tokens with OpenAI, with Claude) of one request sent as `plan` says."""
+    shown, deferred = provider_search_tools(every_tool, plan)
     openai = count_json_tokens([*shown, *deferred, OPENAI_SEARCH_TOOL], encoding)
-    return openai, count_json_tokens([*shown, ANTHROPIC_SEARCH_TOOL], encoding), len(deferred)
+    return openai, count_json_tokens([*shown, ANTHROPIC_SEARCH_TOOL], encoding)

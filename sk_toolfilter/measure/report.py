@@ -33,6 +33,7 @@ from sk_toolfilter.measure.token_report import (
     provider_search_line,
 )
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
+from sk_toolfilter.selection.provider_search import wire_plan
 from sk_toolfilter.selection.visibility import NameResolver
 
 if TYPE_CHECKING:
@@ -141,18 +142,15 @@ async def _query_report(
 
 
 def _estimate_provider_search(row: QueryReport, off: dict[str, Any], manager: ToolFilterManager, encoding: str) -> None:
-    """The row's tool tokens with provider tool search: the filtered request's selection loaded (no
-    discovery tools: provider search replaces them; at most ``provider_search.loaded``), the rest deferred."""
-    discovery = set(manager.discovery_names)
-    loaded = [n for n in row.selected if n not in discovery]
-    if manager.config.provider_search.loaded is not None:
-        loaded = loaded[: manager.config.provider_search.loaded]
-    openai, claude, deferred = provider_search_tokens(off.get("tools") or [], loaded, manager.is_hidden, encoding)
-    row.tools_tokens_provider_search, row.tools_tokens_provider_search_claude, row.tools_deferred = (
-        openai,
-        claude,
-        deferred,
+    """The row's tool tokens with provider tool search: the wire plan of the filtered request's selection
+    over the unfiltered request's tools (:func:`~sk_toolfilter.selection.provider_search.wire_plan`)."""
+    every_tool = off.get("tools") or []
+    names = [t["function"]["name"] for t in every_tool]
+    plan = wire_plan(manager, names, row.selected, manager.config.provider_search)
+    row.tools_tokens_provider_search, row.tools_tokens_provider_search_claude = provider_search_tokens(
+        every_tool, plan, encoding
     )
+    row.tools_deferred = len(plan.deferred)
 
 
 async def _play_conversation(

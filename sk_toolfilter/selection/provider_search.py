@@ -10,9 +10,9 @@ request (:mod:`sk_toolfilter.agent_framework.provider_search`).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sk_toolfilter.basics.errors import ConfigError
 
@@ -82,6 +82,18 @@ def check_model(provider: str, model: str | None) -> None:
             f"tool_filtering.provider_search: model {model!r} has no tool search ({provider} documents it for "
             f"{which}). Use such a model, or turn provider search off (provider_search.enabled: false)"
         )
+
+
+def with_deferred(tools: Sequence[Any], deferred: Collection[str], kind: str, search_tool: dict[str, str]) -> list[Any]:
+    """A request's tool entries with ``defer_loading: true`` on the entries of type `kind` (``function``
+    for OpenAI, ``custom`` for Anthropic) named in `deferred`, then the provider's `search_tool`."""
+    marked = [
+        {**t, "defer_loading": True}
+        if isinstance(t, dict) and t.get("type") == kind and t.get("name") in deferred
+        else t
+        for t in tools
+    ]
+    return [*marked, dict(search_tool)]
 
 
 def refuse_in_semantic_kernel(config: ProviderSearchConfig) -> None:
