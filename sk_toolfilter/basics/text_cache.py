@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from functools import update_wrapper
 from typing import Any, Generic, TypeVar
 
@@ -60,6 +60,12 @@ class BoundedTextCache(Generic[R]):
                     _, (_, dropped) = self._entries.popitem(last=False)
                     self.bytes -= dropped
         return value
+
+    @property
+    def entries(self) -> Mapping[Hashable, tuple[R, int]]:
+        """What is kept, ``key -> (value, bytes)``, keyed ``(text, *options)`` (or the text alone without
+        options): read-only, for a caller that looks many keys up in a loop without a call per key."""
+        return self._entries
 
     def __len__(self) -> int:
         return len(self._entries)

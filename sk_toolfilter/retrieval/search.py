@@ -135,28 +135,57 @@ async def rank_many(
         mask = None  # nothing to remove: skip the masking passes
     queries = [(text or "")[:MAX_QUERY_CHARS] for text in texts]
     parts = [_query_texts(q, config) if q.strip() and len(index) else [] for q in queries]
+    # What needs no vector is read before the request encoder runs: a local model's run evicts the
+    # CPU caches, and the same work after it took about twice as long (benchmarks/request_path_benchmark.py).
+    reads = [
+        _read_words(index, q, text_parts, config, mask) if text_parts else None
+        for q, text_parts in zip(queries, parts, strict=True)
+    ]
     flat = [part for text_parts in parts for part in text_parts]
     vectors, fallback_reason = await _request_vectors(index, flat, config) if flat else (None, None)
     rankings, offset = [], 0
-    for query, text_parts in zip(queries, parts, strict=True):
-        if not text_parts:
+    for query, text_parts, words in zip(queries, parts, reads, strict=True):
+        if words is None:
             rankings.append(Ranking(query, requested, requested))
             continue
         own = None if vectors is None else vectors[offset : offset + len(text_parts)]
         offset += len(text_parts)
-        request = _Request(query, text_parts, own, fallback_reason)
+        request = _Request(query, text_parts, own, fallback_reason, words)
         rankings.append(await _rank_one(index, request, config, limit, mask, fill, memory))
     return rankings
 
 
 @dataclass(frozen=True)
+class _Words:
+    """What one text of a batch gives without its vectors: each ranked text's BM25 scores (None where
+    the method has no lexical side), the tools it names (allowed ones), its subject words (small talk)."""
+
+    bm25: list[np.ndarray | None]
+    named: list[int]
+    subjects: list[str] | None
+
+
+def _read_words(
+    index: ToolIndex, query: str, texts: list[str], config: ToolFilterConfig, mask: np.ndarray | None
+) -> _Words:
+    """The lexical half of a text's ranking (see :class:`_Words`)."""
+    lexical = config.search_method != "semantic"
+    bm25 = [index.bm25_raw_scores(text) if lexical else None for text in texts]
+    named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
+    needs_subjects = config.search_method != "bm25" and config.no_tool_margin is not None
+    return _Words(bm25, named, subject_words(query) if needs_subjects else None)
+
+
+@dataclass(frozen=True)
 class _Request:
-    """One text of a batch: its query, the texts it is ranked by (whole, then intents), their vectors."""
+    """One text of a batch: its query, the texts it is ranked by (whole, then intents), their vectors,
+    and what was read from its words before them."""
 
     query: str
     texts: list[str]
     vectors: np.ndarray | None
     fallback_reason: str | None
+    words: _Words
 
 
 async def _rank_one(
@@ -169,16 +198,17 @@ async def _rank_one(
     memory: UsageMemory | None = None,
 ) -> Ranking:
     """One text's ranking from its vectors (:func:`rank_many`)."""
-    query, vectors = request.query, request.vectors
+    query, vectors, words = request.query, request.vectors, request.words
     scored = [
-        _score_text(index, text, None if vectors is None else vectors[i], config, mask)
+        _score_text(index, text, words.bm25[i], None if vectors is None else vectors[i], config, mask)
         for i, text in enumerate(request.texts)
     ]
     whole = scored[0]
     cosines = whole.raw.get("semantic")
-    no_tool_reason = await _small_talk_reason(index, query, vectors, cosines, mask, config)
+    best = whole.top.get("semantic")
+    no_tool_reason = await _small_talk_reason(index, query, words.subjects, vectors, cosines, best, mask, config)
     final = whole.final if len(scored) == 1 else np.maximum.reduce([s.final for s in scored])
-    named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
+    named = words.named
     learning = memory is not None and len(memory) > 0 and vectors is not None and no_tool_reason is None
     # The learned ranker reads cosines: it waits while the request falls back to BM25.
     learned_stage = config.rerank.type == "learned" and no_tool_reason is None and vectors is not None
@@ -304,15 +334,17 @@ async def _request_vectors(
 async def _small_talk_reason(
     index: ToolIndex,
     query: str,
+    subjects: list[str] | None,
     vectors: np.ndarray | None,
     cosines: np.ndarray | None,
+    best: float | None,
     mask: np.ndarray | None,
     config: ToolFilterConfig,
 ) -> str | None:
-    """Why the request has no real evidence for any tool (small talk), or None."""
-    if vectors is None or cosines is None or config.no_tool_margin is None:
+    """Why the request has no real evidence for any tool (small talk), or None; `subjects`: the
+    request's :func:`subject_words` (None: no small-talk check); `best`: the highest cosine."""
+    if vectors is None or cosines is None or config.no_tool_margin is None or subjects is None:
         return None
-    subjects = subject_words(query)
     short = len(subjects) <= max(MAX_SUBJECT_WORDS, MAX_CLEAR_SUBJECT_WORDS)
     small_talk = await index.small_talk_vectors() if short else None
     if small_talk is None:
@@ -324,6 +356,7 @@ async def _small_talk_reason(
         config.no_tool_margin,
         subject_count=len(subjects),
         marks=lambda: content_marks(query),  # found only when the verdict depends on them
+        best_tool=best if mask is None else None,  # (masked: the best allowed tool's, not known yet)
     )
     return verdict.reason() if verdict is not None else None
 
@@ -473,6 +506,8 @@ class _TextScores:
     final: np.ndarray
     raw: dict[str, np.ndarray]
     scale: dict[str, tuple[float, float]]
+    top: dict[str, float]
+    """Each method's best raw score."""
 
     def method_scores_of(self, tools: list[int]) -> list[dict[str, float]]:
         """Each method's [0, 1] score of each of `tools` (what ``normalize_by_max`` / ``normalize_cosine``
@@ -492,28 +527,31 @@ class _TextScores:
 def _score_text(
     index: ToolIndex,
     text: str,
+    bm25: np.ndarray | None,
     vector: np.ndarray | None,
     config: ToolFilterConfig,
     mask: np.ndarray | None,
 ) -> _TextScores:
-    """The scores of one query text (see :class:`_TextScores`)."""
+    """The scores of one query text (see :class:`_TextScores`); `bm25`: its BM25 scores when already
+    read (:func:`_read_words`)."""
     use_bm25 = config.search_method != "semantic" or vector is None
     use_semantic = config.search_method != "bm25" and vector is not None
     raw: dict[str, np.ndarray] = {}
     offsets: dict[str, float] = {}
     if use_bm25:
-        raw["bm25"], offsets["bm25"] = index.bm25_raw_scores(text), 0.0
+        raw["bm25"], offsets["bm25"] = index.bm25_raw_scores(text) if bm25 is None else bm25, 0.0
     if use_semantic:
         assert vector is not None
         raw["semantic"], offsets["semantic"] = index.cosine_scores(vector), config.semantic_floor
     if mask is not None:
         raw = {m: np.where(mask, r, np.float32(0.0)) for m, r in raw.items()}
     # The best raw score of each method sets its scale (BM25 scores are never negative).
-    scale = {m: (offsets[m], float(r.max()) - offsets[m]) for m, r in raw.items()}
+    top = {m: float(r.max()) for m, r in raw.items()}
+    scale = {m: (offsets[m], top[m] - offsets[m]) for m in raw}
     if len(raw) == 1:
         method = next(iter(raw))
         final = normalize_by_max(raw[method]) if method == "bm25" else normalize_cosine(raw[method], offsets[method])
-        return _TextScores(method, final, raw, scale)
+        return _TextScores(method, final, raw, scale, top)
     weights = {str(method): weight for method, weight in config.method_weights.items()}
     if "method_weights" not in config.model_fields_set and index.fusion_weights is not None:
         weights = index.fusion_weights  # the blend fitted for the index's embedding model
@@ -527,13 +565,13 @@ def _score_text(
         # Evidence: a shared term, or a cosine above the floor (where each method's [0, 1] score > 0).
         semantic_evidence = raw["semantic"] > float32_threshold(config.semantic_floor)
         lexical_evidence = raw["bm25"] > 0
-        best = raw["semantic"].max()
+        best = np.float32(top["semantic"])  # (the float32 maximum itself)
         if best <= np.float32(config.semantic_floor + WEAK_WORD_MARGIN):
             # No cosine clears the floor by the margin: a shared word is evidence only where the encoder agrees.
             lexical_evidence &= raw["semantic"] >= best - np.float32(WEAK_WORD_MARGIN)
         evidence = lexical_evidence | semantic_evidence
         final = zscore_blend(raw, weights, evidence, mask)
-    return _TextScores("hybrid", final, raw, scale)
+    return _TextScores("hybrid", final, raw, scale, top)
 
 
 WEAK_WORD_MARGIN = 0.06

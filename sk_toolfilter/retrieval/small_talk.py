@@ -40,7 +40,6 @@ and the dev halves; measured on CLINC's test split and lists written before the 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
@@ -118,7 +117,10 @@ _SMALL_TALK_WORDS = (
 def subject_words(request: str) -> list[str]:
     """The request's words (stemmed) outside English stopwords and the words of small talk itself;
     Chinese is read through its English gloss."""
-    words = tokenize(with_english_gloss(_NEGATED_AUXILIARY.sub(" ", request[:MAX_READ_CHARS])))
+    text = request[:MAX_READ_CHARS]
+    if "'" in text or "’" in text:  # no apostrophe, no negated auxiliary (most requests)
+        text = _NEGATED_AUXILIARY.sub(" ", text)
+    words = tokenize(with_english_gloss(text))
     return [t for t in words if t not in _SMALL_TALK_WORDS and not CJK_RUN.search(t)]
 
 
@@ -273,6 +275,7 @@ def judge_small_talk(
     *,
     subject_count: int,
     marks: Sequence[str] | Callable[[], Sequence[str]] = (),
+    best_tool: float | None = None,
 ) -> SmallTalkVerdict | None:
     """A verdict when the request is small talk, else None: it names nothing (`subject_count` 0); or,
     without content `marks` (a name, a number, …: :func:`content_marks`), it has at most
@@ -282,12 +285,19 @@ def judge_small_talk(
     tool request by :data:`EXEMPLAR_MARGIN` and its best tool by :data:`EXEMPLAR_OVER_TOOL`; or, with
     numbers as its only marks or up to :data:`MAX_CLEAR_SUBJECT_WORDS` subject words, by
     :data:`CLEAR_MARGIN` and :data:`CLEAR_OVER_TOOL`. `marks` may be a function that finds them: it is
-    called only when the verdict depends on them (most requests for a tool are decided without)."""
+    called only when the verdict depends on them (most requests for a tool are decided without).
+    `best_tool`: the highest of `tool_cosines` when the caller knows it already."""
     if tool_cosines.size == 0:
         return None
-    content = functools.cache(marks if callable(marks) else lambda: marks)  # found once, if at all
+    found: list[Sequence[str]] = []
+
+    def content() -> Sequence[str]:  # found once, if at all
+        if not found:
+            found.append(marks() if callable(marks) else marks)
+        return found[0]
+
     query = np.asarray(query_vector, dtype=np.float32)
-    best_tool = float(np.max(tool_cosines))
+    best_tool = float(np.max(tool_cosines)) if best_tool is None else best_tool
     if subject_count <= MAX_SUBJECT_WORDS and small_talk.descriptions.size:
         similarities = np.vecdot(small_talk.descriptions, query)
         closest = int(np.argmax(similarities))

@@ -88,8 +88,10 @@ def _stem(word: str) -> str:
 def tokenize(text: str, *, stem: bool = True, drop_stopwords: bool = True) -> list[str]:
     """Lexical tokens of `text`, in order, duplicates kept."""
     tokens: list[str] = []
+    known = _run_tokens.entries.get  # a kept run is one lookup, not one call (half the time of a request's words)
     for run in _WORD_RUN.findall(text):
-        tokens.extend(_run_tokens(run, stem, drop_stopwords))
+        found = known((run, stem, drop_stopwords))
+        tokens.extend(found[0] if found is not None else _run_tokens(run, stem, drop_stopwords))
     return tokens
 
 
@@ -113,8 +115,10 @@ def _run_tokens(run: str, stem: bool, drop_stopwords: bool) -> tuple[str, ...]:
 _ABBREVIATIONS = "".join(
     rf"(?<!\b{re.escape(a)})" for a in ("e.g.", "i.e.", "etc.", "vs.", "Mr.", "Mrs.", "Ms.", "Dr.", "St.", "No.")
 )
+# The cheap test first: the ten abbreviation look-behinds run only after a sentence mark, not at every
+# character (same matches, 7x faster on the dev requests).
 _PART_BOUNDARY = re.compile(
-    _ABBREVIATIONS + r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|;\s+|\n+",
+    r"(?<=[.!?])" + _ABBREVIATIONS + r"\s+(?=[\"'(\[]?[A-Z0-9])|;\s+|\n+",
 )
 
 
@@ -181,12 +185,27 @@ _STEP_WORDS = (
 )
 _CLOSING_STEP_WORDS = r"(?:next(?!\s+to\b)|finally|lastly)"  # "next to it" is a place
 _STEP_BOUNDARY = re.compile(
+    r"(?=[,\s])"  # every boundary starts at a comma or a space: other characters fail at once (2x faster)
     rf"((?:,\s*|\s+)(?:and\s+)?{_STEP_WORDS}(?:\s*,)?\s+"
     rf"|(?:,\s*(?:and\s+)?|\s+and\s+){_CLOSING_STEP_WORDS}(?:\s*,)?\s+"
     r"|,\s*followed\s+by\s+"
     r"|(?:,\s*|\s+)and\s+also\s+|,\s*(?:also|additionally)\s+)",
     re.IGNORECASE,
 )
+# Every step boundary holds one of these words: an ASCII sentence without any has none (most
+# sentences; a substring test is much cheaper than the pattern at every comma and space).
+_STEP_KEYS = ("then", "after", "subsequently", "once", "next", "finally", "lastly", "followed", "also", "additionally")
+
+
+def _steps(sentence: str) -> list[str]:
+    """The steps of one sentence (:data:`_STEP_BOUNDARY`)."""
+    if sentence.isascii():  # (outside ASCII, case-insensitive matching is more than lower())
+        lowered = sentence.lower()
+        if not any(key in lowered for key in _STEP_KEYS):
+            return [sentence.strip()] if sentence.strip() else []
+    return _pieces(_STEP_BOUNDARY, sentence)
+
+
 # A sentence that opens by adding to the one before ("Also, …", "Additionally …"), or as its next step
 # ("Then …", "After that, …", "Finally …", "Next, …"; a clause after ";" too), asks for more.
 _NEXT_SENTENCE = re.compile(
@@ -208,7 +227,7 @@ def _list_items(request: str) -> tuple[str, bool]:
     or more marked lines, or items numbered from 1 inside a line)."""
     # Each line single-spaced first: on a long run of whitespace the patterns would retry every shorter run.
     text = "\n".join(" ".join(line.split()) for line in request.splitlines())
-    if [int(m.group(1)) for m in _INLINE_ITEM.finditer(text)][:2] == [1, 2]:
+    if ")" in text and [int(m.group(1)) for m in _INLINE_ITEM.finditer(text)][:2] == [1, 2]:
         return _INLINE_ITEM.sub("\n", text), True
     if len(_LIST_ITEM.findall(text)) < 2:
         return request, False
@@ -232,7 +251,7 @@ def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
     """
     request, listed = _list_items(request)
     sentences = _single_spaced(split_query_parts(request))
-    intents = [step for sentence in sentences for step in _pieces(_STEP_BOUNDARY, sentence)]
+    intents = [step for sentence in sentences for step in _steps(sentence)]
     stepped = len(intents) > len(sentences)
     added = any(_NEXT_SENTENCE.match(sentence) for sentence in sentences[1:])
     if listed:  # a lead-in ("Please:", "Do the following:") is no item: it joins the first one
