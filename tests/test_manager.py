@@ -192,3 +192,36 @@ async def test_a_function_removed_from_its_plugin_in_place_is_never_selected_bef
     names = await manager.filter_tools(query)
     assert "Math-add" in names and "Messaging-send_email" not in names
     assert "Messaging-send_direct_message" not in names
+
+
+async def test_filter_tools_ranks_only_as_deep_as_sending_needs_and_sends_what_select_decides(demo_kernel):
+    """filter_tools (and offer) rank as deep as the cut can keep; select and explain decide for every
+    tool ranked as deep as explain shows; the names sent are the same."""
+    manager = await ToolFilterManager.from_kernel(demo_kernel, ToolFilterConfig(search_method="bm25", top_k=3))
+    # Ranked intent by intent, a request interleaves its intents' lists: a tool past the third scores
+    # higher than one before it, and the cut reads on (here it keeps Messaging-send_direct_message).
+    queries = ["send an email to Bob", "read the notes file, then send an email to Bob", "add 2 and 3", "hello"]
+    for query in queries:
+        explained = await manager.select(query)
+        assert await manager.filter_tools(query) == explained.names
+        assert set((await manager.offer(query, manager.index.names)).names) == set(explained.names)
+    assert len(await manager.filter_tools(queries[1])) == 3
+    whole = "send a message, an email or a direct message"
+    sent = await manager.offer(whole, manager.index.names)
+    assert sent.selection is not None and len(sent.selection.ranking.tools) == 3
+    assert len((await manager.select(whole)).ranking.tools) > 3
+
+
+async def test_when_a_tool_ranked_for_sending_left_its_plugin_in_place_the_cut_reaches_further(demo_kernel):
+    """A function removed from its plugin in place (noticed at the next deep check only) among the few
+    tools ranked for sending: the request ranks as deep as select does, so as many tools are sent."""
+    config = ToolFilterConfig(search_method="bm25", top_k=2, similarity_threshold=0.0)
+    manager = await ToolFilterManager.from_kernel(demo_kernel, config)
+    query = "send a message, an email or a direct message"
+    before = await manager.filter_tools(query)
+    assert len(before) == 2
+    plugin, function = before[0].split("-", 1)
+    del demo_kernel.plugins[plugin].functions[function]
+    names = await manager.filter_tools(query)
+    assert len(names) == 2 and before[0] not in names and before[1] in names
+    assert names == (await manager.select(query)).names

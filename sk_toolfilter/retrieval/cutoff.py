@@ -37,13 +37,15 @@ def apply_cutoff(
     kept_count = 0
     previous: float | None = None
     cut_by_gap = False
-    beyond_top_k = f"cut: beyond top_k={config.top_k}"  # the reasons that name no score, formatted once
+    top_k, autocut, ratio = config.top_k, config.cutoff == "autocut", config.autocut_ratio
+    beyond_top_k = f"cut: beyond top_k={top_k}"  # the reasons that name no score, formatted once
     no_tool = f"cut: {no_tool_reason}"
-    after_gap = f"cut: after a score gap (below {config.autocut_ratio:.2f} x the previous score)"
+    after_gap = f"cut: after a score gap (below {ratio:.2f} x the previous score)"
     threshold = config.similarity_threshold
+    kept_above, cut_below = f" >= threshold {threshold:.2f}", f" < threshold {threshold:.2f}"
     for scored in ranked:
         score = scored.score
-        if kept_count >= config.top_k:
+        if kept_count >= top_k:
             reason, kept = beyond_top_k, False
         elif scored.name_match:
             reason, kept = "kept: the query names this tool", True
@@ -51,16 +53,16 @@ def apply_cutoff(
             reason, kept = NO_EVIDENCE, False
         elif no_tool_reason is not None:
             reason, kept = no_tool, False
-        elif config.cutoff == "autocut":
-            cut_by_gap = cut_by_gap or (previous is not None and score < config.autocut_ratio * previous)
+        elif autocut:
+            cut_by_gap = cut_by_gap or (previous is not None and score < ratio * previous)
             kept = not cut_by_gap
             reason = after_gap if cut_by_gap else f"kept: score {score:.2f}, no gap before it"
         elif score >= threshold:
-            reason, kept = f"kept: score {score:.2f} >= threshold {threshold:.2f}", True
+            reason, kept = f"kept: score {score:.2f}{kept_above}", True
         else:
-            reason, kept = f"cut: score {score:.2f} < threshold {threshold:.2f}", False
+            reason, kept = f"cut: score {score:.2f}{cut_below}", False
         kept_count += kept
         if not scored.name_match:
             previous = score
-        decisions.append(ToolDecision(scored.full_name, kept, reason, score, scored.method_scores))
+        decisions.append(ToolDecision(scored.tool.full_name, kept, reason, score, scored.method_scores))
     return decisions

@@ -124,68 +124,47 @@ async def rank_many(
     allowed: Collection[str] | np.ndarray | None = None,
     fill: bool = False,
     memory: UsageMemory | None = None,
+    whole_text_limit: int | None = None,
 ) -> list[Ranking]:
     """One ranking per text, the primitive every ranking goes through: the request vectors of every
     text (the text and its intents) come from one embedding call, then each text is ranked with its
-    own (an agent loop's request and its listed actions: one batch, not one call per action)."""
+    own (an agent loop's request and its listed actions: one batch, not one call per action).
+
+    `whole_text_limit`: the limit instead of `limit` for a text ranked whole (no intents). Its scores
+    fall with its rank, so a cut that keeps at most that many never reads past them (a text ranked
+    intent by intent interleaves its intents' lists: a later tool may score higher than an earlier one).
+    """
     requested: SearchMethod = config.search_method
     _check_limit(limit)
+    _check_limit(whole_text_limit)
     mask = _checked_mask(index, allowed)
     if mask is not None and mask.all():
         mask = None  # nothing to remove: skip the masking passes
     queries = [(text or "")[:MAX_QUERY_CHARS] for text in texts]
     parts = [_query_texts(q, config) if q.strip() and len(index) else [] for q in queries]
-    # What needs no vector is read before the request encoder runs: a local model's run evicts the
-    # CPU caches, and the same work after it took about twice as long (benchmarks/request_path_benchmark.py).
-    reads = [
-        _read_words(index, q, text_parts, config, mask) if text_parts else None
-        for q, text_parts in zip(queries, parts, strict=True)
-    ]
     flat = [part for text_parts in parts for part in text_parts]
     vectors, fallback_reason = await _request_vectors(index, flat, config) if flat else (None, None)
     rankings, offset = [], 0
-    for query, text_parts, words in zip(queries, parts, reads, strict=True):
-        if words is None:
+    for query, text_parts in zip(queries, parts, strict=True):
+        if not text_parts:
             rankings.append(Ranking(query, requested, requested))
             continue
         own = None if vectors is None else vectors[offset : offset + len(text_parts)]
         offset += len(text_parts)
-        request = _Request(query, text_parts, own, fallback_reason, words)
-        rankings.append(await _rank_one(index, request, config, limit, mask, fill, memory))
+        request = _Request(query, text_parts, own, fallback_reason)
+        text_limit = whole_text_limit if whole_text_limit is not None and len(text_parts) == 1 else limit
+        rankings.append(await _rank_one(index, request, config, text_limit, mask, fill, memory))
     return rankings
 
 
 @dataclass(frozen=True)
-class _Words:
-    """What one text of a batch gives without its vectors: each ranked text's BM25 scores (None where
-    the method has no lexical side), the tools it names (allowed ones), its subject words (small talk)."""
-
-    bm25: list[np.ndarray | None]
-    named: list[int]
-    subjects: list[str] | None
-
-
-def _read_words(
-    index: ToolIndex, query: str, texts: list[str], config: ToolFilterConfig, mask: np.ndarray | None
-) -> _Words:
-    """The lexical half of a text's ranking (see :class:`_Words`)."""
-    lexical = config.search_method != "semantic"
-    bm25 = [index.bm25_raw_scores(text) if lexical else None for text in texts]
-    named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
-    needs_subjects = config.search_method != "bm25" and config.no_tool_margin is not None
-    return _Words(bm25, named, subject_words(query) if needs_subjects else None)
-
-
-@dataclass(frozen=True)
 class _Request:
-    """One text of a batch: its query, the texts it is ranked by (whole, then intents), their vectors,
-    and what was read from its words before them."""
+    """One text of a batch: its query, the texts it is ranked by (whole, then intents), their vectors."""
 
     query: str
     texts: list[str]
     vectors: np.ndarray | None
     fallback_reason: str | None
-    words: _Words
 
 
 async def _rank_one(
@@ -198,17 +177,17 @@ async def _rank_one(
     memory: UsageMemory | None = None,
 ) -> Ranking:
     """One text's ranking from its vectors (:func:`rank_many`)."""
-    query, vectors, words = request.query, request.vectors, request.words
+    query, vectors = request.query, request.vectors
     scored = [
-        _score_text(index, text, words.bm25[i], None if vectors is None else vectors[i], config, mask)
+        _score_text(index, text, None if vectors is None else vectors[i], config, mask)
         for i, text in enumerate(request.texts)
     ]
     whole = scored[0]
     cosines = whole.raw.get("semantic")
     best = whole.top.get("semantic")
-    no_tool_reason = await _small_talk_reason(index, query, words.subjects, vectors, cosines, best, mask, config)
+    no_tool_reason = await _small_talk_reason(index, query, vectors, cosines, best, mask, config)
     final = whole.final if len(scored) == 1 else np.maximum.reduce([s.final for s in scored])
-    named = words.named
+    named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
     learning = memory is not None and len(memory) > 0 and vectors is not None and no_tool_reason is None
     # The learned ranker reads cosines: it waits while the request falls back to BM25.
     learned_stage = config.rerank.type == "learned" and no_tool_reason is None and vectors is not None
@@ -334,17 +313,16 @@ async def _request_vectors(
 async def _small_talk_reason(
     index: ToolIndex,
     query: str,
-    subjects: list[str] | None,
     vectors: np.ndarray | None,
     cosines: np.ndarray | None,
     best: float | None,
     mask: np.ndarray | None,
     config: ToolFilterConfig,
 ) -> str | None:
-    """Why the request has no real evidence for any tool (small talk), or None; `subjects`: the
-    request's :func:`subject_words` (None: no small-talk check); `best`: the highest cosine."""
-    if vectors is None or cosines is None or config.no_tool_margin is None or subjects is None:
+    """Why the request has no real evidence for any tool (small talk), or None; `best`: the highest cosine."""
+    if vectors is None or cosines is None or config.no_tool_margin is None:
         return None
+    subjects = subject_words(query)
     short = len(subjects) <= max(MAX_SUBJECT_WORDS, MAX_CLEAR_SUBJECT_WORDS)
     small_talk = await index.small_talk_vectors() if short else None
     if small_talk is None:
@@ -412,8 +390,13 @@ def _scored_tools(
         for i, scores in zip(order, method_scores, strict=True):
             if i in second.scores:
                 scores["rerank"] = second.scores[i]
+    tools = index.tools
+    if not named:  # (most requests name no tool)
+        return [
+            ScoredTool(tools[i], score, scores) for i, score, scores in zip(order, finals, method_scores, strict=True)
+        ]
     return [
-        ScoredTool(index.tools[i], 1.0 if i in named else score, scores, name_match=i in named)
+        ScoredTool(tools[i], 1.0 if i in named else score, scores, i in named)
         for i, score, scores in zip(order, finals, method_scores, strict=True)
     ]
 
@@ -511,11 +494,10 @@ class _TextScores:
 
     def method_scores_of(self, tools: list[int]) -> list[dict[str, float]]:
         """Each method's [0, 1] score of each of `tools` (what ``normalize_by_max`` / ``normalize_cosine``
-        give), computed for these tools only."""
+        give), computed for these tools only (in Python floats: a ranking's few tools cost less than the
+        numpy calls, and the arithmetic is the same float64 one)."""
         columns = [
-            (np.maximum(self.raw[m][tools].astype(np.float64) - offset, 0.0) / top).tolist()
-            if top > 0
-            else [0.0] * len(tools)
+            [max(value - offset, 0.0) / top for value in self.raw[m][tools].tolist()] if top > 0 else [0.0] * len(tools)
             for m, (offset, top) in self.scale.items()
         ]
         if len(columns) == 2:  # hybrid: one dict display per tool (no zip per row)
@@ -527,19 +509,17 @@ class _TextScores:
 def _score_text(
     index: ToolIndex,
     text: str,
-    bm25: np.ndarray | None,
     vector: np.ndarray | None,
     config: ToolFilterConfig,
     mask: np.ndarray | None,
 ) -> _TextScores:
-    """The scores of one query text (see :class:`_TextScores`); `bm25`: its BM25 scores when already
-    read (:func:`_read_words`)."""
+    """The scores of one query text (see :class:`_TextScores`)."""
     use_bm25 = config.search_method != "semantic" or vector is None
     use_semantic = config.search_method != "bm25" and vector is not None
     raw: dict[str, np.ndarray] = {}
     offsets: dict[str, float] = {}
     if use_bm25:
-        raw["bm25"], offsets["bm25"] = index.bm25_raw_scores(text) if bm25 is None else bm25, 0.0
+        raw["bm25"], offsets["bm25"] = index.bm25_raw_scores(text), 0.0
     if use_semantic:
         assert vector is not None
         raw["semantic"], offsets["semantic"] = index.cosine_scores(vector), config.semantic_floor

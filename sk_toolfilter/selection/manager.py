@@ -262,8 +262,9 @@ class ToolFilterManager:
         return await self._path.select(self._path.read(history, allowed, strategy))
 
     async def filter_tools(self, query: str) -> list[str]:
-        """Full names (``Plugin-function``) to send for `query`: ranked best first, then pinned tools."""
-        return (await self.select(query)).names
+        """Full names (``Plugin-function``) to send for `query`: ranked best first, then pinned tools.
+        The same names as :meth:`select`, which also decides for the tools ranked past what is sent."""
+        return (await self._path.select(SelectionRequest(query, explained=False))).names
 
     async def explain(self, query: str) -> list[ToolDecision]:
         """Per ranked tool: the score of each method, and why it was kept or cut."""

@@ -28,7 +28,8 @@ class Offer:
 
     ``names``: what to send, in the order to send it (always a subset of what was on offer).
     ``narrowed``: False when the request goes out with exactly what was on offer (filtering off and
-    nothing hidden). ``selection``: the evidence (None with filtering off). ``seconds``: time spent.
+    nothing hidden). ``selection``: the evidence (None with filtering off; its decisions reach as deep
+    as sending needs: every ranked tool and why is :meth:`ToolFilterManager.explain`). ``seconds``: time spent.
     """
 
     names: list[str]

@@ -50,6 +50,10 @@ class SelectionRequest:
     previous_turn: Turn | None = None
     completed: Sequence[Turn] = ()
     """The conversation's completed turns (what learning from use learns from)."""
+    explained: bool = True
+    """Decide for every tool ranked as deep as ``explain`` shows (``max(4 x top_k, 20)``); False: a request
+    ranked whole only as deep as sending needs (``top_k``, or a second stage's shortlist), as
+    ``filter_tools`` and ``offer`` do (the same tools are sent)."""
 
 
 @dataclass(frozen=True)

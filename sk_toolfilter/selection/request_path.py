@@ -68,9 +68,9 @@ class RequestPath:
         started = time.perf_counter()
         allowed = set(on_offer)
         if isinstance(conversation, str):
-            selection = await self.select(SelectionRequest(conversation, allowed))
+            selection = await self.select(SelectionRequest(conversation, allowed, explained=False))
         else:
-            selection = await self.select(self.read(conversation, allowed, strategy))
+            selection = await self.select(self.read(conversation, allowed, strategy, explained=False))
         order = None
         if self.config.selection_mode == "sticky" and not isinstance(conversation, str):
             order = self.sticky.update(conversation, selection.names)  # the wire order, kept per conversation
@@ -79,15 +79,17 @@ class RequestPath:
         seconds = time.perf_counter() - started
         return selected_offer(on_offer, selection, order, unknown, self.config.max_tools_total, seconds)
 
-    def read(self, history: ChatHistory, allowed: set[str] | None, strategy: QueryStrategy | None) -> SelectionRequest:
+    def read(
+        self, history: ChatHistory, allowed: set[str] | None, strategy: QueryStrategy | None, *, explained: bool = True
+    ) -> SelectionRequest:
         """Read the conversation: its query, the tools its pin sources keep on offer, the current and
-        previous turns; learn from its completed turns on the way."""
+        previous turns; learn from its completed turns on the way. `explained`: see :class:`SelectionRequest`."""
         completed, turn = split_turns(history)
         self.learn(completed)
         query = build_query(history, strategy or self.config.query_strategy)
         pins = [pin for source in list(self.conversation_pins.values()) for pin in source(history)]
         previous = completed[-1] if completed else None
-        return SelectionRequest(query, allowed, pins, turn, previous, completed)
+        return SelectionRequest(query, allowed, pins, turn, previous, completed, explained)
 
     def learn(self, completed: Sequence[Turn]) -> None:
         """Co-usage learns from the completed turns (kept in its file when one is set); the shared table

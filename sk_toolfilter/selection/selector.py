@@ -64,16 +64,7 @@ class Selector:
         if turn is not None:
             config = self._turn_config(snapshot.catalog.index.loop_fusion_weights)
         needs = self._needs(turn.request) if turn is not None else []
-        # The first stage: the request and an agent loop's listed actions ranked in one batch (one
-        # embedding call); tools without evidence are never sent, so the rankings do not list them.
-        ranking, *need_rankings = await rank_many(
-            snapshot.catalog.index,
-            [request.query, *needs],
-            config,
-            limit=max(config.top_k * 4, 20, self._shortlist()),
-            allowed=None if snapshot.every_tool else snapshot.candidates,
-            memory=self.learning.usable() if self.learning is not None else None,
-        )
+        ranking, *need_rankings = await self._first_stage(request, snapshot, config, needs)
         budget = self.budget(turn)
         outcome = await self._pick(request, ranking, snapshot, budget)
         if outcome is not None and outcome.picked is not None:
@@ -93,6 +84,32 @@ class Selector:
         names, decisions, pinned = add_pins(snapshot, names, decisions, pins)
         names, decisions = cap_total(names, decisions, pinned, config.max_tools_total)
         return Selection(names, ranking, decisions, outcome)
+
+    async def _first_stage(
+        self, request: SelectionRequest, snapshot: Snapshot, config: ToolFilterConfig, needs: list[str]
+    ) -> list[Ranking]:
+        """The request and an agent loop's listed actions ranked in one batch (one embedding call); tools
+        without evidence are never sent, so the rankings do not list them. Ranked as deep as ``explain``
+        shows; with ``request.explained`` False, a text ranked whole only as deep as the cut can keep:
+        the tools past that would be built, scored and cut on every request for nobody to read."""
+
+        async def ranked(sending: int | None) -> list[Ranking]:
+            return await rank_many(
+                snapshot.catalog.index,
+                [request.query, *needs],
+                config,
+                limit=max(config.top_k * 4, 20, self._shortlist()),
+                allowed=None if snapshot.every_tool else snapshot.candidates,
+                memory=self.learning.usable() if self.learning is not None else None,
+                whole_text_limit=sending,
+            )
+
+        sending = None if request.explained else max(config.top_k, self._shortlist())
+        rankings = await ranked(sending)
+        first = rankings[0].tools
+        if sending is not None and len(first) == sending and not all(snapshot.exists(t.full_name) for t in first):
+            rankings = await ranked(None)  # a ranked tool left its source in place: the cut reads further
+        return rankings
 
     def _shortlist(self) -> int:
         """How many first-stage tools a second stage reads (0 without one)."""
