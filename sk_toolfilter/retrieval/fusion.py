@@ -50,7 +50,7 @@ def _normalize_in_place(scores: np.ndarray) -> np.ndarray:
     """`scores` (never negative nor NaN) divided by their maximum, in place; all zeros when the maximum
     is not positive; infinities count as 0."""
     top = float(scores.max(initial=0.0))
-    if not np.isfinite(top):
+    if not math.isfinite(top):
         scores = np.nan_to_num(scores, posinf=0.0)
         top = float(scores.max(initial=0.0))
     if top <= 0:
@@ -172,6 +172,6 @@ def _mean_and_sd(scores: np.ndarray, mask: np.ndarray | None) -> tuple[float, fl
     mean = float(np.add.reduce(sample, dtype=np.float64)) / n
     variance = max(float(np.einsum("i,i->", sample, sample)) / n - mean * mean, 0.0)
     sd = variance**0.5
-    if not np.isfinite(sd) or sd <= 1e-12 or sd < 1e-6 * abs(mean):  # constant up to float32 rounding
+    if not math.isfinite(sd) or sd <= 1e-12 or sd < 1e-6 * abs(mean):  # constant up to float32 rounding
         return None
     return mean, sd

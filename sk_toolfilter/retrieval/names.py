@@ -87,7 +87,11 @@ class NameMatcher:
     def named_in(self, query: str) -> list[int]:
         """Positions of the tools the query names, in order of first mention."""
         found: dict[int, None] = {}
-        for word in _IDENTIFIER.findall(query):
-            for position in self._positions(word.lower()):
+        exact = self._exact
+        ascii_query = query.isascii()  # lowered whole: the same words as lowering each one
+        for word in _IDENTIFIER.findall(query.lower() if ascii_query else query):
+            word = word if ascii_query else word.lower()
+            # A word of letters and digits only has no separator: one lookup (most words).
+            for position in exact.get(word, ()) if word.isalnum() else self._positions(word):
                 found.setdefault(position)
         return list(found)

@@ -157,7 +157,7 @@ async def rank_many(
     return rankings
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # built per request: a frozen one costs 4x to build
 class _Request:
     """One text of a batch: its query, the texts it is ranked by (whole, then intents), their vectors."""
 
@@ -479,7 +479,7 @@ def _closest_left_out(order: list[int], cosines: np.ndarray, mask: np.ndarray | 
     return candidates[np.lexsort((candidates, -cosines[candidates]))][:count].tolist()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # built per ranked text: a frozen one costs 4x to build
 class _TextScores:
     """One query text's scores: the method used, the final [0, 1] scores, each method's raw scores
     (masked), and how each method's raw score becomes its [0, 1] score (``(raw - offset) / top``,
