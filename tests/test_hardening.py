@@ -129,6 +129,7 @@ QUERIES = ["send an email", "add two numbers", "what time is it", "read a file",
 
 async def test_a_thousand_concurrent_selections_equal_the_sequential_ones(demo_kernel, hash_embedder):
     manager = await start(demo_kernel, hash_embedder)
+    await manager.vectors_ready()  # the small-talk exemplars too (embedded in the background for this model)
     sequential = {q: await manager.filter_tools(q) for q in QUERIES}
     queries = [QUERIES[i % len(QUERIES)] for i in range(1000)]
     results = await asyncio.gather(*(manager.filter_tools(q) for q in queries))
@@ -137,6 +138,7 @@ async def test_a_thousand_concurrent_selections_equal_the_sequential_ones(demo_k
 
 async def test_selections_from_several_threads_and_exact_usage_counts(demo_kernel, hash_embedder):
     manager = await start(demo_kernel, hash_embedder)
+    await manager.vectors_ready()
     expected = {q: await manager.filter_tools(q) for q in QUERIES}
 
     def worker(offset):
