@@ -184,6 +184,8 @@ async def test_concurrent_conversations_with_the_same_opening_keep_separate_stic
     service = wrap_chat_service(offline_chat_service(transport), manager)
     plain = OpenAIChatPromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto(auto_invoke=False))
 
+    lockstep = Lockstep(2)  # the two conversations interleave step by step (an event, not a scheduling accident)
+
     async def converse(follow_ups: list[str]) -> list[list[str]]:
         history = ChatHistory()
         sent = []
@@ -192,7 +194,7 @@ async def test_concurrent_conversations_with_the_same_opening_keep_separate_stic
             await service.get_chat_message_contents(history, plain, kernel=loop_kernel)
             sent.append(list(service.last_selection))
             history.add_assistant_message("ok")
-            await asyncio.sleep(0)  # let the other conversation interleave
+            await lockstep.wait()
         return sent
 
     shipping, calendar = await asyncio.gather(
@@ -204,6 +206,25 @@ async def test_concurrent_conversations_with_the_same_opening_keep_separate_stic
     assert not any(name.startswith("Calendar-") for name in shipping[2])
     assert "Calendar-list_events" in calendar[2]
     assert not any(name.startswith("Shipping-") for name in calendar[2])
+
+
+class Lockstep:
+    """`parties` coroutines take their steps together: none starts step n + 1 before all finished step n
+    (``asyncio.Barrier`` from Python 3.11)."""
+
+    def __init__(self, parties: int) -> None:
+        self.parties, self.arrived, self.generation = parties, 0, 0
+        self.condition = asyncio.Condition()
+
+    async def wait(self) -> None:
+        async with self.condition:
+            generation = self.generation
+            self.arrived += 1
+            if self.arrived == self.parties:
+                self.arrived, self.generation = 0, generation + 1
+                self.condition.notify_all()
+            else:
+                await self.condition.wait_for(lambda: self.generation != generation)
 
 
 def completed_turns(*turns: tuple[str, list[str]]) -> ChatHistory:
