@@ -3,7 +3,24 @@ script that runs where only torch is installed can use them)."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterator
+
 import torch
+
+
+def shuffled_batches(count: int, batch_size: int, total: int, rng: random.Random) -> Iterator[list[int]]:
+    """`total` batches of positions in ``range(count)``: pass after pass over a fresh shuffle (by `rng`),
+    each pass cut into batches of `batch_size` (a pass's last batch may be shorter)."""
+    step = 0
+    while step < total:
+        order = list(range(count))
+        rng.shuffle(order)
+        for start in range(0, count, batch_size):
+            if step >= total:
+                return
+            yield order[start : start + batch_size]
+            step += 1
 
 
 def warmup_then_decay(optimizer, total: int, warmup: int):

@@ -37,7 +37,7 @@ from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
 from sk_toolfilter.retrieval.gloss import with_english_gloss
 from sk_toolfilter.retrieval.index import embed_catalog, embedding_texts
 from sk_toolfilter.retrieval.local_models import GENERAL_MODEL_ID
-from training.optim import optimizer_step, warmup_then_decay
+from training.optim import optimizer_step, shuffled_batches, warmup_then_decay
 from training.sources import BENCHMARKS
 from training.tool_side import ToolTower, unit_mean
 
@@ -147,27 +147,21 @@ def train(args) -> Path:
     for p in pairs:
         by_source[p["source"]] += 1
     print(f"{len(pairs)} pairs {dict(by_source)}, batch {args.batch_size}, {total} steps", file=sys.stderr, flush=True)
-    started, step, losses = time.perf_counter(), 0, []
-    while step < total:
-        order = list(range(len(pairs)))
-        rng.shuffle(order)
-        for start in range(0, len(order), args.batch_size):
-            if step >= total:
-                break
-            rows = [pairs[i] for i in order[start : start + args.batch_size]]
-            if tower is not None and step % args.refresh_every == 0:
-                catalogs.vectors = {s: tower.catalog_vectors(s) for s in catalogs.vectors}
-            loss = batch_loss(model, tokenizer, rows, catalogs, args, tower)
-            losses.append(optimizer_step(loss, trainable, optimizer, scheduler))
-            step += 1
-            if step % args.log_every == 0 or step == total:
-                elapsed = time.perf_counter() - started
-                print(
-                    f"step {step}/{total}  loss {np.mean(losses[-args.log_every :]):.4f}  "
-                    f"{elapsed / 60:.1f} min (eta {(total - step) * elapsed / step / 60:.1f} min)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+    started, losses = time.perf_counter(), []
+    for step, batch in enumerate(shuffled_batches(len(pairs), args.batch_size, total, rng), 1):
+        rows = [pairs[i] for i in batch]
+        if tower is not None and (step - 1) % args.refresh_every == 0:
+            catalogs.vectors = {s: tower.catalog_vectors(s) for s in catalogs.vectors}
+        loss = batch_loss(model, tokenizer, rows, catalogs, args, tower)
+        losses.append(optimizer_step(loss, trainable, optimizer, scheduler))
+        if step % args.log_every == 0 or step == total:
+            elapsed = time.perf_counter() - started
+            print(
+                f"step {step}/{total}  loss {np.mean(losses[-args.log_every :]):.4f}  "
+                f"{elapsed / 60:.1f} min (eta {(total - step) * elapsed / step / 60:.1f} min)",
+                file=sys.stderr,
+                flush=True,
+            )
     out = args.out / "hf"
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))

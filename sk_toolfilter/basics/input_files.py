@@ -26,14 +26,15 @@ def read_text(path: str | Path, what: str) -> str:
         raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
 
 
-def parse_json(text: str, where: str) -> Any:
-    """`text` parsed as JSON, or ConfigError naming `where` (a file, or ``file:line``)."""
+def parse_json(text: str, where: str, *, line: int | None = None) -> Any:
+    """`text` parsed as JSON, or ConfigError naming `where` (a file, or ``file:line``); `line`: the text
+    is that line of the file `where` (a JSON-lines file), and the error names it."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        raise ConfigError(f"{where}: invalid JSON at line {exc.lineno if line is None else line}: {exc.msg}") from None
     except RecursionError:
-        raise ConfigError(f"{where}: JSON nested too deeply") from None
+        raise ConfigError(f"{where}: JSON nested too deeply{'' if line is None else f' at line {line}'}") from None
 
 
 def json_lines(path: str | Path, what: str, *, max_line_chars: int | None = None) -> Iterator[tuple[str, Any]]:
@@ -62,12 +63,7 @@ def _json_line(raw: bytes, path: str, number: int, what: str, max_line_chars: in
         return _BLANK
     if max_line_chars is not None and len(line) > max_line_chars:
         raise ConfigError(f"{path}:{number}: line over {max_line_chars:,} characters")
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: invalid JSON at line {number}: {exc.msg}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: JSON nested too deeply at line {number}") from None
+    return parse_json(line, path, line=number)
 
 
 def json_object(value: Any, where: str) -> dict[str, Any]:

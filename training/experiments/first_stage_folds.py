@@ -291,7 +291,7 @@ def _loss(model, rows: list[dict], tools: _Tools):
 def train_run(data: Path, pairs: list[dict], tools: _Tools, device: str, label: str, seed: int = SEED):
     import torch
 
-    from training.optim import optimizer_step, warmup_then_decay
+    from training.optim import optimizer_step, shuffled_batches, warmup_then_decay
 
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -304,24 +304,18 @@ def train_run(data: Path, pairs: list[dict], tools: _Tools, device: str, label: 
     total = max(1, int(math.ceil(len(pairs) / RECIPE["batch_size"]) * RECIPE["epochs"]))
     optimizer = torch.optim.AdamW(trainable, lr=RECIPE["lr"], weight_decay=0.01)
     scheduler = warmup_then_decay(optimizer, total, max(1, int(0.1 * total)))
-    started, step, losses = time.perf_counter(), 0, []
-    while step < total:
-        order = list(range(len(pairs)))
-        rng.shuffle(order)
-        for start in range(0, len(order), RECIPE["batch_size"]):
-            if step >= total:
-                break
-            loss = _loss(model, [pairs[i] for i in order[start : start + RECIPE["batch_size"]]], tools)
-            losses.append(optimizer_step(loss, trainable, optimizer, scheduler))
-            step += 1
-            if step % 200 == 0 or step == total:
-                elapsed = time.perf_counter() - started
-                print(
-                    f"{label}: step {step}/{total} loss {np.mean(losses[-200:]):.4f} "
-                    f"{step / elapsed:.1f} steps/s, {(total - step) * elapsed / step:.0f} s left",
-                    file=sys.stderr,
-                    flush=True,
-                )
+    started, losses = time.perf_counter(), []
+    for step, batch in enumerate(shuffled_batches(len(pairs), RECIPE["batch_size"], total, rng), 1):
+        loss = _loss(model, [pairs[i] for i in batch], tools)
+        losses.append(optimizer_step(loss, trainable, optimizer, scheduler))
+        if step % 200 == 0 or step == total:
+            elapsed = time.perf_counter() - started
+            print(
+                f"{label}: step {step}/{total} loss {np.mean(losses[-200:]):.4f} "
+                f"{step / elapsed:.1f} steps/s, {(total - step) * elapsed / step:.0f} s left",
+                file=sys.stderr,
+                flush=True,
+            )
     model.eval()
     return model, {"pairs": len(pairs), "steps": total, "seconds": round(time.perf_counter() - started, 1)}
 
