@@ -11,13 +11,14 @@ import argparse
 import asyncio
 import logging
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sk_toolfilter.basics.errors import ConfigError, ToolFilterError, naming
 from sk_toolfilter.basics.progress import Progress
-from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.basics.redaction import RedactingFilter, library_logger, redacted_output
 
 log = library_logger("sk_toolfilter.cli")
 
@@ -387,14 +388,20 @@ async def cmd_forget(args: argparse.Namespace) -> int:
             "forget (what a process learns in memory goes with it)"
         )
     if path:
-        print(f"{path}: {'forgotten' if forget_file(path) else 'nothing was learned'}")
+        held = forget_file(path, spec.tool_filtering.index.catalog)
+        print(f"{path}: {f'{held} learned requests forgotten' if held else 'nothing was learned'}")
     if store != "memory":
         from sk_toolfilter.agents.agent import open_toolset
 
+        if not spec.tool_filtering.learning.enabled:
+            raise ConfigError(f"{args.agent}: learning.enabled is false: the shared store keeps nothing learned")
+        # This command's own manager learns nothing and syncs nothing in (it would write it back on close).
+        spec.tool_filtering.learning = spec.tool_filtering.learning.model_copy(update={"enabled": False})
         async with await open_toolset(spec, kernel=await _kernel_from(args), embed=False) as tools:
-            table = tools.manager.learning.table
+            shared = tools.manager.index_store
+            table = shared.learning_table(0.0) if shared is not None else None
             if table is None:
-                raise ConfigError(f"{args.agent}: learning.enabled is false: the shared store keeps nothing learned")
+                raise ConfigError(f"{args.agent}: the index store {store!r} keeps nothing learned")
             print(f"index store: {await table.forget()} learned requests of catalog {table.catalog!r} forgotten")
     return 0
 
@@ -584,17 +591,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(message)s",
     )
+    for handler in logging.getLogger().handlers:  # -v: other libraries' records (httpx, openai) too
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     if not args.verbose:
         for noisy in ("semantic_kernel", "httpx"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
         # The MCP SDK logs a traceback per line a server writes that is not JSON-RPC; the MCP source
         # reports those itself, in one line.
         logging.getLogger("mcp").setLevel(logging.CRITICAL)
+    with redacted_output():  # every line printed, a -v traceback included, is redacted
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(args.run(args))
     except ToolFilterError as exc:
         if args.verbose:
-            raise
+            traceback.print_exc()
         print(f"sk-toolfilter: error: {_one_line(exc)}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1  # 2: the user's input (flags, files)
     except KeyboardInterrupt:
@@ -602,7 +617,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # an unexpected failure still gets one clear line, not a traceback
         if args.verbose:
-            raise
+            traceback.print_exc()
+            return 1
         print(
             f"sk-toolfilter: error: {type(exc).__name__}: {_one_line(exc)} (run with -v for details)", file=sys.stderr
         )

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import yaml
 
+from semantic_kernel.contents import ChatHistory
+
 from sk_toolfilter import ToolFilterConfig, create_tool_filter
 from sk_toolfilter.cli import main
 from sk_toolfilter.retrieval.search import Ranking, rank_tools
@@ -23,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAST = [f"let the ops crew know the nightly backup finished on {day}" for day in ("Monday", "Tuesday", "Wednesday")]
 NEW = "let the ops crew know the nightly backup finished on Friday"
 TARGET = "Messaging-post_to_channel"
+ONE_CONVERSATION = UsageRule(min_conversations=1)  # what the memory tests of other things read with
 
 
 def unit(rng: np.random.Generator, dims: int = 16) -> np.ndarray:
@@ -58,7 +61,7 @@ def calls_file(path: Path, rows: list[tuple[str, list[str]]]) -> Path:
 
 def test_a_request_repeated_a_thousand_times_weighs_what_it_weighs_once():
     rng = np.random.default_rng(0)
-    memory, v = UsageMemory(), unit(rng)
+    memory, v = UsageMemory(rule=ONE_CONVERSATION), unit(rng)
     for _ in range(1000):
         memory.learn(near(v, rng, 0.01), ["spam-tool"], key="same request")
     memory.learn(near(v, rng, 0.05), ["real-tool"], key="another request")
@@ -83,7 +86,7 @@ def test_the_memory_keeps_within_its_row_and_byte_bounds_and_forgets_the_oldest_
 def test_rows_past_their_age_leave_and_older_rows_weigh_less():
     now = [1e9]
     rng = np.random.default_rng(2)
-    memory = UsageMemory(max_age_days=10, half_life_days=1, clock=lambda: now[0])
+    memory = UsageMemory(max_age_days=10, half_life_days=1, clock=lambda: now[0], rule=ONE_CONVERSATION)
     v = unit(rng)
     memory.learn(near(v, rng), ["old-tool"], key="old", at=now[0] - 3 * 86_400)
     memory.learn(near(v, rng), ["new-tool"], key="new")
@@ -123,6 +126,7 @@ def test_learning_reorders_the_ranking_and_the_scores_stay_the_first_stages_posi
     for i in range(5):
         memory.learn(near(v, rng), ["c"], key=f"k{i}")
     names, scores = ["a", "b", "c", "d"], [1.0, 0.8, 0.6, 0.2]
+    memory.settle()  # trust is estimated off the request path: wait for it
     reordered = memory.reorder(names, scores, v)
     assert reordered.names[0] == "c" and sorted(reordered.names) == names
     assert "5 past requests like this one" in reordered.moved["c"].describe()
@@ -149,10 +153,10 @@ def test_what_was_learned_survives_a_restart_through_its_file_without_any_text(t
 
 def test_a_hostile_learning_file_is_ignored_or_bounded_with_one_warning_each(tmp_path, caplog):
     path = tmp_path / "learned.npz"
-    n = 1_000_000
+    n = 5_000
     vectors = np.ones((n, 4), dtype=np.float32)
     vectors[-1] = np.nan
-    tools = [["ok"]] * (n - 2) + [["x" * 1_000_000], ["ok"]]
+    tools = [["ok"]] * (n - 2) + [["x" * 100_000], ["ok"]]
     header = json.dumps({"format": 1, "catalog": "shop", "model": "m"})
     keys = np.array([f"{i}" for i in range(n)])
     times = np.full(n, time.time())
@@ -214,15 +218,20 @@ def test_three_learned_requests_send_their_tool_to_a_fourth_like_them_and_forget
 async def test_a_conversation_teaches_only_the_tools_it_was_allowed_and_never_an_excluded_one(demo_kernel):
     config = ToolFilterConfig(learning={"enabled": True}, exclude=["Messaging-send_email"])
     manager = await create_tool_filter(demo_kernel, config)
-    history = completed_turns(*[(q, [TARGET, "Messaging-send_email", "ToolSearch-search_tools"]) for q in PAST])
-    history.add_user_message(NEW)
-    selection = await manager.select_for_history(history)
-    assert TARGET in selection.names
-    remembered = {tool for _, _, tools, _ in manager.learning.memory.rows() for tool in tools}
+    for past in PAST:  # three conversations, one turn each
+        history = completed_turns((past, [TARGET, "Messaging-send_email", "ToolSearch-search_tools"]))
+        history.add_user_message("thanks")
+        await manager.select_for_history(history)
+    await manager.learning.settled()
+    fresh = ChatHistory()
+    fresh.add_user_message(NEW)
+    assert TARGET in (await manager.select_for_history(fresh)).names
+    remembered = {tool for row in manager.learning.memory.rows() for tool in row.tools}
     assert remembered == {TARGET}  # never the excluded tool, never the discovery tool, never text
     narrow = completed_turns((PAST[0] + " again", [TARGET]))
     narrow.add_user_message(NEW)
     await manager.select_for_history(narrow, allowed={"Time-today"})  # the caller did not allow it here
+    await manager.learning.settled()
     assert len(manager.learning.memory) == 3
 
 
@@ -233,6 +242,7 @@ async def test_learning_off_stores_and_reads_nothing(demo_kernel, tmp_path):
     on = await create_tool_filter(demo_kernel, ToolFilterConfig(learning={"file": str(path)}))
     await on.select_for_history(history)
     await on.aclose()
+    assert len(on.learning.memory) == 3
     written = path.read_bytes()
     off = await create_tool_filter(demo_kernel, ToolFilterConfig(learning={"enabled": False, "file": str(path)}))
     assert len(off.learning.memory) == 0  # the file is not read
@@ -297,10 +307,10 @@ async def test_the_semantic_kernel_wrapper_learns_each_finished_turn_of_an_auto_
     history.add_user_message(PAST[0])
     [answer] = await service.get_chat_message_contents(history, settings, kernel=demo_kernel)  # SK runs the tool
     history.add_message(answer)
-    assert len(manager.learning.memory) == 0  # nothing is learned before the turn is over
     history.add_user_message(NEW)
     await service.get_chat_message_contents(history, settings, kernel=demo_kernel)
-    assert [tools for _, _, tools, _ in manager.learning.memory.rows()] == [(TARGET,)]
+    await manager.learning.settled()
+    assert [row.tools for row in manager.learning.memory.rows()] == [(TARGET,)]
 
 
 def test_the_docs_replay_row_for_the_bundled_bfcl_catalog_is_what_the_replay_prints():
@@ -329,6 +339,7 @@ async def test_the_learning_file_is_written_off_the_event_loop_as_turns_finish(d
     history = completed_turns((PAST[0], [TARGET]))
     history.add_user_message(NEW)
     await manager.select_for_history(history)
+    await manager.learning.settled()
     file = manager.learning.file
     assert file is not None and file._writing is not None  # a write was started in the executor
     await file._writing  # the event it sets, not a wall-clock wait

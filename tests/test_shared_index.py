@@ -539,12 +539,13 @@ async def test_replicas_on_one_store_see_each_others_learning_and_forget_wipes_i
         history = completed_turns((f"{secret}: first", [tool]), (f"{secret}: again", [tool]))
         history.add_user_message("next")
         await manager.select_for_history(history)  # each replica learns its own two requests
+        await manager.learning.settled()
     for manager in (first, second, first):  # write, read what the other wrote (explicit: no timing)
         assert manager.learning.table is not None
         await manager.learning.table.sync(manager.learning.memory)
 
     for manager in (first, second):
-        learned = {tool for _, _, tools, _ in manager.learning.memory.rows() for tool in tools}
+        learned = {tool for row in manager.learning.memory.rows() for tool in row.tools}
         assert len(manager.learning.memory) == 4 and learned == {names[0], names[5]}
     import psycopg
 
@@ -555,8 +556,17 @@ async def test_replicas_on_one_store_see_each_others_learning_and_forget_wipes_i
 
     await first.learning.forget()
     assert len(first.learning.memory) == 0
-    await second.aclose()  # a replica still running writes back nothing it had already shared
+    # A replica still running learned before the wipe: it drops that instead of writing it back, and
+    # what it learns after the wipe is shared as before.
+    history = completed_turns(("after the wipe", [names[7]]))
+    history.add_user_message("next")
+    await second.select_for_history(history)
+    await second.learning.settled()
+    await second.aclose()
     await first.aclose()
+    async with await psycopg.AsyncConnection.connect(postgres.dsn) as connection:
+        left = await (await connection.execute(f"SELECT tools FROM {table}")).fetchall()
+    assert [json.loads(tools) for (tools,) in left] == [[names[7]]]
     restarted = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
-    assert len(restarted.learning.memory) == 0
+    assert [row.tools for row in restarted.learning.memory.rows()] == [(names[7],)]
     await restarted.aclose()

@@ -151,7 +151,7 @@ def replay(
     """Serve `fraction` of the catalog's requests (from a random half) as traffic, then measure the other half."""
     traffic, measured = halves(len(evidence), seed)
     traffic = traffic[: round(fraction * len(evidence))]
-    memory = UsageMemory(rule=rule, clock=lambda: clock, half_life_days=None)
+    memory = UsageMemory(rule=rule, clock=lambda: clock, half_life_days=None, background_trust=False)
     for i in traffic.tolist():
         gold = evidence.gold[i]
         if regime == "sent":

@@ -14,7 +14,6 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
-    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -26,6 +25,7 @@ from sk_toolfilter.agents.yaml_reader import read_yaml
 from sk_toolfilter.basics.errors import ConfigError, describe_validation_error
 from sk_toolfilter.basics.redaction import remember_secret
 from sk_toolfilter.config import StrictConfig, ToolFilterConfig
+from sk_toolfilter.config.base import RememberedSecret
 from sk_toolfilter.retrieval.text import clean_text
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
@@ -42,7 +42,7 @@ class ModelSpec(StrictConfig):
 
     provider: Literal["openai", "azure_openai"] = "openai"
     name: str = "gpt-4o-mini"
-    api_key: SecretStr | None = None
+    api_key: RememberedSecret | None = None
     base_url: str | None = None
     endpoint: str | None = None
     api_version: str | None = None
@@ -178,7 +178,7 @@ class VectorDatabase(_Source):
     """Where a ``vectorstore`` tool keeps its passages (HoloDeck's ``database:`` block)."""
 
     provider: str = "in-memory"
-    connection_string: SecretStr | None = None
+    connection_string: RememberedSecret | None = None
 
 
 class VectorstoreSource(_Source):

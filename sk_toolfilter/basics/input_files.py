@@ -8,9 +8,11 @@ or ``AttributeError`` from deeper down.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from sk_toolfilter.basics.errors import ConfigError
 
@@ -22,6 +24,56 @@ def read_text(path: str | Path, what: str) -> str:
         return path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or type(exc).__name__})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
+
+
+MAX_STATE_FILE_BYTES = 64 * 2**20
+"""What a small state or model file (a ranker, a manifest, a co-usage file) may weigh before it is refused."""
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def open_regular(path: str | Path, what: str, max_bytes: int = MAX_STATE_FILE_BYTES) -> BinaryIO:
+    """`path` open for binary reading when it is a regular file (a link is followed) of at most
+    `max_bytes`; else ConfigError naming the file and why. A FIFO, a device or a socket is refused
+    without blocking (opened non-blocking, checked with ``fstat`` on the open descriptor: no race
+    between the check and the read). A missing file raises FileNotFoundError (callers decide)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(Path(path).expanduser(), flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or type(exc).__name__})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+            raise ConfigError(f"{path}: {what} must be a regular file, and this is {kind}")
+        if info.st_size > max_bytes:
+            raise ConfigError(f"{path}: {what} is {info.st_size:,} bytes, over the bound of {max_bytes:,} bytes")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bounded_text(path: str | Path, what: str, max_bytes: int = MAX_STATE_FILE_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most `max_bytes` (:func:`open_regular`); ConfigError otherwise."""
+    with open_regular(path, what, max_bytes) as handle:
+        raw = handle.read(max_bytes + 1)
+    if len(raw) > max_bytes:  # it grew since the check
+        raise ConfigError(f"{path}: {what} is over the bound of {max_bytes:,} bytes")
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
 

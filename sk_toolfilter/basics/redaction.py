@@ -13,16 +13,22 @@ remembered secret (a driver quoting part of a password). Rendered, each becomes 
 - :func:`redact_text` — free text (every :class:`~sk_toolfilter.basics.errors.ToolFilterError` message
   passes through it, and every log line of the library through :class:`RedactingFilter`);
 - :func:`redact_config` — a configuration mapping about to be written (``eval.json``);
-- :func:`redact_url` — one URL for a message.
+- :func:`redact_url` — one URL for a message;
+- :func:`redacted_output` — every line a program writes to stdout and stderr (the CLI's ``main``:
+  its results, its errors, a ``-v`` traceback, a model server's failure quoted in a report line).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import re
+import sys
 import threading
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 MASK = "***"
@@ -189,3 +195,39 @@ def _secrets() -> set[str]:
         values = set(_remembered)
     values.update(v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= MIN_SECRET_LENGTH and k != "PATH")
     return values
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream that writes what it is given through :func:`redact_text` (each ``write`` call: a
+    ``print`` is one call)."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        self.inner.write(redact_text(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.inner, "encoding", "utf-8")
+
+
+@contextmanager
+def redacted_output() -> Iterator[None]:
+    """Inside the block, ``sys.stdout`` and ``sys.stderr`` redact every line written to them."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err

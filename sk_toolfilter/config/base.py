@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
+    SecretStr,
     ValidationInfo,
     field_validator,
 )
+
+from sk_toolfilter.basics.redaction import remember_secret
+
+
+def _remembered(value: SecretStr) -> SecretStr:
+    remember_secret(value.get_secret_value())
+    return value
+
+
+RememberedSecret = Annotated[SecretStr, AfterValidator(_remembered)]
+"""A secret setting (an API key, a connection string): whatever gave it — a literal in an agent file,
+the environment, code — its value is never rendered again (:mod:`sk_toolfilter.basics.redaction`)."""
 
 SearchMethod = Literal["semantic", "bm25", "hybrid"]
 

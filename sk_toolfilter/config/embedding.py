@@ -6,10 +6,9 @@ from typing import Literal
 
 from pydantic import (
     Field,
-    SecretStr,
 )
 
-from sk_toolfilter.config.base import StrictConfig
+from sk_toolfilter.config.base import RememberedSecret, StrictConfig
 
 
 class EmbeddingConfig(StrictConfig):
@@ -32,7 +31,7 @@ class EmbeddingConfig(StrictConfig):
         "with a 2.5x faster request encoder), all-MiniLM-L6-v2-int8, or a folder with a model.json "
         "(built with training/).",
     )
-    api_key: SecretStr | None = Field(
+    api_key: RememberedSecret | None = Field(
         default=None, description="Embedding service key; use ${VAR} in an agent file, never a literal."
     )
     base_url: str | None = Field(default=None, description="OpenAI-compatible server URL.")

@@ -7,11 +7,10 @@ from typing import Literal
 from pydantic import (
     ConfigDict,
     Field,
-    SecretStr,
     model_validator,
 )
 
-from sk_toolfilter.config.base import StrictConfig
+from sk_toolfilter.config.base import RememberedSecret, StrictConfig
 
 
 class IndexConfig(StrictConfig):
@@ -33,7 +32,7 @@ class IndexConfig(StrictConfig):
         max_length=200,
         description="Name of this catalog in the store (agents that share tools share a name).",
     )
-    connection_string: SecretStr | None = Field(
+    connection_string: RememberedSecret | None = Field(
         default=None, description="libpq connection string or postgresql:// URL; use ${VAR}, never a literal."
     )
     db_schema: str = Field(

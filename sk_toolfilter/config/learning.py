@@ -15,6 +15,11 @@ class LearningConfig(StrictConfig):
 
     Off: nothing is stored or read. The memory lives in this process unless ``file`` (or
     ``index.store: postgres``) keeps it.
+
+    Who steers whom: with ``scope: shared`` (the default) every request of the catalog reads what
+    every user's requests taught; name a kernel or run argument instead (``scope: tenant_id``) and a
+    request reads only its own scope's rows. Either way a tool moves or enters only on the evidence
+    of ``min_conversations`` distinct conversations, each weighing what its nearest turn does.
     """
 
     enabled: bool = Field(default=True, description="Learn from completed turns and use what was learned.")
@@ -34,6 +39,22 @@ class LearningConfig(StrictConfig):
         default=None,
         description="File (.npz) that keeps what was learned across restarts: vectors, tool names and one "
         "fingerprint per request, no text. '~' is expanded; in an agent file a relative path is relative to the file.",
+    )
+    scope: str = Field(
+        default="shared",
+        min_length=1,
+        max_length=128,
+        description="'shared': one memory for every request of the catalog; otherwise the name of the kernel or "
+        "run argument (or learning_context(scope=...)) whose value scopes it, e.g. 'tenant_id' or 'user_id': a "
+        "request reads only what its own scope's requests taught. A scoped request without a value learns and "
+        "reads nothing.",
+    )
+    min_conversations: int = Field(
+        default=2,
+        ge=2,
+        le=100,
+        description="Distinct conversations whose similar requests must have called a tool before it moves or "
+        "enters (one conversation is never enough: a single injected call cannot steer other users).",
     )
     sync_seconds: float = Field(
         default=30.0,

@@ -204,6 +204,7 @@ def load_learned_ranker(name: str | None) -> LinearRanker:
     """The learned ranker ``rerank.model`` names: the shipped id (default) or a ranker file written by
     ``training.learned_ranker``. ConfigError naming the file for a missing or damaged one."""
     from sk_toolfilter.basics.errors import ConfigError
+    from sk_toolfilter.basics.input_files import read_bounded_text
     from sk_toolfilter.retrieval.local_models import MODELS_DIR
 
     key = (name or LEARNED_RANKER_ID).strip()
@@ -211,7 +212,8 @@ def load_learned_ranker(name: str | None) -> LinearRanker:
         shipped = MODELS_DIR / key / "ranker.json"
         path = shipped if "/" not in key and "\\" not in key and shipped.is_file() else Path(key).expanduser()
         try:
-            _LOADED[key] = LinearRanker.from_json(json.loads(path.read_text(encoding="utf-8")))
+            text = read_bounded_text(path, "the learned ranker (tool_filtering.rerank.model)")
+            _LOADED[key] = LinearRanker.from_json(json.loads(text))
         except FileNotFoundError:
             raise ConfigError(
                 f"tool_filtering.rerank.model: {key!r} is neither the shipped learned ranker ({LEARNED_RANKER_ID}) "

@@ -18,6 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.basics.input_files import open_regular, read_bounded_text
+
+MAX_MODEL_FILE_BYTES = 4 * 2**30
+"""A model or tokenizer file larger than this is refused before it is hashed or loaded."""
 
 MODELS_DIR = Path(__file__).parent / "models"
 
@@ -93,8 +97,8 @@ def shipped_models(kind: str = "encoder") -> list[str]:
 def manifest_kind(manifest: Path) -> str:
     """``encoder`` or ``cross-encoder``: what a ``model.json`` describes."""
     try:
-        return str(json.loads(manifest.read_text(encoding="utf-8")).get("kind", "encoder"))
-    except (OSError, ValueError, AttributeError):
+        return str(json.loads(read_bounded_text(manifest, "a model manifest")).get("kind", "encoder"))
+    except (OSError, ValueError, AttributeError, ConfigError):
         return "encoder"
 
 
@@ -137,7 +141,7 @@ def read_manifest(folder: Path, *, model_id: str | None = None) -> LocalModel:
     (``<id>@<sha256 prefix>``), so two different files never share cached vectors."""
     path = folder / "model.json"
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_bounded_text(path, "a model manifest"))
         files = raw["files"]
         model = LocalModel(
             id=str(raw["id"]),
@@ -176,7 +180,7 @@ def _weights(raw: dict[str, Any], key: str) -> dict[str, float] | None:
 
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as f:
+    with open_regular(path, "a model file", MAX_MODEL_FILE_BYTES) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()

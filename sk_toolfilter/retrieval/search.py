@@ -36,7 +36,7 @@ from sk_toolfilter.retrieval.small_talk import (
     subject_words,
 )
 from sk_toolfilter.retrieval.text import split_request_intents
-from sk_toolfilter.retrieval.usage import UsageMemory
+from sk_toolfilter.retrieval.usage import ScopedUsage, UsageMemory
 
 logger = library_logger(__name__)
 
@@ -92,7 +92,7 @@ async def rank_tools(
     limit: int | None = None,
     allowed: Collection[str] | np.ndarray | None = None,
     fill: bool = True,
-    memory: UsageMemory | None = None,
+    memory: UsageMemory | ScopedUsage | None = None,
 ) -> Ranking:
     """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools: the
     batch of one (:func:`rank_many`).
@@ -123,7 +123,7 @@ async def rank_many(
     limit: int | None = None,
     allowed: Collection[str] | np.ndarray | None = None,
     fill: bool = False,
-    memory: UsageMemory | None = None,
+    memory: UsageMemory | ScopedUsage | None = None,
     whole_text_limit: int | None = None,
 ) -> list[Ranking]:
     """One ranking per text, the primitive every ranking goes through: the request vectors of every
@@ -174,7 +174,7 @@ async def _rank_one(
     limit: int | None,
     mask: np.ndarray | None,
     fill: bool,
-    memory: UsageMemory | None = None,
+    memory: UsageMemory | ScopedUsage | None = None,
 ) -> Ranking:
     """One text's ranking from its vectors (:func:`rank_many`)."""
     query, vectors = request.query, request.vectors
@@ -254,7 +254,7 @@ def _learned_second_stage(
 
 def _learned_order(
     index: ToolIndex,
-    memory: UsageMemory,
+    memory: UsageMemory | ScopedUsage,
     order: list[int],
     final: np.ndarray,
     positional: list[float],

@@ -28,21 +28,28 @@ and a row's weight halves every ``half_life_days``.
 
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from sk_toolfilter.retrieval.scoring import quantize_one
 
-# What one row costs beyond its vector: the fingerprint key, the tool tuple, the bookkeeping.
+# What one row costs beyond its vector and its tool names' bytes: the fingerprint key, the conversation,
+# the tool tuple, the bookkeeping.
 ROW_OVERHEAD_BYTES = 160
 MAX_TOOLS_PER_REQUEST = 12  # a turn of many calls (a bulk delete) says little about any one of them
 TRUST_SAMPLE = 256  # remembered requests predicted from the others to estimate trust
 TRUST_PRIOR_MASS = 2.0  # usage mass that counts as missed before any evidence: trust starts at 0
+MAX_CLOCK_SKEW_SECONDS = 300.0
+"""A row dated later than now plus this (a replica whose clock runs ahead, a crafted file) is dated now."""
+SHARED_SCOPE = ""
+"""The scope of ``learning.scope: shared``: one memory for every request of the catalog."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,8 @@ class UsageRule:
     floor: float = 0.0
     depth: int = 30
     enter: float = 0.5
+    min_conversations: int = 2
+    """A tool moves or enters only on the evidence of this many distinct conversations (one is never enough)."""
 
 
 DEFAULT_RULE = UsageRule()
@@ -63,7 +72,7 @@ DEFAULT_RULE = UsageRule()
 
 @dataclass(frozen=True)
 class UsageEvidence:
-    """Why a tool has a usage score: `requests` similar past requests called it, the best at `best`."""
+    """Why a tool has a usage score: `requests` similar past conversations called it, the best at `best`."""
 
     score: float
     requests: int
@@ -82,11 +91,39 @@ class Reordered:
     moved: dict[str, UsageEvidence] = field(default_factory=dict)
 
 
+class LearnedRow(NamedTuple):
+    """One remembered request as a file or table keeps it (never its text)."""
+
+    key: str
+    vector: np.ndarray
+    tools: tuple[str, ...]
+    at: float
+    conversation: str
+    """The conversation it came from (a fingerprint): one conversation counts once, whatever its turns."""
+    scope: str = SHARED_SCOPE
+    """Whose traffic it is (a fingerprint of the scope key; ``""``: shared by every request)."""
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """What a trust estimate reads, copied under the lock (the estimate runs off the request path)."""
+
+    codes: np.ndarray
+    scales: np.ndarray
+    scopes: np.ndarray
+    tools: list[tuple[str, ...]]
+    conversations: list[str]
+
+
 class UsageMemory:
     """Past requests (unit vectors) and the tools each called, bounded; thread-safe.
 
     `dims` is fixed by the first vector learned (or given); a vector of another size is refused
     (:meth:`learn` returns False), as is one that is not finite.
+
+    Rows live in slots: a new row takes a free slot or, at capacity, the oldest row's (found with a
+    heap), so a full memory learns in O(log n) and never copies its arrays. Trust is re-estimated in a
+    background thread when 5 % of the rows are new; a request reads the last estimate.
     """
 
     def __init__(
@@ -98,6 +135,7 @@ class UsageMemory:
         half_life_days: float | None = 30.0,
         rule: UsageRule = DEFAULT_RULE,
         clock: Callable[[], float] = time.time,
+        background_trust: bool = True,
     ) -> None:
         self.max_requests = max_requests
         self.max_bytes = max_bytes
@@ -105,21 +143,39 @@ class UsageMemory:
         self.half_life_days = half_life_days
         self.rule = rule
         self._clock = clock
+        self.background_trust = background_trust
+        """False: a stale trust is re-estimated in the request that reads it (a replay: the same figures every run)."""
         self._lock = threading.Lock()
+        self._trust_lock = threading.Lock()  # one estimate at a time
+        self._estimating: threading.Thread | None = None
+        self.clamped = 0
+        """Rows dated in the future (beyond :data:`MAX_CLOCK_SKEW_SECONDS`) that were dated now instead."""
         self._clear()
 
     def _clear(self) -> None:
-        self._codes = np.zeros((0, 0), dtype=np.int8)  # int8 codes, one scale per row (retrieval.scoring)
-        self._scales = np.zeros(0, dtype=np.float32)
+        self._empty_slots(0)
         self._count = 0
-        self._tools: list[tuple[str, ...]] = []
-        self._keys: list[str] = []
-        self._times = np.zeros(0, dtype=np.float64)
+        self._name_bytes = 0
         self._row_of: dict[str, int] = {}
+        self._stamp = 0
+        self._scopes: dict[str, int] = {}
         self._trust: float | None = None
         self._added_since_trust = 0
         self.version = 0
         """Grows with every change (the file and table write when it moved)."""
+
+    def _empty_slots(self, dims: int) -> None:
+        self._codes = np.zeros((0, dims), dtype=np.int8)  # int8 codes, one scale per row (retrieval.scoring)
+        self._scales = np.zeros(0, dtype=np.float32)
+        self._times = np.zeros(0, dtype=np.float64)
+        self._stamps = np.zeros(0, dtype=np.int64)
+        self._scope_ids = np.zeros(0, dtype=np.int32)  # -1: a free slot
+        self._tools: list[tuple[str, ...]] = []
+        self._keys: list[str] = []
+        self._conversations: list[str] = []
+        self._high = 0  # slots in use or freed (rows live in [0, _high))
+        self._free: list[int] = []
+        self._oldest: list[tuple[float, int, int]] = []  # heap of (time, stamp, slot); stale entries skipped
 
     # -- size ----------------------------------------------------------------------------------------
 
@@ -132,69 +188,136 @@ class UsageMemory:
 
     @property
     def nbytes(self) -> int:
-        """What the remembered rows cost (vectors, names, bookkeeping)."""
-        names = sum(len(n) for tools in self._tools[: self._count] for n in tools)
-        return self._count * (self.dims + 4 + ROW_OVERHEAD_BYTES) + names
+        """What the remembered rows cost (vectors, names, bookkeeping); at most ``max_bytes`` after every learn."""
+        return self._count * (self.dims + 4 + ROW_OVERHEAD_BYTES) + self._name_bytes
 
     def capacity(self, dims: int) -> int:
-        """The most rows kept at `dims` dimensions: ``max_requests`` and ``max_bytes`` both hold."""
-        return max(1, min(self.max_requests, self.max_bytes // (dims + 4 + ROW_OVERHEAD_BYTES + 64)))
+        """The most rows kept at `dims` dimensions: ``max_requests`` and ``max_bytes`` both hold (names
+        cost more: fewer rows are kept)."""
+        return max(1, min(self.max_requests, self.max_bytes // (dims + 4 + ROW_OVERHEAD_BYTES)))
+
+    def scopes(self) -> dict[str, int]:
+        """How many rows each scope holds (``""``: shared)."""
+        with self._lock:
+            ids = self._scope_ids[: self._high]
+            names = {i: s for s, i in self._scopes.items()}
+            found, counts = np.unique(ids[ids >= 0], return_counts=True)
+            return {names[int(i)]: int(c) for i, c in zip(found, counts, strict=True)}
 
     # -- learning ------------------------------------------------------------------------------------
 
-    def learn(self, vector: np.ndarray, tools: Sequence[str], key: str, at: float | None = None) -> bool:
-        """Remember that the request `key` (a fingerprint, never text) with `vector` called `tools`.
+    def learn(
+        self,
+        vector: np.ndarray,
+        tools: Sequence[str],
+        key: str,
+        at: float | None = None,
+        *,
+        conversation: str | None = None,
+        scope: str = SHARED_SCOPE,
+    ) -> bool:
+        """Remember that the request `key` (a fingerprint, never text) with `vector` called `tools`, in
+        `conversation` (default: its own) and `scope`.
 
         The same `key` again replaces its row (its newest tools, its newest time): a request repeated
-        a thousand times weighs what it weighs once. Returns False when nothing was learned (no
-        tools, a vector of the wrong size or not finite, a time older than ``max_age_days``).
+        a thousand times weighs what it weighs once. A time later than now (plus a small skew) is
+        dated now. Returns False when nothing was learned (no tools, a vector of the wrong size or not
+        finite, a time older than ``max_age_days``, a row larger than ``max_bytes`` alone).
         """
         calls = tuple(dict.fromkeys(t for t in tools if t))[:MAX_TOOLS_PER_REQUEST]
         row = _unit_row(vector)
         if not calls or row is None:
             return False
-        when = self._clock() if at is None else float(at)
-        if not math.isfinite(when) or self._expired(when):
+        now = self._clock()
+        when = now if at is None else float(at)
+        if not math.isfinite(when) or self._expired(when, now):
             return False
+        if when > now + MAX_CLOCK_SKEW_SECONDS:
+            when = now
+            self.clamped += 1
         with self._lock:
             if self._count and row.shape[0] != self.dims:
                 return False
-            self._put(row, calls, key, when)
-            self._drop_expired()
+            self._drop_expired(now)
+            if not self._put(row, calls, key, when, conversation or key, scope):
+                return False
             self.version += 1
         return True
 
-    def _put(self, row: np.ndarray, calls: tuple[str, ...], key: str, when: float) -> None:
-        codes, scale = quantize_one(row)
+    def _put(
+        self, row: np.ndarray, calls: tuple[str, ...], key: str, when: float, conversation: str, scope: str
+    ) -> bool:
         existing = self._row_of.get(key)
         if existing is not None:
-            if when >= self._times[existing]:
-                self._codes[existing], self._scales[existing] = codes[0], scale
-                self._tools[existing], self._times[existing] = calls, when
-            return
-        if self._count == 0:
-            self._codes = np.zeros((0, row.shape[0]), dtype=np.int8)
-        limit = self.capacity(row.shape[0])
-        if self._count >= limit:  # the oldest leave (ties: the first learned); one, usually, found without a sort
-            times, excess = self._times[: self._count], self._count - limit + 1
-            self._remove(np.array([np.argmin(times)]) if excess == 1 else np.argsort(times, kind="stable")[:excess])
-        if self._count == self._codes.shape[0]:
-            grown = max(16, min(limit, 2 * self._count))
+            if when < self._times[existing]:
+                return False  # an older copy of a row already known
+            self._free_slot(existing)
+        names = _name_bytes(calls)
+        dims = row.shape[0] if not self._count else self.dims
+        row_bytes = dims + 4 + ROW_OVERHEAD_BYTES + names
+        if row_bytes > self.max_bytes:
+            return False
+        while self._count and (self._count >= self.max_requests or self.nbytes + row_bytes > self.max_bytes):
+            self._free_slot(self._pop_oldest())
+        if self._count == 0 and self._codes.shape[1] != row.shape[0]:
+            self._empty_slots(row.shape[0])
+        slot = self._take_slot()
+        codes, scale = quantize_one(row)
+        self._codes[slot], self._scales[slot], self._times[slot] = codes[0], scale, when
+        self._scope_ids[slot] = self._scopes.setdefault(scope, len(self._scopes))
+        self._stamp += 1
+        self._stamps[slot] = self._stamp
+        self._tools[slot], self._keys[slot], self._conversations[slot] = calls, key, conversation
+        heapq.heappush(self._oldest, (when, self._stamp, slot))
+        if len(self._oldest) > 2 * self._high + 64:  # replaced rows left stale entries: rebuild (amortized O(1))
+            self._oldest = [(float(self._times[s]), int(self._stamps[s]), s) for s in self._live_slots()]
+            heapq.heapify(self._oldest)
+        self._row_of[key] = slot
+        self._name_bytes += names
+        self._count += 1
+        self._added_since_trust += existing is None
+        return True
+
+    def _take_slot(self) -> int:
+        if self._free:
+            return self._free.pop()
+        if self._high == self._codes.shape[0]:
+            grown = max(16, min(self.capacity(self.dims), 2 * self._high))
+            grown = max(grown, self._high + 1)
             self._codes = _resized(self._codes, grown)
             self._scales = np.resize(self._scales, grown)
             self._times = np.resize(self._times, grown)
-        i = self._count
-        self._codes[i], self._scales[i], self._times[i] = codes[0], scale, when
-        self._tools.append(calls)
-        self._keys.append(key)
-        self._row_of[key] = i
-        self._count += 1
-        self._added_since_trust += 1
+            self._stamps = np.resize(self._stamps, grown)
+            self._scope_ids = np.resize(self._scope_ids, grown)
+            more = grown - len(self._tools)
+            self._tools.extend([()] * more)
+            self._keys.extend([""] * more)
+            self._conversations.extend([""] * more)
+        self._high += 1
+        return self._high - 1
+
+    def _pop_oldest(self) -> int:
+        """The slot of the oldest live row (ties: the first learned)."""
+        while True:
+            _, stamp, slot = heapq.heappop(self._oldest)
+            if self._scope_ids[slot] >= 0 and self._stamps[slot] == stamp:
+                return slot
+
+    def _free_slot(self, slot: int) -> None:
+        del self._row_of[self._keys[slot]]
+        self._name_bytes -= _name_bytes(self._tools[slot])
+        self._scope_ids[slot], self._scales[slot], self._stamps[slot] = -1, 0.0, -1
+        self._tools[slot], self._keys[slot], self._conversations[slot] = (), "", ""
+        self._free.append(slot)
+        self._count -= 1
+
+    def _live_slots(self) -> list[int]:
+        return np.flatnonzero(self._scope_ids[: self._high] >= 0).tolist()
 
     def keys(self) -> list[str]:
         """The fingerprints of the remembered requests."""
         with self._lock:
-            return list(self._keys)
+            return list(self._row_of)
 
     def knows(self, key: str, tools: Sequence[str]) -> bool:
         """Whether the request `key` is remembered with these `tools` already (nothing new to learn)."""
@@ -206,16 +329,15 @@ class UsageMemory:
         """Drop every tool for which `keep` is False from every row (a row left without tools goes);
         returns how many rows changed. Tools removed from the catalog are forgotten this way."""
         with self._lock:
-            changed, empty = 0, []
-            for i in range(self._count):
+            changed = 0
+            for i in self._live_slots():
                 kept = tuple(t for t in self._tools[i] if keep(t))
                 if kept != self._tools[i]:
                     changed += 1
+                    self._name_bytes -= _name_bytes(self._tools[i]) - _name_bytes(kept)
                     self._tools[i] = kept
                     if not kept:
-                        empty.append(i)
-            if empty:
-                self._remove(np.asarray(empty))
+                        self._free_slot(i)
             if changed:
                 self.version += 1
                 self._trust = None
@@ -228,119 +350,159 @@ class UsageMemory:
             self._clear()
             self.version = version + 1
 
-    def rows(self) -> list[tuple[str, np.ndarray, tuple[str, ...], float]]:
-        """Every row as (key, vector, tools, time), oldest first: what a file or table keeps."""
+    def rows(self) -> list[LearnedRow]:
+        """Every row, oldest first: what a file or table keeps."""
         with self._lock:
-            order = np.argsort(self._times[: self._count], kind="stable")
-            return [(self._keys[i], self._vector(i), self._tools[i], float(self._times[i])) for i in order]
+            live = np.asarray(self._live_slots(), dtype=np.int64)
+            order = live[np.argsort(self._times[live], kind="stable")] if len(live) else live
+            names = {i: s for s, i in self._scopes.items()}
+            return [
+                LearnedRow(
+                    self._keys[i],
+                    self._vector(i),
+                    self._tools[i],
+                    float(self._times[i]),
+                    self._conversations[i],
+                    names[int(self._scope_ids[i])],
+                )
+                for i in order.tolist()
+            ]
 
     def _vector(self, row: int) -> np.ndarray:
         """A remembered request's vector (dequantized: within ~1e-3 of what was learned)."""
         return self._codes[row].astype(np.float32) * self._scales[row]
 
-    def restore(self, rows: Iterable[tuple[str, np.ndarray, Sequence[str], float]]) -> int:
+    def restore(self, rows: Iterable[LearnedRow | tuple[str, np.ndarray, Sequence[str], float]]) -> int:
         """Learn rows saved by :meth:`rows` (a newer row of a known key wins); returns how many were taken."""
-        return sum(self.learn(vector, tools, key, at) for key, vector, tools, at in rows)
+        taken = 0
+        for row in rows:
+            key, vector, tools, at = row[:4]
+            conversation = row[4] if len(row) > 4 else None  # type: ignore[misc]
+            scope = row[5] if len(row) > 5 else SHARED_SCOPE  # type: ignore[misc]
+            taken += self.learn(vector, tools, key, at, conversation=conversation or None, scope=scope)
+        return taken
 
-    def _expired(self, when: float) -> bool:
-        return self.max_age_days is not None and self._clock() - when > self.max_age_days * 86_400
+    def _expired(self, when: float, now: float) -> bool:
+        return self.max_age_days is not None and now - when > self.max_age_days * 86_400
 
-    def _drop_expired(self) -> None:
-        if self.max_age_days is None or not self._count:
+    def _drop_expired(self, now: float) -> None:
+        """The oldest rows leave while they are past ``max_age_days`` (a heap pop each: no scan)."""
+        if self.max_age_days is None:
             return
-        old = np.flatnonzero(self._clock() - self._times[: self._count] > self.max_age_days * 86_400)
-        if len(old):
-            self._remove(old)
-
-    def _remove(self, rows: np.ndarray) -> None:
-        keeping = np.ones(self._count, dtype=bool)
-        keeping[rows] = False
-        keep = np.flatnonzero(keeping).tolist()
-        self._codes[: len(keep)] = self._codes[keep]
-        self._scales[: len(keep)] = self._scales[keep]
-        self._times[: len(keep)] = self._times[keep]
-        self._tools = [self._tools[i] for i in keep]
-        self._keys = [self._keys[i] for i in keep]
-        self._row_of = {k: i for i, k in enumerate(self._keys)}
-        self._count = len(keep)
-        self._trust = None
+        while self._count:
+            when, stamp, slot = self._oldest[0]
+            if self._scope_ids[slot] < 0 or self._stamps[slot] != stamp:
+                heapq.heappop(self._oldest)  # stale: the row was replaced or removed
+            elif self._expired(when, now):
+                heapq.heappop(self._oldest)
+                self._free_slot(slot)
+            else:
+                return
 
     # -- using ---------------------------------------------------------------------------------------
 
-    def usage(self, vector: np.ndarray) -> dict[str, UsageEvidence]:
-        """Each tool's usage score for a request with `vector` (tools no similar request called: absent)."""
+    def usage(self, vector: np.ndarray, scope: str = SHARED_SCOPE) -> dict[str, UsageEvidence]:
+        """Each tool's usage score for a request with `vector` in `scope` (tools no similar request of
+        enough conversations called: absent)."""
         row = _unit_row(vector)
         with self._lock:
-            if row is None or not self._count or row.shape[0] != self.dims:
+            sid = self._scopes.get(scope)
+            if row is None or not self._count or row.shape[0] != self.dims or sid is None:
                 return {}
-            return self._usage(self._similarities(quantize_one(row)), decay=True)
-
-    def _similarities(self, query: tuple[np.ndarray, np.float32]) -> np.ndarray:
-        """Cosine of every remembered request to the quantized `query` (int8 dot products, exact on every CPU)."""
-        import simsimd
-
-        codes, scale = query
-        dots = np.asarray(simsimd.cdist(codes, self._codes[: self._count], metric="dot"), dtype=np.float32)[0]
-        dots *= self._scales[: self._count]
-        dots *= scale
-        return dots
-
-    def _decay(self, rows: np.ndarray) -> np.ndarray:
-        """How much each of `rows` still weighs (halved every ``half_life_days`` of age)."""
-        assert self.half_life_days is not None
-        age_days = np.maximum(0.0, self._clock() - self._times[rows]) / 86_400
-        return np.exp2(-age_days / self.half_life_days)
-
-    def _usage(self, sims: np.ndarray, *, decay: bool = False, skip: int = -1) -> dict[str, UsageEvidence]:
-        rule = self.rule
-        near = np.flatnonzero(sims >= rule.gate)
-        if skip >= 0:
-            near = near[near != skip]
-        if len(near) > rule.neighbours:
-            near = near[np.argpartition(-sims[near], rule.neighbours - 1)[: rule.neighbours]]
-        if not len(near):
-            return {}
-        weights = (sims[near] - rule.gate) / (1.0 - rule.gate) + 1e-6
-        if decay and self.half_life_days is not None:
-            weights = weights * self._decay(near)
-        total = float(weights.sum()) + rule.prior
-        support: dict[str, list[float]] = {}
-        for i, w in zip(near.tolist(), weights.tolist(), strict=True):
-            for name in self._tools[i]:
-                entry = support.setdefault(name, [0.0, 0, -1.0])
-                entry[0] += w
-                entry[1] += 1
-                entry[2] = max(entry[2], float(sims[i]))
-        return {n: UsageEvidence(s / total, int(c), b) for n, (s, c, b) in support.items()}
+            sims = _similarities(quantize_one(row), self._codes[: self._high], self._scales[: self._high])
+            sims[self._scope_ids[: self._high] != sid] = -np.inf
+            weights = None
+            if self.half_life_days is not None:
+                age_days = np.maximum(0.0, self._clock() - self._times[: self._high]) / 86_400
+                weights = np.exp2(-age_days / self.half_life_days)
+            return usage_scores(sims, self._tools, self._conversations, self.rule, decay=weights)
 
     @property
     def trust(self) -> float:
-        """How far this memory's predictions held on its own traffic (0: not at all, or no evidence yet)."""
+        """How far this memory's predictions held on its own traffic (0: not at all, or no evidence yet);
+        estimated now when stale (see :meth:`trust_now` for the request path's non-blocking read)."""
+        if self._stale():
+            self._estimate()
+        return self._trust or 0.0
+
+    def trust_now(self) -> float:
+        """The last trust estimate, without waiting: a stale one starts a re-estimate in the background."""
+        if not self.background_trust:
+            return self.trust
+        if self._stale():
+            with self._trust_lock:
+                running = self._estimating is not None and self._estimating.is_alive()
+                if not running:
+                    self._estimating = threading.Thread(target=self._estimate, name="sk-toolfilter-trust", daemon=True)
+                    self._estimating.start()
+        return self._trust or 0.0
+
+    def settle(self) -> float:
+        """Wait for a background estimate, then make trust current (tests, the CLI, start-up)."""
+        with self._trust_lock:
+            thread = self._estimating
+        if thread is not None:
+            thread.join()
+        return self.trust
+
+    def _stale(self) -> bool:
         with self._lock:
-            stale = self._added_since_trust >= max(1, self._count // 20)  # re-estimated every 5 % of growth
-            if self._trust is None or stale:
-                self._trust = self._estimate_trust()
-                self._added_since_trust = 0
-            return self._trust
+            return self._trust is None or self._added_since_trust >= max(1, self._count // 20)
 
-    def _estimate_trust(self) -> float:
-        """Leave one out over a sample of rows: the share of the usage mass on tools the row called."""
-        if self._count < 2:
-            return 0.0
-        rng = np.random.default_rng(self._count)
-        sample = rng.choice(self._count, size=min(TRUST_SAMPLE, self._count), replace=False)
-        import simsimd
+    def _estimate(self) -> None:
+        """Leave one conversation out over a sample of rows: the share of the usage mass that fell on
+        tools the row called, predicted from the other conversations of its scope."""
+        with self._lock:
+            added, count = self._added_since_trust, self._count
+            live = np.asarray(self._live_slots(), dtype=np.int64)
+            snapshot = _Snapshot(
+                self._codes[: self._high].copy(),
+                self._scales[: self._high].copy(),
+                self._scope_ids[: self._high].copy(),
+                list(self._tools[: self._high]),
+                list(self._conversations[: self._high]),
+            )
+        trust = _estimate_trust(snapshot, live, self.rule)
+        with self._lock:
+            self._trust = trust
+            self._added_since_trust = max(0, self._added_since_trust - added) if count else 0
 
-        codes, scales = self._codes[: self._count], self._scales[: self._count]
-        sims = np.asarray(simsimd.cdist(codes[sample], codes, metric="dot"), dtype=np.float32)
-        sims *= scales[sample][:, None] * scales[None, :]
-        hit, mass = 0.0, TRUST_PRIOR_MASS
-        for j, row_sims in zip(sample.tolist(), sims, strict=True):
-            scores = self._usage(row_sims, skip=j)
-            called = set(self._tools[j])
-            hit += sum(e.score for n, e in scores.items() if n in called)
-            mass += sum(e.score for e in scores.values())
-        return hit / mass
+    def reorder(
+        self,
+        names: Sequence[str],
+        scores: Sequence[float],
+        vector: np.ndarray | None,
+        permitted: Callable[[str], bool] | None = None,
+        *,
+        scope: str = SHARED_SCOPE,
+    ) -> Reordered:
+        """The first stage's ranking (`names` best first, their `scores`) reordered by what was learned
+        in `scope` (see :func:`reorder_by_usage`); reads the last trust estimate, never waits for one."""
+        if vector is None or not self._count:
+            return Reordered(list(names))
+        strength = self.rule.weight * _scaled_trust(self.trust_now(), self.rule.floor)
+        if strength <= 0:
+            return Reordered(list(names))
+        return reorder_by_usage(names, scores, self.usage(vector, scope), strength, self.rule, permitted)
+
+    def scoped(self, scope: str) -> ScopedUsage:
+        """This memory as one scope's requests read it."""
+        return ScopedUsage(self, scope)
+
+
+@dataclass(frozen=True)
+class ScopedUsage:
+    """One scope's view of a :class:`UsageMemory`: what a request of that scope reads."""
+
+    memory: UsageMemory
+    scope: str = SHARED_SCOPE
+
+    @property
+    def rule(self) -> UsageRule:
+        return self.memory.rule
+
+    def __len__(self) -> int:
+        return len(self.memory)
 
     def reorder(
         self,
@@ -349,14 +511,88 @@ class UsageMemory:
         vector: np.ndarray | None,
         permitted: Callable[[str], bool] | None = None,
     ) -> Reordered:
-        """The first stage's ranking (`names` best first, their `scores`) reordered by what was learned
-        (see :func:`reorder_by_usage`)."""
-        if vector is None or not self._count:
-            return Reordered(list(names))
-        strength = self.rule.weight * _scaled_trust(self.trust, self.rule.floor)
-        if strength <= 0:
-            return Reordered(list(names))
-        return reorder_by_usage(names, scores, self.usage(vector), strength, self.rule, permitted)
+        return self.memory.reorder(names, scores, vector, permitted, scope=self.scope)
+
+
+def _similarities(query: tuple[np.ndarray, np.float32], codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Cosine of every row of `codes` to the quantized `query` (int8 dot products, exact on every CPU)."""
+    import simsimd
+
+    q, scale = query
+    dots = np.asarray(simsimd.cdist(q, codes, metric="dot"), dtype=np.float32)[0]
+    dots *= scales
+    dots *= scale
+    return dots
+
+
+def usage_scores(
+    sims: np.ndarray,
+    tools: Sequence[tuple[str, ...]],
+    conversations: Sequence[str],
+    rule: UsageRule,
+    *,
+    decay: np.ndarray | None = None,
+    skip: str | None = None,
+) -> dict[str, UsageEvidence]:
+    """Each tool's usage score from the rows' cosines `sims` to a request: the ``neighbours`` nearest
+    conversations at or above the gate (one conversation weighs what its nearest row does, however many
+    of its turns are near), a tool scored only when ``min_conversations`` of them called it. `skip`: a
+    conversation left out (trust's leave-one-out)."""
+    near = np.flatnonzero(sims >= rule.gate)
+    if not len(near):
+        return {}
+    pool = rule.neighbours * 4  # rows of one conversation may crowd the nearest: read a few more
+    if len(near) > pool:
+        near = near[np.argpartition(-sims[near], pool - 1)[:pool]]
+    near = near[np.argsort(-sims[near], kind="stable")]
+    weights = (sims[near] - rule.gate) / (1.0 - rule.gate) + 1e-6
+    if decay is not None:
+        weights = weights * decay[near]
+    weight_of: dict[str, float] = {}
+    support: dict[str, dict[str, tuple[float, float]]] = {}
+    for i, w, sim in zip(near.tolist(), weights.tolist(), sims[near].tolist(), strict=True):
+        conversation = conversations[i]
+        if conversation == skip:
+            continue
+        if conversation not in weight_of:
+            if len(weight_of) >= rule.neighbours:
+                continue
+            weight_of[conversation] = w
+        elif w > weight_of[conversation]:
+            weight_of[conversation] = w
+        for name in tools[i]:
+            per = support.setdefault(name, {})
+            best = per.get(conversation)
+            if best is None or w > best[0]:
+                per[conversation] = (w, sim)
+    if not weight_of:
+        return {}
+    total = sum(weight_of.values()) + rule.prior
+    return {
+        name: UsageEvidence(sum(w for w, _ in per.values()) / total, len(per), max(s for _, s in per.values()))
+        for name, per in support.items()
+        if len(per) >= rule.min_conversations
+    }
+
+
+def _estimate_trust(snapshot: _Snapshot, live: np.ndarray, rule: UsageRule) -> float:
+    if len(live) < 2:
+        return 0.0
+    rng = np.random.default_rng(len(live))
+    sample = live[rng.choice(len(live), size=min(TRUST_SAMPLE, len(live)), replace=False)]
+    import simsimd
+
+    codes, scales = snapshot.codes, snapshot.scales
+    sims = np.asarray(simsimd.cdist(codes[sample], codes, metric="dot"), dtype=np.float32)
+    sims *= scales[sample][:, None] * scales[None, :]
+    hit, mass = 0.0, TRUST_PRIOR_MASS
+    for j, row_sims in zip(sample.tolist(), sims, strict=True):
+        row_sims[snapshot.scopes != snapshot.scopes[j]] = -np.inf  # predicted from its own scope only
+        scores = usage_scores(row_sims, snapshot.tools, snapshot.conversations, rule, skip=snapshot.conversations[j])
+        called = set(snapshot.tools[j])
+        hit += sum(e.score for n, e in scores.items() if n in called)
+        mass += sum(e.score for e in scores.values())
+    return hit / mass
 
 
 def reorder_by_usage(
@@ -398,6 +634,10 @@ def reorder_by_usage(
     moved = {head[p]: evidence[head[p]] for new, p in enumerate(keyed) if new < p}
     entered = set(head)
     return Reordered([head[p] for p in keyed] + [n for n in names[rule.depth :] if n not in entered], moved)
+
+
+def _name_bytes(tools: Iterable[str]) -> int:
+    return sum(len(n.encode()) for n in tools)
 
 
 def _scaled_trust(trust: float, floor: float) -> float:

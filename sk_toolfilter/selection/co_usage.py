@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.basics.input_files import read_bounded_text
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.retrieval.cache import exclusive_lock, write_atomically
 from sk_toolfilter.selection.turns import Turn
@@ -164,13 +166,13 @@ class CoUsageFile:
     def _read(self, consequence: str) -> list[tuple[str, list[str]]]:
         """The turns in the file; [] when it is missing, or (one warning) unreadable or damaged."""
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            raw = json.loads(read_bounded_text(self.path, "co-usage file"))
             if not isinstance(raw, dict) or raw.get("format") != FILE_FORMAT:
                 raise ValueError(f"not a co-usage file of format {FILE_FORMAT}")
             return [(str(key), [str(c) for c in calls]) for key, calls in raw["turns"]]
         except FileNotFoundError:
             return []
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, ConfigError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else str(exc) or type(exc).__name__
             if isinstance(exc, RecursionError):
                 reason = "nested too deeply"

@@ -5,7 +5,15 @@ What is learned from a turn: only the tools that were in the catalog, visible an
 conversation when it was served (never an excluded, hidden or disallowed tool, never a discovery
 tool itself — a tool the model *found* through discovery and then called is learned, it is the most
 valuable label: the first stage missed it). What is kept: the request's vector, the tool names, a
-fingerprint of the request (a hash scoped to the catalog) and the time. Never the text.
+fingerprint of the request (a hash scoped to the catalog and the scope), a fingerprint of its
+conversation, a fingerprint of its scope and the time. Never the text.
+
+Who reads what: with ``learning.scope: shared`` every request of the catalog reads every row; with a
+scope key (``learning.scope: tenant_id``) a request reads only the rows of its own scope. In both, a
+tool moves or enters only on the evidence of ``min_conversations`` distinct conversations.
+
+Learning runs beside the request, never in it: a request schedules what it saw (an embedding call and
+an O(log n) insert) and goes on; :meth:`Learning.settled` waits for it (tests, the CLI).
 """
 
 from __future__ import annotations
@@ -15,17 +23,30 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+import zipfile
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import replace
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 
-from sk_toolfilter.basics.errors import EmbeddingServiceError
+from sk_toolfilter.basics.errors import ConfigError, EmbeddingServiceError
+from sk_toolfilter.basics.input_files import open_regular
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import LearningConfig
 from sk_toolfilter.retrieval.cache import exclusive_lock, write_atomically
 from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.usage import MAX_TOOLS_PER_REQUEST, UsageMemory
+from sk_toolfilter.retrieval.usage import (
+    DEFAULT_RULE,
+    MAX_TOOLS_PER_REQUEST,
+    SHARED_SCOPE,
+    LearnedRow,
+    ScopedUsage,
+    UsageMemory,
+)
 from sk_toolfilter.selection.turns import Turn
 from sk_toolfilter.selection.visibility import ToolPolicy
 from sk_toolfilter.store.learning_table import LearningTable
@@ -33,27 +54,55 @@ from sk_toolfilter.store.shared_index import SharedIndex
 
 logger = library_logger(__name__)
 
-FILE_FORMAT = 1
+FILE_FORMAT = 2  # 2: a generation (forget), the conversation and scope of each row, tools one JSON per row
+READ_FORMATS = (1, 2)
 MAX_NAME_CHARS = 512  # a longer "tool name" in a file is not one of this catalog's tools
-MAX_FILE_ROWS = 1_000_000  # rows read from a file at most (the newest; the memory keeps fewer)
+MAX_FILE_ROWS = 1_000_000  # a file of more rows is refused from its headers, before anything is decompressed
+MAX_TOOLS_JSON_CHARS = MAX_TOOLS_PER_REQUEST * (MAX_NAME_CHARS + 4) + 2  # one row's tools, as JSON
+READ_CHUNK_BYTES = 4 * 2**20  # rows past the newest the memory keeps are read through and dropped in chunks of this
+
+_CONTEXT: ContextVar[tuple[str | None, str | None]] = ContextVar("sk_toolfilter_learning", default=(None, None))
 
 
-def request_key(catalog: str, request: str) -> str:
-    """The fingerprint a request is remembered by: a hash of the catalog and the request, never the text."""
-    return hashlib.sha256(f"{catalog}\x00{request.strip()}".encode()).hexdigest()[:32]
+@contextmanager
+def learning_context(*, scope: str | None = None, conversation: str | None = None) -> Iterator[None]:
+    """Name the scope (a tenant or user id) and the conversation of the requests made inside the block::
+
+        with learning_context(scope=user.tenant_id, conversation=thread_id):
+            await agent.invoke(...)
+
+    With ``learning.scope`` set to a key, a request outside any scope learns and reads nothing (one
+    warning). The conversation defaults to the chat history's opening (system and first user message).
+    The SK wrapper and the Agent Framework middleware read the same names from the kernel or run
+    arguments (``learning.scope``'s key, ``conversation_id``)."""
+    token = _CONTEXT.set((scope, conversation))
+    try:
+        yield
+    finally:
+        _CONTEXT.reset(token)
 
 
-def forget_file(path: str | Path) -> bool:
-    """Delete a learning file (under its lock); False when there was none."""
-    target = Path(path).expanduser()
-    if not target.exists():
-        return False
-    with exclusive_lock(target.with_name(target.name + ".lock")):
-        try:
-            target.unlink()
-        except FileNotFoundError:
-            return False
-    return True
+def current_context() -> tuple[str | None, str | None]:
+    """(scope, conversation) named by the innermost :func:`learning_context`, or (None, None)."""
+    return _CONTEXT.get()
+
+
+def fingerprint(*parts: str) -> str:
+    """A hash of `parts` (a scope value, a conversation's opening): what is stored instead of the text."""
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
+
+
+def request_key(catalog: str, request: str, scope: str = SHARED_SCOPE) -> str:
+    """The fingerprint a request is remembered by: a hash of the catalog, the scope and the request, never the text."""
+    text = f"{catalog}\x00{request.strip()}" if not scope else f"{catalog}\x00{scope}\x00{request.strip()}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def forget_file(path: str | Path, catalog: str = "default", model: str = "") -> int:
+    """Wipe a learning file (``sk-toolfilter forget``): it is replaced, under its lock, by an empty file of
+    the next generation, so a running process drops what it learned before the wipe instead of
+    writing it back. Returns how many rows the file held (0 when there was none)."""
+    return LearningFile(path, catalog, model).wipe()
 
 
 def memory_for(config: LearningConfig) -> UsageMemory:
@@ -63,11 +112,12 @@ def memory_for(config: LearningConfig) -> UsageMemory:
         max_bytes=int(config.max_megabytes * 2**20),
         max_age_days=config.max_age_days,
         half_life_days=config.half_life_days,
+        rule=replace(DEFAULT_RULE, min_conversations=config.min_conversations),
     )
 
 
 class Learning:
-    """One manager's learning from use: what completed turns teach, kept within its bounds."""
+    """One manager's learning from use: what turns teach, kept within its bounds and its scopes."""
 
     def __init__(self, config: LearningConfig, catalog: str, model: str, policy: ToolPolicy | None = None) -> None:
         self.config, self.policy = config, policy
@@ -77,9 +127,12 @@ class Learning:
         self.file = LearningFile(path, catalog, model, config.sync_seconds) if path else None
         if self.file is not None:
             self.file.load_into(self.memory)
+            self.memory.settle()  # trust is estimated at start, never on a request
         self.table: LearningTable | None = None
         """Where the fleet shares what it learned (``index.store: postgres``), or None."""
         self._pending: set[str] = set()
+        self._tasks: set[asyncio.Task[int]] = set()
+        self._warned_scope = False
 
     async def share(self, store: SharedIndex) -> None:
         """With a shared store and learning on: learn from, and share with, the other replicas."""
@@ -87,15 +140,37 @@ class Learning:
             self.table = store.learning_table(self.config.sync_seconds)
             if self.table is not None:
                 await self.table.sync(self.memory)
+                await asyncio.to_thread(self.memory.settle)
 
     def tick(self) -> None:
-        """On each selection: a background sync with the shared table when one is due."""
+        """On each selection: a background sync with the shared table, and a look for a wipe of the
+        file by another process, when one is due."""
         if self.table is not None:
             self.table.tick(self.memory)
+        if self.file is not None:
+            self.file.check(self.memory)
 
     @property
     def enabled(self) -> bool:
         return self.config.enabled
+
+    def scope_of(self, value: str | None) -> str | None:
+        """The stored scope of a request whose scope key is `value`: ``""`` with ``scope: shared``, a
+        fingerprint of the value otherwise; None (learn and read nothing) for a scoped agent's request
+        that names no scope (one warning)."""
+        if self.config.scope == "shared":
+            return SHARED_SCOPE
+        if value is not None and str(value).strip():
+            return fingerprint(self.catalog, "scope", str(value))
+        if not self._warned_scope:
+            self._warned_scope = True
+            logger.warning(
+                "sk-toolfilter: learning.scope is %r but a request named no %r (kernel or run argument, or "
+                "learning_context(scope=...)): such requests neither learn nor read what was learned",
+                self.config.scope,
+                self.config.scope,
+            )
+        return None
 
     def permits(
         self, name: str, index: ToolIndex, discovery: Collection[str], allowed: Collection[str] | None = None
@@ -105,19 +180,60 @@ class Learning:
         hidden = self.policy is not None and self.policy.is_hidden(name)
         return name in index and name not in discovery and not hidden and (allowed is None or name in allowed)
 
-    def usable(self) -> UsageMemory | None:
-        """The memory a ranking reads (None when learning is off or nothing was learned)."""
-        return self.memory if self.config.enabled and len(self.memory) else None
+    def usable(self, scope: str | None = SHARED_SCOPE) -> ScopedUsage | None:
+        """What a ranking of `scope` reads (None when learning is off, nothing was learned, or no scope)."""
+        if not self.config.enabled or not len(self.memory) or scope is None:
+            return None
+        return self.memory.scoped(scope)
 
-    async def learn(self, index: ToolIndex, turns: Sequence[Turn], allowed: Callable[[str], bool]) -> int:
-        """Learn every completed turn not learned before; `allowed` says whether a tool was visible and
-        allowed to the conversation. Returns how many rows were added or refreshed."""
-        if not self.config.enabled or not turns or not index.has_embeddings:
+    def learn_soon(
+        self,
+        index: ToolIndex,
+        turns: Sequence[Turn],
+        allowed: Callable[[str], bool],
+        *,
+        conversation: str | None = None,
+        scope: str | None = SHARED_SCOPE,
+    ) -> None:
+        """:meth:`learn` beside the request, not in it (a task of the running loop; :meth:`settled` waits)."""
+        if not self.config.enabled or not turns or scope is None:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self.learn(index, turns, allowed, conversation=conversation, scope=scope)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[int]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("sk-toolfilter: learning from use failed on a turn: %s", task.exception())
+
+    async def settled(self) -> None:
+        """Wait until every turn seen so far is learned and trust is re-estimated (tests, the CLI)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await asyncio.to_thread(self.memory.settle)
+
+    async def learn(
+        self,
+        index: ToolIndex,
+        turns: Sequence[Turn],
+        allowed: Callable[[str], bool],
+        *,
+        conversation: str | None = None,
+        scope: str | None = SHARED_SCOPE,
+    ) -> int:
+        """Learn every turn not learned before (each turn's tools so far: a turn seen again with more
+        calls is learned again, one row); `allowed` says whether a tool was visible and allowed to the
+        conversation; `conversation`: its fingerprint (default: each request its own). Returns how
+        many rows were added or refreshed."""
+        if not self.config.enabled or not turns or not index.has_embeddings or scope is None:
             return 0  # (an index without vectors, BM25 only, has nothing to compare requests with)
         fresh: dict[str, tuple[str, list[str]]] = {}
         for turn in turns:
             calls = [c for c in turn.calls if c in index and allowed(c)][:MAX_TOOLS_PER_REQUEST]
-            key = request_key(self.catalog, turn.request)
+            key = request_key(self.catalog, turn.request, scope)
             if calls and not self.memory.knows(key, calls) and key not in self._pending:
                 fresh[key] = (turn.request, calls)
         if not fresh:
@@ -131,7 +247,10 @@ class Learning:
         finally:
             self._pending.difference_update(fresh)
         rows = zip(fresh.items(), vectors, strict=True)
-        learned = sum(self.memory.learn(vector, calls, key) for (key, (_, calls)), vector in rows)
+        learned = sum(
+            self.memory.learn(vector, calls, key, conversation=conversation, scope=scope)
+            for (key, (_, calls)), vector in rows
+        )
         if learned and self.file is not None:
             self.file.changed(self.memory)
         return learned
@@ -142,12 +261,13 @@ class Learning:
             self.file.changed(self.memory)
 
     async def forget(self) -> None:
-        """Forget everything: in memory, in the file and in the shared table."""
+        """Forget everything: in memory, in the file and in the shared table (a new generation each)."""
         self.memory.clear()
         if self.file is not None:
             self.file.wipe()
         if self.table is not None:
             await self.table.forget()
+        self.memory.clear()  # a turn learned while the table forgot is not kept either
 
     def flush(self) -> None:
         """Write the file now if anything changed since the last write."""
@@ -155,7 +275,9 @@ class Learning:
             self.file.flush(self.memory)
 
     async def aclose(self) -> None:
-        """Write the file and a last sync with the shared table."""
+        """Finish what is being learned, write the file and a last sync with the shared table."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
         self.flush()
         if self.table is not None:
             await self.table.aclose(self.memory)
@@ -166,10 +288,16 @@ class LearningFile:
     (atomically, under a lock, merged with what other processes wrote) at most every `every_seconds`
     after something was learned, and on :meth:`flush`.
 
-    The file holds vectors, tool names, fingerprints and times; its catalog and embedding model are
-    checked on read. A missing file starts empty; a damaged one, or one of another catalog or model, is
-    ignored with one warning (and replaced at the next write); bad rows in it (not finite, wrong size,
-    over-long names) are skipped; only the newest rows the memory can hold are read.
+    The file holds vectors, tool names, and fingerprints of requests, conversations and scopes, with
+    their times; its catalog and embedding model are checked on read. A missing file starts empty; a
+    damaged one, one that is not a regular file or is over its size bound, or one of another catalog
+    or model, is ignored with one warning (and replaced at the next write); bad rows in it are
+    skipped; only the newest rows the memory can hold are read, in memory proportional to them (the
+    arrays' sizes are read from their headers before anything is decompressed).
+
+    **Forget**: the header carries a *generation*; :meth:`wipe` writes an empty file of the next one.
+    A process that finds a newer generation than it knew (before each write, and every
+    `every_seconds` when its requests tick) drops what it had learned instead of writing it back.
     """
 
     def __init__(self, path: str | Path, catalog: str, model: str, every_seconds: float = 30.0) -> None:
@@ -177,16 +305,33 @@ class LearningFile:
         self.catalog = catalog
         self.model = model
         self.every_seconds = every_seconds
+        self.generation = 0
+        """The newest wipe this process knows of (0: none)."""
         self._written_version = -1
         self._last_write = time.monotonic()
+        self._next_check = time.monotonic() + every_seconds
+        self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of the file when last read or written
         self._warned: set[str] = set()
         self._writing: asyncio.Future[None] | None = None
+        self._checking: asyncio.Future[None] | None = None
         self._lock = threading.Lock()  # one writer at a time in this process (the file lock guards others)
+
+    @property
+    def _lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
 
     def load_into(self, memory: UsageMemory) -> int:
         """Learn the rows in the file; returns how many were taken."""
-        taken = memory.restore(self._read(memory))
+        rows, self.generation = self._read(memory)
+        taken = self._restore(memory, rows)
         self._written_version = memory.version
+        return taken
+
+    def _restore(self, memory: UsageMemory, rows: list[LearnedRow]) -> int:
+        clamped = memory.clamped
+        taken = memory.restore(rows)
+        if memory.clamped > clamped:
+            self._warn_once("future", f"{memory.clamped - clamped} rows dated in the future were dated now")
         return taken
 
     def _warn_once(self, what: str, reason: str) -> None:
@@ -194,40 +339,92 @@ class LearningFile:
             self._warned.add(what)
             logger.warning("sk-toolfilter: learning file %s: %s", self.path, reason)
 
-    def _read(self, memory: UsageMemory) -> list[tuple[str, np.ndarray, list[str], float]]:
-        """The file's well-formed rows, at most the newest `memory` can hold; [] when missing or unusable."""
+    def max_file_bytes(self, memory: UsageMemory) -> int:
+        """The largest file read for `memory`: its vectors as float32 (4x its int8 codes), and room."""
+        return 8 * memory.max_bytes + 16 * 2**20
+
+    def _read(self, memory: UsageMemory) -> tuple[list[LearnedRow], int]:
+        """The file's well-formed rows (at most the newest `memory` can hold) and its generation; no rows
+        when it is missing or unusable (then the generation this process knows)."""
         try:
-            with np.load(self.path, allow_pickle=False) as data:
-                header = json.loads(str(data["header"]))
-                if header.get("format") != FILE_FORMAT:
-                    raise ValueError(f"not a learning file of format {FILE_FORMAT}")
-                scope = (header.get("catalog"), header.get("model"))
-                if scope != (self.catalog, self.model):
-                    found = f"catalog {scope[0]!r}, model {scope[1]!r}"
-                    self._warn_once(
-                        "scope",
-                        f"it was learned for {found}, not catalog {self.catalog!r}, model "
-                        f"{self.model!r}; ignored (replaced at the next write)",
-                    )
-                    return []
-                vectors = data["vectors"]
-                if vectors.ndim != 2 or not vectors.shape[1]:
-                    raise ValueError(f"vectors of shape {vectors.shape}")
-                keep = min(MAX_FILE_ROWS, memory.capacity(vectors.shape[1]))
-                vectors = vectors[-keep:]
-                keys = data["keys"][-keep:].tolist()
-                times = data["times"][-keep:].astype(np.float64)
-                tools = json.loads(str(data["tools"]))[-keep:]
+            with open_regular(self.path, "learning file", self.max_file_bytes(memory)) as handle:
+                self._seen = _stat_key(handle)
+                return self._read_open(handle, memory)
         except FileNotFoundError:
-            return []
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError) as exc:
+            return [], self.generation
+        except ConfigError as exc:
+            self._warn_once("read", f"{exc}; starting with nothing learned (replaced at the next write)")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
             reason = f"cannot be read ({exc}); starting with nothing learned (replaced at the next write)"
             self._warn_once("read", reason)
-            return []
-        if not (len(vectors) == len(keys) == len(times) == len(tools)):
-            self._warn_once("read", "its arrays disagree in length; starting with nothing learned")
-            return []
-        return list(_good_rows(keys, vectors, tools, times, self._warn_once))
+        return [], self.generation
+
+    def _read_open(self, handle: IO[bytes], memory: UsageMemory) -> tuple[list[LearnedRow], int]:
+        with zipfile.ZipFile(handle) as archive:
+            header = json.loads(str(_small_member(archive, "header")))
+            if not isinstance(header, dict) or header.get("format") not in READ_FORMATS:
+                raise ValueError(f"not a learning file of format {FILE_FORMAT}")
+            generation = header.get("generation", 0)
+            if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
+                raise ValueError(f"generation {generation!r}")
+            scope = (header.get("catalog"), header.get("model"))
+            if scope != (self.catalog, self.model):
+                if _npy_shape(archive, "keys")[0] == (0,):
+                    return [], generation  # an empty file (a wipe's): nothing to warn about
+                found = f"catalog {scope[0]!r}, model {scope[1]!r}"
+                self._warn_once(
+                    "scope",
+                    f"it was learned for {found}, not catalog {self.catalog!r}, model {self.model!r}; ignored "
+                    "(replaced at the next write)",
+                )
+                return [], generation
+            return _file_rows(archive, header["format"], memory, self._warn_once), generation
+
+    def check(self, memory: UsageMemory) -> None:
+        """Every `every_seconds`: notice a wipe by another process (``forget``) even when this one has
+        nothing to write — off the event loop when one runs (a ``stat``, and the header when it changed)."""
+        now = time.monotonic()
+        if now < self._next_check or (self._checking is not None and not self._checking.done()):
+            return
+        self._next_check = now + self.every_seconds
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._check(memory)
+            return
+        self._checking = loop.run_in_executor(None, self._check, memory)
+
+    def _check(self, memory: UsageMemory) -> None:
+        try:
+            info = self.path.stat()
+        except OSError:
+            return
+        if (info.st_mtime_ns, info.st_size) == self._seen:
+            return
+        generation = self._peek()[1]
+        with self._lock:
+            if generation > self.generation:
+                self._adopt_wipe(memory, generation)
+
+    def _adopt_wipe(self, memory: UsageMemory, generation: int) -> None:
+        """Another process wiped the file: what this one learned before is dropped, never written back."""
+        memory.clear()
+        self.generation = generation
+        self._written_version = memory.version
+        logger.info("sk-toolfilter: learning file %s was wiped (forget): what was learned here is dropped", self.path)
+
+    def _peek(self) -> tuple[dict[str, Any], int, int]:
+        """(header, generation, rows) of the file, from its headers alone; ({}, 0, 0) when missing or unreadable."""
+        try:
+            with open_regular(self.path, "learning file", 2**62) as handle, zipfile.ZipFile(handle) as archive:
+                self._seen = _stat_key(handle)
+                header = json.loads(str(_small_member(archive, "header")))
+                rows = _npy_shape(archive, "keys")[0][0]
+                generation = header.get("generation", 0) if isinstance(header, dict) else 0
+                good = isinstance(generation, int) and generation >= 0
+                return header if isinstance(header, dict) else {}, generation if good else 0, int(rows)
+        except (OSError, ConfigError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile):
+            return {}, 0, 0
 
     def changed(self, memory: UsageMemory) -> None:
         """`memory` changed: write it when `every_seconds` passed since the last write — off the event
@@ -255,44 +452,181 @@ class LearningFile:
         self._last_write = time.monotonic()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
-                memory.restore(self._read(memory))  # what the other processes learned since
+            with exclusive_lock(self._lock_path):
+                rows, generation = self._read(memory)  # what the other processes learned since, and any wipe
+                if generation > self.generation:
+                    self._adopt_wipe(memory, generation)
+                self._restore(memory, rows)
                 version = memory.version  # (a row learned while this writes moves it on: written next time)
-                self._write(memory.rows())
+                self._write(memory.rows(), self.generation)
             self._written_version = version
         except OSError as exc:
             self._warn_once("write", f"cannot be written ({exc.strerror or exc}); what is learned stays in memory")
 
-    def wipe(self) -> None:
-        """Replace the file with an empty one (``sk-toolfilter forget``)."""
+    def wipe(self) -> int:
+        """Replace the file with an empty one of the next generation (``sk-toolfilter forget``); returns
+        how many rows it held."""
         try:
-            with self._lock, exclusive_lock(self.path.with_name(self.path.name + ".lock")):
-                self._write([])
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock, exclusive_lock(self._lock_path):
+                header, generation, rows = self._peek()
+                self.generation = max(self.generation, generation) + 1
+                if header.get("catalog") is not None:  # the file's own catalog and model: its readers' header
+                    self.catalog, self.model = str(header["catalog"]), str(header.get("model", self.model))
+                self._write([], self.generation)
+                return rows
         except OSError as exc:
-            self._warn_once("write", f"cannot be written ({exc.strerror or exc})")
+            raise ConfigError(f"learning file {self.path}: cannot be wiped ({exc.strerror or exc})") from None
 
-    def _write(self, rows: list[tuple[str, np.ndarray, tuple[str, ...], float]]) -> None:
-        dims = rows[0][1].shape[0] if rows else 0
-        header = json.dumps({"format": FILE_FORMAT, "catalog": self.catalog, "model": self.model})
+    def _write(self, rows: list[LearnedRow], generation: int) -> None:
+        dims = rows[0].vector.shape[0] if rows else 0
+        header = {"format": FILE_FORMAT, "catalog": self.catalog, "model": self.model, "generation": generation}
+        tools = [json.dumps(list(row.tools)) for row in rows]
+        width = max([1, *map(len, tools)])
         arrays = {
-            "header": np.array(header),
-            "keys": np.array([k for k, _, _, _ in rows], dtype="U32"),
-            "vectors": np.array([v for _, v, _, _ in rows], dtype=np.float32).reshape(len(rows), dims),
-            "times": np.array([t for _, _, _, t in rows], dtype=np.float64),
-            "tools": np.array(json.dumps([list(tools) for _, _, tools, _ in rows])),
+            "header": np.array(json.dumps(header)),
+            "keys": np.array([row.key for row in rows], dtype="U32"),
+            "vectors": np.array([row.vector for row in rows], dtype=np.float32).reshape(len(rows), dims),
+            "times": np.array([row.at for row in rows], dtype=np.float64),
+            "tools": np.array(tools, dtype=f"U{width}"),
+            "conversations": np.array([row.conversation for row in rows], dtype="U32"),
+            "scopes": np.array([row.scope for row in rows], dtype="U32"),
         }
         write_atomically(self.path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
+        try:
+            self._seen = _stat_key_of(self.path)
+        except OSError:
+            self._seen = None
+
+
+def _stat_key(handle: IO[bytes]) -> tuple[int, int]:
+    import os
+
+    info = os.fstat(handle.fileno())
+    return info.st_mtime_ns, info.st_size
+
+
+def _stat_key_of(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size
+
+
+def _npy_shape(archive: zipfile.ZipFile, name: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """A member's shape and dtype from its npy header alone (nothing past the header is decompressed)."""
+    with archive.open(f"{name}.npy") as member:
+        return _npy_header(member)
+
+
+def _npy_header(member: IO[bytes]) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+    else:
+        raise ValueError(f"npy format {version}")
+    if dtype.hasobject or (fortran and len(shape) > 1):
+        raise ValueError(f"{dtype} array{' in Fortran order' if fortran else ''}")
+    return tuple(int(n) for n in shape), dtype
+
+
+def _small_member(archive: zipfile.ZipFile, name: str, max_bytes: int = 2**16) -> np.ndarray:
+    """A member of at most `max_bytes` (the header)."""
+    with archive.open(f"{name}.npy") as member:
+        shape, dtype = _npy_header(member)
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if size > max_bytes:
+            raise ValueError(f"{name} of {size:,} bytes")
+        return _exact(member, dtype, shape, size)
+
+
+def _exact(member: IO[bytes], dtype: np.dtype[Any], shape: tuple[int, ...], size: int) -> np.ndarray:
+    data = member.read(size)
+    if len(data) != size:
+        raise EOFError("the file ends early")
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
+def _tail(archive: zipfile.ZipFile, name: str, rows: int, keep: int) -> np.ndarray:
+    """The last `keep` of a member's `rows` rows: the rows before are read through in chunks and dropped."""
+    with archive.open(f"{name}.npy") as member:
+        shape, dtype = _npy_header(member)
+        if not shape or shape[0] != rows:
+            raise ValueError(f"{name} of shape {shape}, not {rows} rows")
+        row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        skip = (rows - keep) * row_bytes
+        while skip:
+            chunk = member.read(min(READ_CHUNK_BYTES, skip))
+            if not chunk:
+                raise EOFError("the file ends early")
+            skip -= len(chunk)
+        return _exact(member, dtype, (keep, *shape[1:]), keep * row_bytes)
+
+
+def _file_rows(
+    archive: zipfile.ZipFile, version: int, memory: UsageMemory, warn: Callable[[str, str], None]
+) -> list[LearnedRow]:
+    """The newest rows `memory` can hold, checked against every member's header before any is read."""
+    (rows, *rest), vector_type = _npy_shape(archive, "vectors")
+    if len(rest) != 1 or not rest[0] or vector_type.kind != "f":
+        raise ValueError(f"vectors of shape {(rows, *rest)}")
+    dims = rest[0]
+    capacity = memory.capacity(dims)
+    if rows > min(MAX_FILE_ROWS, max(4 * capacity, 10_000)):
+        raise ValueError(f"{rows:,} rows, over the bound of {min(MAX_FILE_ROWS, max(4 * capacity, 10_000)):,}")
+    columns = ["keys", "times", *(("conversations", "scopes") if version >= 2 else ())]
+    for name in columns:
+        shape, dtype = _npy_shape(archive, name)
+        if shape != (rows,) or dtype.kind not in "Uf" or dtype.itemsize > 4 * 64:
+            raise ValueError(f"{name} of shape {shape} and type {dtype}")
+    tools_shape, tools_type = _npy_shape(archive, "tools")
+    width = tools_type.itemsize // 4
+    if tools_type.kind != "U" or width > (MAX_TOOLS_JSON_CHARS if version >= 2 else 8 * memory.max_bytes):
+        raise ValueError(f"tools of type {tools_type}")
+    keep = min(rows, capacity, max(1, memory.max_bytes // (dims + width)) if version >= 2 else capacity)
+    vectors = _tail(archive, "vectors", rows, keep).astype(np.float32)
+    keys = _tail(archive, "keys", rows, keep).tolist()
+    times = _tail(archive, "times", rows, keep).astype(np.float64)
+    if version >= 2:
+        if tools_shape != (rows,):
+            raise ValueError(f"tools of shape {tools_shape}")
+        tools = [_json_or_none(text) for text in _tail(archive, "tools", rows, keep).tolist()]
+        conversations = _tail(archive, "conversations", rows, keep).tolist()
+        scopes = _tail(archive, "scopes", rows, keep).tolist()
+    else:
+        with archive.open("tools.npy") as member:
+            shape, dtype = _npy_header(member)
+            every = json.loads(str(_exact(member, dtype, shape, dtype.itemsize)))
+        if not isinstance(every, list) or len(every) != rows:
+            raise ValueError("tools disagree with the other arrays in length")
+        tools = every[-keep:] if keep else []
+        conversations, scopes = list(keys), [SHARED_SCOPE] * keep
+    return list(_good_rows(keys, vectors, tools, times, conversations, scopes, warn))
+
+
+def _json_or_none(text: str) -> object:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _good_rows(
-    keys: list[str], vectors: np.ndarray, tools: list[object], times: np.ndarray, warn: Callable[[str, str], None]
-) -> Iterable[tuple[str, np.ndarray, list[str], float]]:
+    keys: list[str],
+    vectors: np.ndarray,
+    tools: list[object],
+    times: np.ndarray,
+    conversations: list[str],
+    scopes: list[str],
+    warn: Callable[[str, str], None],
+) -> Iterable[LearnedRow]:
     """The file's rows that are well formed; one warning for the rest."""
     bad = 0
-    for key, vector, names, at in zip(keys, vectors, tools, times.tolist(), strict=True):
+    rows = zip(keys, vectors, tools, times.tolist(), conversations, scopes, strict=True)
+    for key, vector, names, at, conversation, scope in rows:
         good_names = isinstance(names, list) and all(isinstance(n, str) and len(n) <= MAX_NAME_CHARS for n in names)
         if good_names and np.isfinite(vector).all() and np.isfinite(at) and isinstance(key, str):
-            yield key, vector, names, at  # type: ignore[misc]
+            yield LearnedRow(key, vector, tuple(names), at, str(conversation), str(scope))  # type: ignore[arg-type]
         else:
             bad += 1
     if bad:

@@ -247,7 +247,8 @@ class ToolFilterManager:
         used together with the best-ranked ones are added, within one budget per request.
         With telemetry on (:mod:`sk_toolfilter.telemetry`), each selection is one span.
         """
-        return await self._path.select(SelectionRequest(query, allowed, extra_pins, turn, previous_turn))
+        scope, _ = self._path.learning_keys(None)
+        return await self._path.select(SelectionRequest(query, allowed, extra_pins, turn, previous_turn, scope=scope))
 
     async def select_for_history(
         self,
@@ -264,7 +265,8 @@ class ToolFilterManager:
     async def filter_tools(self, query: str) -> list[str]:
         """Full names (``Plugin-function``) to send for `query`: ranked best first, then pinned tools.
         The same names as :meth:`select`, which also decides for the tools ranked past what is sent."""
-        return (await self._path.select(SelectionRequest(query, explained=False))).names
+        scope, _ = self._path.learning_keys(None)
+        return (await self._path.select(SelectionRequest(query, explained=False, scope=scope))).names
 
     async def explain(self, query: str) -> list[ToolDecision]:
         """Per ranked tool: the score of each method, and why it was kept or cut."""

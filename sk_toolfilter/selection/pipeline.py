@@ -54,6 +54,11 @@ class SelectionRequest:
     """Decide for every tool ranked as deep as ``explain`` shows (``max(4 x top_k, 20)``); False: a request
     ranked whole only as deep as sending needs (``top_k``, or a second stage's shortlist), as
     ``filter_tools`` and ``offer`` do (the same tools are sent)."""
+    scope: str | None = ""
+    """Learning from use: the stored scope whose rows this request reads and teaches (``""``: shared;
+    None: a scoped agent's request that named no scope, which reads and teaches nothing)."""
+    conversation: str | None = None
+    """Learning from use: the fingerprint of the conversation its turns belong to (None: each its own)."""
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.selection.catalog_upkeep import CatalogUpkeep
 from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
-from sk_toolfilter.selection.learning import Learning
+from sk_toolfilter.selection.learning import Learning, current_context, fingerprint
 from sk_toolfilter.selection.offer import Offer, selected_offer, visible_offer
 from sk_toolfilter.selection.pipeline import Selection, SelectionRequest, take_snapshot
 from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.selector import Selector
 from sk_toolfilter.selection.span import SpanWriter
 from sk_toolfilter.selection.sticky import StickyLists
-from sk_toolfilter.selection.turns import Turn, split_turns
+from sk_toolfilter.selection.turns import Turn, conversation_opening, split_turns
 from sk_toolfilter.selection.visibility import ToolPolicy
 from sk_toolfilter.store.co_usage_table import CoUsageTable
 from sk_toolfilter.store.shared_index import SharedIndex
@@ -68,7 +68,8 @@ class RequestPath:
         started = time.perf_counter()
         allowed = set(on_offer)
         if isinstance(conversation, str):
-            selection = await self.select(SelectionRequest(conversation, allowed, explained=False))
+            scope, _ = self.learning_keys(None)
+            selection = await self.select(SelectionRequest(conversation, allowed, explained=False, scope=scope))
         else:
             selection = await self.select(self.read(conversation, allowed, strategy, explained=False))
         order = None
@@ -89,7 +90,22 @@ class RequestPath:
         query = build_query(history, strategy or self.config.query_strategy)
         pins = [pin for source in list(self.conversation_pins.values()) for pin in source(history)]
         previous = completed[-1] if completed else None
-        return SelectionRequest(query, allowed, pins, turn, previous, completed, explained)
+        scope, conversation = self.learning_keys(history)
+        return SelectionRequest(query, allowed, pins, turn, previous, completed, explained, scope, conversation)
+
+    def learning_keys(self, history: ChatHistory | None) -> tuple[str | None, str | None]:
+        """(stored scope, conversation fingerprint) of a request: the scope and conversation named by
+        :func:`~sk_toolfilter.selection.learning.learning_context` (the adapters set it from the kernel or
+        run arguments), else the shared scope and the history's opening (its messages up to and including
+        the first user message: two conversations that open alike count as one, never one as two)."""
+        if self.learning is None or not self.learning.enabled:
+            return "", None
+        scope_value, conversation = current_context()
+        scope = self.learning.scope_of(scope_value)
+        catalog = self.learning.catalog
+        if conversation is not None:
+            return scope, fingerprint(catalog, "conversation", str(conversation))
+        return scope, None if history is None else fingerprint(catalog, "opening", *conversation_opening(history))
 
     def learn(self, completed: Sequence[Turn]) -> None:
         """Co-usage learns from the completed turns (kept in its file when one is set); the shared table
@@ -133,7 +149,13 @@ class RequestPath:
             self._learned_index = catalog.index
         if request.completed:
             index, discovery, allowed = catalog.index, set(catalog.discovery_names), request.allowed
-            await learning.learn(index, request.completed, lambda n: learning.permits(n, index, discovery, allowed))
+            learning.learn_soon(
+                index,
+                request.completed,
+                lambda n: learning.permits(n, index, discovery, allowed),
+                conversation=request.conversation,
+                scope=request.scope,
+            )
         learning.tick()
 
     async def select(self, request: SelectionRequest) -> Selection:

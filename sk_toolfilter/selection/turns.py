@@ -21,6 +21,19 @@ class Turn:
     calls: list[str] = field(default_factory=list)
 
 
+def conversation_opening(history: ChatHistory) -> list[str]:
+    """The texts of a conversation's messages up to and including its first user message (what names a
+    conversation that names itself no other way)."""
+    from semantic_kernel.contents import AuthorRole
+
+    opening = []
+    for message in history.messages:
+        opening.append(f"{message.role.value}:{(message.content or '').strip()}")
+        if message.role == AuthorRole.USER and (message.content or "").strip():
+            break
+    return opening
+
+
 def split_turns(history: ChatHistory) -> tuple[list[Turn], Turn | None]:
     """(completed turns, the current turn): the current turn is the one the next request belongs to.
 

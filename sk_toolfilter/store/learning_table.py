@@ -2,9 +2,14 @@
 
 With ``index.store: postgres`` and ``learning.enabled``, every replica of a catalog writes the
 requests it learned to one pgvector table (``<table_prefix>_learned``: catalog, embedding model,
-request fingerprint, the request's vector, tool names, time — never text) and reads what the others
-wrote. A request already in the table is one row (the newest tools win). The table keeps the newest
-``max_requests`` rows per catalog and model.
+request fingerprint, the request's vector, tool names, conversation and scope fingerprints, time —
+never text) and reads what the others wrote. A request already in the table is one row (the newest
+tools win). The table keeps the newest ``max_requests`` rows per catalog and model.
+
+**Forget** is a generation (``<table_prefix>_learned_wipes``: one row per catalog and model): a wipe
+raises it and deletes the rows in one transaction; every sync reads it first, under a shared lock
+held while it writes, so a replica that learned before the wipe drops what it learned instead of
+writing it back, and a wipe waits for a write under way (then deletes it too).
 
 Syncing and failures: :mod:`~sk_toolfilter.store.synced_table` (at start, then at most every
 ``learning.sync_seconds`` in the background, and on ``aclose``; one warning for a failing store).
@@ -17,8 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sk_toolfilter.retrieval.usage import UsageMemory
+from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.retrieval.usage import LearnedRow, UsageMemory
 from sk_toolfilter.store.synced_table import SyncedTable
+
+logger = library_logger(__name__)
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -36,6 +44,9 @@ class LearningTable(SyncedTable[UsageMemory]):
         super().__init__(*args, **kwargs)
         self.model = model
         self._written: dict[str, float] = {}  # fingerprint -> the time of the row the table holds
+        self.generation: int | None = None
+        """The wipe generation this replica last read (None: not read yet)."""
+        self._warned_future = False
 
     async def _sync(self, memory: UsageMemory) -> None:
         from psycopg import sql
@@ -43,45 +54,95 @@ class LearningTable(SyncedTable[UsageMemory]):
         table = sql.Identifier(self._schema, self._table)
         async with self._pool.connection(timeout=self.timeout) as connection:
             await self._ensure_table(connection, table)
-            new = [row for row in memory.rows() if self._written.get(row[0], -1.0) < row[3]]
-            if new:
-                await self._write(connection, table, new, memory.max_requests)
+            async with connection.transaction():
+                generation = await self._generation(connection, share=True)  # a wipe waits for this write
+                if self.generation is not None and generation > self.generation:
+                    memory.clear()  # learned before a wipe: dropped, never written back
+                    self._written.clear()
+                    self._last_seq = 0
+                    logger.info("sk-toolfilter: learning of catalog %r was wiped (forget): dropped here", self.catalog)
+                self.generation = generation
+                new = [row for row in memory.rows() if self._written.get(row.key, -1.0) < row.at]
+                if new:
+                    await self._write(connection, table, new, memory.max_requests)
             cursor = await connection.execute(
                 sql.SQL(
-                    "SELECT seq, fingerprint, embedding, tools, at FROM {} WHERE catalog = %s AND model = %s "
-                    "AND seq > %s ORDER BY seq DESC LIMIT %s"
+                    "SELECT seq, fingerprint, embedding, tools, at, conversation, scope FROM {} WHERE catalog = %s "
+                    "AND model = %s AND seq > %s ORDER BY seq DESC LIMIT %s"
                 ).format(table),
                 (self.catalog, self.model, self._last_seq - REREAD_ROWS, memory.max_requests),
             )
             rows = list(reversed(await cursor.fetchall()))
         theirs = []
-        for seq, key, vector, tools, at in rows:
+        for seq, key, vector, tools, at, conversation, scope in rows:
             self._last_seq = max(self._last_seq, int(seq))
             if self._written.get(str(key), -1.0) >= float(at):
                 continue
             self._written[str(key)] = float(at)
             if names := _tools(tools):
                 values = vector.to_numpy() if hasattr(vector, "to_numpy") else vector  # pgvector's Vector, binary
-                theirs.append((str(key), np.asarray(values, dtype=np.float32), names, float(at)))
+                vector_array = np.asarray(values, dtype=np.float32)
+                theirs.append(
+                    LearnedRow(str(key), vector_array, tuple(names), float(at), str(conversation or key), str(scope))
+                )
+        clamped = memory.clamped
         memory.restore(theirs)
+        if memory.clamped > clamped and not self._warned_future:
+            self._warned_future = True
+            logger.warning(
+                "sk-toolfilter: %d learned rows of table %s.%s are dated in the future (a replica's clock runs "
+                "ahead?): dated now",
+                memory.clamped - clamped,
+                self._schema,
+                self._table,
+            )
 
-    async def _write(self, connection: AsyncConnection[Any], table: Any, rows: list[Any], keep: int) -> None:
+    async def _generation(self, connection: AsyncConnection[Any], *, share: bool) -> int:
+        """This catalog's wipe generation (its row is made at 0 when missing); `share`: held until commit."""
+        from psycopg import sql
+
+        wipes = sql.Identifier(self._schema, f"{self._table}_wipes")
+        await connection.execute(
+            sql.SQL("INSERT INTO {} (catalog, model, generation) VALUES (%s, %s, 0) ON CONFLICT DO NOTHING").format(
+                wipes
+            ),
+            (self.catalog, self.model),
+        )
+        lock = sql.SQL(" FOR SHARE" if share else " FOR UPDATE")
+        cursor = await connection.execute(
+            sql.SQL("SELECT generation FROM {} WHERE catalog = %s AND model = %s").format(wipes) + lock,
+            (self.catalog, self.model),
+        )
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    async def _write(self, connection: AsyncConnection[Any], table: Any, rows: list[LearnedRow], keep: int) -> None:
         from psycopg import sql
 
         async with connection.cursor() as cursor:
             await cursor.executemany(
                 sql.SQL(
-                    "INSERT INTO {t} (catalog, model, fingerprint, embedding, tools, at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s) "
+                    "INSERT INTO {t} (catalog, model, fingerprint, embedding, tools, at, conversation, scope) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (catalog, model, fingerprint) DO UPDATE SET embedding = EXCLUDED.embedding, "
-                    "tools = EXCLUDED.tools, at = EXCLUDED.at, seq = DEFAULT WHERE {t}.at < EXCLUDED.at"
+                    "tools = EXCLUDED.tools, at = EXCLUDED.at, conversation = EXCLUDED.conversation, "
+                    "scope = EXCLUDED.scope, seq = DEFAULT WHERE {t}.at < EXCLUDED.at"
                 ).format(t=table),
                 [
-                    (self.catalog, self.model, key, vector, json.dumps(list(tools)), at)
-                    for key, vector, tools, at in rows
+                    (
+                        self.catalog,
+                        self.model,
+                        r.key,
+                        r.vector,
+                        json.dumps(list(r.tools)),
+                        r.at,
+                        r.conversation,
+                        r.scope,
+                    )
+                    for r in rows
                 ],
             )
-        self._written.update((key, at) for key, _, _, at in rows)
+        self._written.update((row.key, row.at) for row in rows)
         await connection.execute(
             sql.SQL(
                 "DELETE FROM {t} WHERE catalog = %s AND model = %s AND seq <= (SELECT seq FROM {t} WHERE catalog = %s "
@@ -102,20 +163,43 @@ class LearningTable(SyncedTable[UsageMemory]):
             sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (catalog, model, seq)").format(
                 sql.Identifier(f"{self._table}_seq"), table
             ),
+            # 0.x tables gain the conversation and scope of each row (a row of before: its own conversation)
+            sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS conversation text NOT NULL DEFAULT ''").format(table),
+            sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS scope text NOT NULL DEFAULT ''").format(table),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (catalog text NOT NULL, model text NOT NULL, "
+                "generation bigint NOT NULL, PRIMARY KEY (catalog, model))"
+            ).format(sql.Identifier(self._schema, f"{self._table}_wipes")),
         ]
 
     async def forget(self) -> int:
-        """Delete this catalog's rows (``sk-toolfilter forget``); how many went."""
+        """Raise this catalog's wipe generation and delete its rows, in one transaction (``sk-toolfilter
+        forget``): a replica's write under way finishes first and is deleted too; every replica drops
+        what it learned before at its next sync. Returns how many rows went."""
         from psycopg import sql
 
         table = sql.Identifier(self._schema, self._table)
+        wipes = sql.Identifier(self._schema, f"{self._table}_wipes")
         async with self._pool.connection(timeout=self.timeout) as connection:
             await self._ensure_table(connection, table)
-            cursor = await connection.execute(
-                sql.SQL("DELETE FROM {} WHERE catalog = %s AND model = %s").format(table), (self.catalog, self.model)
-            )
+            async with connection.transaction():
+                await self._generation(connection, share=False)
+                cursor = await connection.execute(
+                    sql.SQL(
+                        "UPDATE {} SET generation = generation + 1 WHERE catalog = %s AND model = %s "
+                        "RETURNING generation"
+                    ).format(wipes),
+                    (self.catalog, self.model),
+                )
+                row = await cursor.fetchone()
+                cursor = await connection.execute(
+                    sql.SQL("DELETE FROM {} WHERE catalog = %s AND model = %s").format(table),
+                    (self.catalog, self.model),
+                )
+                gone = int(cursor.rowcount or 0)
+            self.generation = int(row[0]) if row else None
             self._written.clear()
-            return int(cursor.rowcount or 0)
+            return gone
 
 
 def _tools(value: Any) -> list[str]:
