@@ -64,47 +64,87 @@ def replay_table(evidence_dir: Path) -> str:
 
 
 async def request_path_ratio(remembered: int = 20_000, requests: int = 1000) -> str:
-    """p50 of ``filter_tools`` at 199 tools (metatool) without memory and with `remembered` requests."""
+    """p50 of one request at 199 tools (metatool) through ``select_for_history``, in one run: without
+    memory (learning off), with `remembered` requests (a full memory at the default ``max_requests``),
+    and the full memory's steady state — every request a fresh history whose completed turn is new, so
+    every request learns a row and evicts the oldest. The learning each request schedules runs beside
+    it (timed apart, after the request returns)."""
+    from semantic_kernel.contents import ChatHistory
+
     folder = BENCHMARKS / "metatool"
     tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
     index = await ToolIndex.build(tools, LocalEmbeddingGenerator())
     rows = [json.loads(line) for line in (folder / "dev.jsonl").read_text().splitlines() if line.strip()]
     texts = [row["query"] for row in rows]
-    cold = ToolFilterManager(index, ToolFilterConfig())
-    warm = ToolFilterManager(index, ToolFilterConfig(learning={"enabled": True}))
+    cold = ToolFilterManager(index, ToolFilterConfig(learning={"enabled": False}))
+    warm = ToolFilterManager(index, ToolFilterConfig(learning={"max_requests": remembered}))
+    full = ToolFilterManager(index, ToolFilterConfig(learning={"max_requests": remembered}))
     rng = np.random.default_rng(0)
-    # Past requests near the real ones (cosine ~0.9 to one of them) calling that request's tools: the
-    # memory earns trust, and the neighbour search and the reorder both do their full work.
+    # Past requests near the real ones (cosine ~0.9 to one of them) calling that request's tools, each
+    # its own conversation: the memory earns trust, and the neighbour search and the reorder both do
+    # their full work.
     real = np.concatenate([await index.embed_queries(texts[i : i + 256]) for i in range(0, len(texts), 256)])
-    for i in range(remembered):
-        noise = rng.standard_normal(real.shape[1]).astype(np.float32)
-        vector = real[i % len(real)] + 0.3 * noise / np.linalg.norm(noise)
-        warm.learning.memory.learn(vector, rows[i % len(rows)]["gold"], f"k{i}")
-    texts = texts[:requests]
-    for manager in (cold, warm):
-        for text in texts[:20]:
-            await manager.filter_tools(text + " (warm-up)")
-    times: dict[str, list[float]] = {"cold": [], "warm": []}
-    pairs = (("cold", cold), ("warm", warm))
-    for number, text in enumerate(texts):  # alternating (and which goes first), so both see the same load
-        for label, manager in pairs if number % 2 else pairs[::-1]:
+    for manager in (warm, full):
+        for i in range(remembered):
+            noise = rng.standard_normal(real.shape[1]).astype(np.float32)
+            vector = real[i % len(real)] + 0.3 * noise / np.linalg.norm(noise)
+            manager.learning.memory.learn(vector, rows[i % len(rows)]["gold"], f"k{i}", at=time.time() - 1e5 + i)
+        manager.learning.memory.settle()
+
+    def request(number: int, text: str, learning: bool) -> ChatHistory:
+        history = ChatHistory()
+        if learning:  # a completed turn never seen before, then the request
+            history.add_user_message(f"{texts[(number * 7 + 3) % len(texts)]} (turn {number})")
+            history.add_assistant_message("Done.")
+            history.messages[-1].items.insert(0, _call(rows[(number * 7 + 3) % len(rows)]["gold"][0], number))
+        history.add_user_message(text)
+        return history
+
+    texts_timed = texts[:requests]
+    for manager in (cold, warm, full):
+        for number, text in enumerate(texts[:20]):
+            await manager.select_for_history(request(-number - 1, text + " (warm-up)", manager is full))
+    await full.learning.settled()
+    times: dict[str, list[float]] = {"cold": [], "warm": [], "full": []}
+    beside: list[float] = []
+    pairs = (("cold", cold), ("warm", warm), ("full", full))
+    for number, text in enumerate(texts_timed):  # rotating which goes first, so all see the same load
+        order = pairs[number % 3 :] + pairs[: number % 3]
+        for label, manager in order:
+            history = request(number, text, label == "full")
             started = time.perf_counter()
-            await manager.filter_tools(text)
+            await manager.select_for_history(history)
             times[label].append((time.perf_counter() - started) * 1000)
+            if label == "full":
+                started = time.perf_counter()
+                await full.learning.settled()
+                beside.append((time.perf_counter() - started) * 1000)
     p50 = {k: statistics.median(v) for k, v in times.items()}
-    memory = warm.learning.memory
+    memory = full.learning.memory
     return (
-        f"request path p50 at {len(tools)} tools: {p50['cold']:.2f} ms without memory, {p50['warm']:.2f} ms with "
-        f"{len(memory):,} remembered requests ({memory.nbytes / 2**20:.1f} MB, trust {memory.trust:.2f}): "
-        f"ratio {p50['warm'] / p50['cold']:.2f}"
+        f"request path p50 at {len(tools)} tools: {p50['cold']:.2f} ms without memory; {p50['warm']:.2f} ms with "
+        f"{len(warm.learning.memory):,} remembered requests (ratio {p50['warm'] / p50['cold']:.2f}); full memory, "
+        f"every request learning a new turn: {p50['full']:.2f} ms (ratio {p50['full'] / p50['cold']:.2f}; "
+        f"{len(memory):,} rows, {memory.nbytes / 2**20:.1f} MB, trust {memory.trust:.2f}), and beside each request "
+        f"its learning (embedding the turn, the insert) p50 {statistics.median(beside):.2f} ms"
     )
+
+
+def _call(name: str, number: int) -> object:
+    from semantic_kernel.contents import FunctionCallContent
+
+    return FunctionCallContent(id=f"call_{number}", name=name)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--multi", type=Path, default=None, help="training.multi_tool_sets output")
     parser.add_argument("--evidence", type=Path, default=None, help="keep the first stage's evidence here")
+    parser.add_argument("--request-path-only", action="store_true", help="only the request path's p50s")
     args = parser.parse_args()
+    if args.request_path_only:
+        print(asyncio.run(request_path_ratio()))
+        return 0
     with tempfile.TemporaryDirectory() as scratch:
         evidence = args.evidence or Path(scratch)
         collect(BENCHMARKS, args.multi, evidence)

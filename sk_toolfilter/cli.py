@@ -139,6 +139,8 @@ async def cmd_search(args: argparse.Namespace) -> int:
                 print(f"  {'+' if d.kept else '-'} {score} {d.full_name:40} {scores:28} {d.reason}")
             for name, why in ranking.learned.items():
                 print(f"  learned: {name} moved up: {why}")
+            if ranking.learning_note:
+                print(f"  learned: {ranking.learning_note}")
         else:
             for rank, name in enumerate(selection.names, 1):
                 print(f"  {rank}. {name}")
@@ -346,6 +348,7 @@ async def cmd_learn(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent import open_toolset
     from sk_toolfilter.agents.agent_file import load_agent_file
     from sk_toolfilter.measure.calls_file import learn_calls_file
+    from sk_toolfilter.selection.learning import describe_trust
 
     spec = load_agent_file(args.agent)
     learning = spec.tool_filtering.learning
@@ -372,7 +375,49 @@ async def cmd_learn(args: argparse.Namespace) -> int:
         memory = manager.learning.memory
     print(result.summary(args.calls))
     print(f"{learning.file}: {len(memory)} requests remembered ({memory.nbytes / 2**20:.1f} MB)")
+    print(describe_trust(memory))
     return 0
+
+
+async def cmd_learned(args: argparse.Namespace) -> int:
+    """``learned AGENT [--json]``: what learning from use holds for the agent, and whether it acts yet."""
+    import json
+
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent_file import load_agent_file
+
+    spec = load_agent_file(args.agent)
+    if not spec.tool_filtering.learning.enabled:
+        raise ConfigError(f"{args.agent}: learning.enabled is false: nothing is learned or kept")
+    async with await open_toolset(spec, kernel=await _kernel_from(args), embed=False) as tools:
+        summary = tools.manager.learning.summary()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(learned_lines(summary))
+    return 0
+
+
+def learned_lines(summary: dict[str, Any]) -> str:
+    """``learned`` in words: what is held, where, and whether it acts yet (and why not)."""
+    if not summary["requests"]:
+        where = ", ".join(summary["where"])
+        return f"nothing learned yet (kept in {where}); every request whose model calls a tool teaches a row"
+    lines = [
+        f"{summary['requests']:,} requests remembered, {summary['tools']:,} tools, {summary['conversations']:,} "
+        f"conversations ({summary['megabytes']:.1f} MB) in {', '.join(summary['where'])}",
+        f"oldest {summary['oldest']}, newest {summary['newest']}",
+        f"trust {summary['trust']:.2f}: "
+        + (
+            "learning reorders the shortlist"
+            if summary["applies"]
+            else "learning does not act yet; trust rises when similar requests call the same tools"
+        )
+        + f" (a tool moves only on the evidence of {summary['min_conversations']} conversations)",
+    ]
+    for scope, count in summary["scopes"].items():
+        lines.append(f"  scope {scope}: {count:,} requests")
+    return "\n".join(lines)
 
 
 async def cmd_forget(args: argparse.Namespace) -> int:
@@ -578,6 +623,11 @@ def _add_learning(sub: Commands) -> None:
     )
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_learn)
+    p = sub.add_parser("learned", help="learning from use: what the agent learned, its trust, whether it acts")
+    p.add_argument("agent", help="agent YAML file")
+    p.add_argument("--json", action="store_true", help="as JSON: requests, tools, conversations, trust, where, ...")
+    p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
+    p.set_defaults(run=cmd_learned)
     p = sub.add_parser("forget", help="learning from use: wipe what the agent learned (learning.file, shared store)")
     p.add_argument("agent", help="agent YAML file")
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from semantic_kernel.contents import ChatHistory
 
 from sk_toolfilter import ToolFilterConfig, create_tool_filter

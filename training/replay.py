@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -134,10 +135,40 @@ def _top_metrics(ranked: list[str], gold: list[str]) -> tuple[float, float]:
     return recall_at_k(ranked, gold, TOP), complete_at_k(ranked, gold, TOP)
 
 
-def halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """A random half of ``range(n)`` as traffic (in serving order) and the other half, measured."""
-    order = np.random.default_rng(seed).permutation(n)
-    return order[: n // 2], np.sort(order[n // 2 :])
+def halves(n: int, seed: int, groups: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A random half of ``range(n)`` as traffic (in serving order) and the other half, measured. With
+    `groups`, related items (the steps of a conversation, its twin variants) fall on one side together:
+    a measured request never learns from its own twin or from its conversation's later steps."""
+    if groups is None or len(set(groups)) == n:
+        order = np.random.default_rng(seed).permutation(n)
+        return order[: n // 2], np.sort(order[n // 2 :])
+    names = list(dict.fromkeys(groups))
+    members: dict[str, list[int]] = {}
+    for i, group in enumerate(groups):
+        members.setdefault(group, []).append(i)
+    shuffled = [names[g] for g in np.random.default_rng(seed).permutation(len(names))]
+    traffic: list[int] = []
+    for group in shuffled:
+        if len(traffic) >= n // 2:
+            break
+        traffic.extend(members[group])
+    measured = sorted(set(range(n)) - set(traffic))
+    return np.asarray(traffic, dtype=np.int64), np.asarray(measured, dtype=np.int64)
+
+
+_TWIN = re.compile(r"^multi_turn_(?:base|long_context|miss_func|miss_param|composite)_(\d+)$")
+
+
+def related(evidence: Evidence) -> list[str]:
+    """Each request's group for :func:`halves`: a multi-turn conversation (``conv/t3``) with all its
+    steps and its twin variants (BFCL's ``multi_turn_base_7`` and ``multi_turn_long_context_7`` ask the
+    same); any other request alone."""
+    groups = []
+    for item in evidence.ids:
+        head = item.rsplit("/", 1)[0] if "/" in item else item
+        twin = _TWIN.match(head)
+        groups.append(f"multi_turn_{twin.group(1)}" if twin else head)
+    return groups
 
 
 def fingerprint(evidence: Evidence, i: int) -> str:
@@ -145,25 +176,34 @@ def fingerprint(evidence: Evidence, i: int) -> str:
     return hashlib.sha256(f"{evidence.catalog}/{evidence.ids[i]}".encode()).hexdigest()[:32]
 
 
+def conversation(evidence: Evidence, i: int) -> str:
+    """The conversation a request belongs to: the steps of one multi-turn conversation (``conv/t3``)
+    are one conversation, as the product counts them; any other request is its own."""
+    item = evidence.ids[i]
+    return f"{evidence.catalog}/{item.rsplit('/', 1)[0] if '/' in item else item}"
+
+
 def replay(
     evidence: Evidence, rule: UsageRule, fraction: float, seed: int, regime: str = "sent", clock: float = 1e9
 ) -> Outcome:
     """Serve `fraction` of the catalog's requests (from a random half) as traffic, then measure the other half."""
-    traffic, measured = halves(len(evidence), seed)
+    traffic, measured = halves(len(evidence), seed, related(evidence))
     traffic = traffic[: round(fraction * len(evidence))]
     memory = UsageMemory(rule=rule, clock=lambda: clock, half_life_days=None, background_trust=False)
     for i in traffic.tolist():
         gold = evidence.gold[i]
+        talk = conversation(evidence, i)
         if regime == "sent":
-            served = memory.reorder(evidence.names[i], evidence.scores[i], evidence.vectors[i]).names
+            served = memory.reorder(evidence.names[i], evidence.scores[i], evidence.vectors[i], conversation=talk).names
             called = [g for g in gold if g in set(served[:TOP])]
         else:
             called = list(gold)
-        memory.learn(evidence.vectors[i], called, fingerprint(evidence, i), at=clock)
+        memory.learn(evidence.vectors[i], called, fingerprint(evidence, i), at=clock, conversation=talk)
     sums = np.zeros(4)
     for i in measured.tolist():
         gold = evidence.gold[i]
-        learned = memory.reorder(evidence.names[i], evidence.scores[i], evidence.vectors[i]).names
+        talk = conversation(evidence, i)
+        learned = memory.reorder(evidence.names[i], evidence.scores[i], evidence.vectors[i], conversation=talk).names
         sums += (*_top_metrics(evidence.names[i], gold), *_top_metrics(learned, gold))
     n = max(1, len(measured))
     return Outcome(*(sums / n).tolist(), measured=len(measured))

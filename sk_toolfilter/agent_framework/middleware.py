@@ -10,18 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_framework import ChatContext, ChatMiddleware, FunctionInvocationContext, FunctionMiddleware
 
 from sk_toolfilter.agent_framework.messages import to_chat_history
 from sk_toolfilter.agent_framework.provider_search import check_client, mark_deferred
 from sk_toolfilter.agent_framework.tools import function_tools
+from sk_toolfilter.selection.learning import context_from_arguments
 from sk_toolfilter.selection.provider_search import wire_plan
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.refusals import refusal, report_refusal
 
 if TYPE_CHECKING:
+    from semantic_kernel.contents import ChatHistory
+
     from sk_toolfilter.selection.manager import ToolFilterManager
     from sk_toolfilter.selection.offer import Offer
 
@@ -29,6 +32,17 @@ if TYPE_CHECKING:
 # Agent Framework runs a turn's model calls and tool calls in one task (parallel tool calls in
 # tasks that copy its context), so the guard sees the offer of the call that asked for the tool.
 _OFFERED: ContextVar[tuple[int, frozenset[str]] | None] = ContextVar("sk_toolfilter_af_offered", default=None)
+
+
+def response_calls(response: Any) -> list[str]:
+    """The function names a chat response calls, in order, once each."""
+    names = [
+        content.name
+        for message in getattr(response, "messages", None) or ()
+        for content in getattr(message, "contents", None) or ()
+        if getattr(content, "type", None) == "function_call" and getattr(content, "name", None)
+    ]
+    return list(dict.fromkeys(names))
 
 
 class ToolFilterMiddleware(ChatMiddleware):
@@ -60,7 +74,8 @@ class ToolFilterMiddleware(ChatMiddleware):
         ranked = {id(f) for f, _ in functions}
         # Entries the filter cannot rank (hosted tools) are the caller's explicit choice: they stay on offer.
         passthrough = [t for t in tools if id(t) not in ranked]
-        await self._select(context, list(by_name))
+        with context_from_arguments(self.manager.config.learning, context.kwargs):
+            history = await self._select(context, list(by_name))
         plan = wire_plan(self.manager, list(by_name), self.last_selection, search) if search.enabled else None
         if plan is not None:
             self.last_selection = list(plan.loaded)
@@ -75,13 +90,29 @@ class ToolFilterMiddleware(ChatMiddleware):
         on_wire = plan.on_wire if plan is not None else frozenset(self.last_selection)
         _OFFERED.set((id(self.manager), on_wire))
         await call_next()
+        self._capture(context, history, set(by_name))
 
-    async def _select(self, context: ChatContext, names: list[str]) -> None:
+    def _capture(self, context: ChatContext, history: ChatHistory, allowed: set[str]) -> None:
+        """Learning from use: the response's function calls teach the turn they answer, now (streamed:
+        once the stream is finalized), within the run's scope and conversation."""
+
+        def capture(response: Any) -> Any:
+            with context_from_arguments(self.manager.config.learning, context.kwargs):
+                self.manager.capture(history, response_calls(response), allowed=allowed)
+            return response
+
+        if context.stream:
+            context.stream_result_hooks.append(capture)
+        elif context.result is not None:
+            capture(context.result)
+
+    async def _select(self, context: ChatContext, names: list[str]) -> ChatHistory:
         history = to_chat_history(context.messages)
         offer = await self.manager.offer(history, names, strategy=self.query_strategy)
         self.last_offer = offer
         self.last_selection_seconds = offer.seconds
         self.last_selection = list(offer.names)
+        return history
 
 
 class ToolGuardMiddleware(FunctionMiddleware):

@@ -226,7 +226,7 @@ class RedactingStream(io.TextIOBase):
 def redacted_output() -> Iterator[None]:
     """Inside the block, ``sys.stdout`` and ``sys.stderr`` redact every line written to them."""
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)
     try:
         yield
     finally:

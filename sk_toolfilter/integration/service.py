@@ -17,6 +17,7 @@ from semantic_kernel.connectors.ai.chat_completion_client_base import ChatComple
 
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.selection.active import serving
+from sk_toolfilter.selection.learning import context_from_arguments
 from sk_toolfilter.selection.provider_search import refuse_in_semantic_kernel
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.settings import tool_name, tool_names
@@ -83,7 +84,8 @@ class FilteredChatCompletion(ChatCompletionClientBase):
     async def get_chat_message_contents(
         self, chat_history: ChatHistory, settings: PromptExecutionSettings, **kwargs: Any
     ) -> list[ChatMessageContent]:
-        with serving(self.manager):  # discovery and the guard answer for this agent's manager
+        # discovery and the guard answer for this agent's manager; learning reads the run's scope
+        with serving(self.manager), context_from_arguments(self.manager.config.learning, kwargs.get("arguments")):
             if not self.inner.SUPPORTS_FUNCTION_CALLING:
                 return await self.inner.get_chat_message_contents(chat_history, settings, **kwargs)
             return await super().get_chat_message_contents(chat_history, settings, **kwargs)
@@ -91,7 +93,7 @@ class FilteredChatCompletion(ChatCompletionClientBase):
     async def get_streaming_chat_message_contents(
         self, chat_history: ChatHistory, settings: PromptExecutionSettings, **kwargs: Any
     ) -> AsyncGenerator[list[StreamingChatMessageContent], Any]:
-        with serving(self.manager):
+        with serving(self.manager), context_from_arguments(self.manager.config.learning, kwargs.get("arguments")):
             async for chunk in super().get_streaming_chat_message_contents(chat_history, settings, **kwargs):
                 yield chunk
 
@@ -141,16 +143,42 @@ class FilteredChatCompletion(ChatCompletionClientBase):
         self, chat_history: ChatHistory, settings: PromptExecutionSettings
     ) -> list[ChatMessageContent]:
         await self._narrow(chat_history, settings)
-        return await self.inner._inner_get_chat_message_contents(chat_history, settings)
+        messages = await self.inner._inner_get_chat_message_contents(chat_history, settings)
+        self._capture(chat_history, settings, called_names(messages))
+        return messages
 
     async def _inner_get_streaming_chat_message_contents(
         self, chat_history: ChatHistory, settings: PromptExecutionSettings, function_invoke_attempt: int = 0
     ) -> AsyncGenerator[list[StreamingChatMessageContent], Any]:
         await self._narrow(chat_history, settings)
+        called: list[str] = []
         async for chunk in self.inner._inner_get_streaming_chat_message_contents(
             chat_history, settings, function_invoke_attempt
         ):
+            called.extend(called_names(chunk))
             yield chunk
+        self._capture(chat_history, settings, called)
+
+    def _capture(self, chat_history: ChatHistory, settings: PromptExecutionSettings, called: list[str]) -> None:
+        """Learning from use: the response called tools — the turn is learned now (not when a later
+        request shows it), within what the caller's filters allowed on this call."""
+        if called:
+            state = self._offered.get(id(settings))
+            allowed = set(tool_names(state[0])) if state is not None else None
+            self.manager.capture(chat_history, called, allowed=allowed)
+
+
+def called_names(messages: Any) -> list[str]:
+    """The function names a response (messages, or streamed chunks) calls, in order, once each."""
+    from semantic_kernel.contents import FunctionCallContent
+
+    names = [
+        item.name
+        for message in messages or ()
+        for item in getattr(message, "items", ())
+        if isinstance(item, FunctionCallContent) and item.name
+    ]
+    return list(dict.fromkeys(names))
 
 
 def wrap_chat_service(

@@ -37,7 +37,7 @@ from sk_toolfilter.retrieval.embeddings import cached, create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
 from sk_toolfilter.retrieval.usage import UsageMemory
-from sk_toolfilter.selection.learning import memory_for, request_key
+from sk_toolfilter.selection.learning import describe_trust, memory_for, request_key
 from sk_toolfilter.selection.visibility import NameResolver
 from sk_toolfilter.store.shared_index import SharedIndex
 
@@ -315,6 +315,7 @@ async def _learned(
         args.learn, index, memory, "eval", lambda _: True, Progress("learning requests", unit="requests")
     )
     print(result.summary(args.learn))
+    print(describe_trust(memory))
     learned = {request_key("eval", q.query) for q in queries} & set(memory.keys())
     if learned:
         log.warning("%d of the measured queries are in %s: their own answers are learned", len(learned), args.learn)

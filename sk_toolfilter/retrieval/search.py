@@ -82,6 +82,8 @@ class Ranking:
     """What the second stage did (``rerank``): reordered the shortlist, or why the first stage's order stands."""
     learned: dict[str, str] = field(default_factory=dict)
     """Tools that learning from use moved up, and why (\"3 past requests like this one (best 0.91) called it\")."""
+    learning_note: str | None = None
+    """When similar past requests were found but learning moved nothing: why (\"not applied: trust 0.00 …\")."""
 
 
 async def rank_tools(
@@ -200,8 +202,11 @@ async def _rank_one(
     if learned_stage and len(order) > 1:
         order, positional = _learned_second_stage(index, query, scored, final, order, named, config)
     learned: dict[str, str] = {}
+    learning_note = None
     if learning and memory is not None and vectors is not None and order:
-        order, positional, learned = _learned_order(index, memory, order, final, positional, named, vectors[0], mask)
+        order, positional, learned, learning_note = _learned_order(
+            index, memory, order, final, positional, named, vectors[0], mask
+        )
     order = order[:limit]
     without_evidence = []
     if not order and cosines is not None:
@@ -226,6 +231,7 @@ async def _rank_one(
         without_evidence,
         rerank_note,
         learned,
+        learning_note,
     )
 
 
@@ -261,9 +267,9 @@ def _learned_order(
     named: list[int],
     vector: np.ndarray,
     mask: np.ndarray | None,
-) -> tuple[list[int], list[float], dict[str, str]]:
+) -> tuple[list[int], list[float], dict[str, str], str | None]:
     """The order after learning from use, the first stage's scores position by position (unnamed
-    tools; what the cut reads), and why each tool that moved up did."""
+    tools; what the cut reads), why each tool that moved up did, and why nothing did (or None)."""
     named_set = set(named)
     unnamed = [i for i in order if i not in named_set]
     scores = positional or [float(final[i]) for i in unnamed]
@@ -274,10 +280,10 @@ def _learned_order(
 
     reordered = memory.reorder(names, scores, vector, permitted)
     if not reordered.moved:
-        return order, positional, {}
+        return order, positional, {}, reordered.note
     learned_order = [index.position(n) for n in reordered.names]
     scores = scores + [0.0] * (len(learned_order) - len(scores))  # a tool that entered: the list grew
-    return named + learned_order, scores, {n: e.describe() for n, e in reordered.moved.items()}
+    return named + learned_order, scores, {n: e.describe() for n, e in reordered.moved.items()}, None
 
 
 def _filling(

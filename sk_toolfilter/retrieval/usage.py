@@ -63,8 +63,15 @@ class UsageRule:
     floor: float = 0.0
     depth: int = 30
     enter: float = 0.5
+    vector_weight: float = 0.0
+    """Weight of each tool's *usage vector* (the mean direction of the past requests that called it, one
+    vote per conversation; Tool2Vec's idea): a shortlisted tool gains weight × max(0, (cosine − floor) /
+    (1 − floor)) (× trust with ``vector_trust``)."""
+    vector_floor: float = 0.6
+    vector_trust: bool = False
     min_conversations: int = 2
-    """A tool moves or enters only on the evidence of this many distinct conversations (one is never enough)."""
+    """A tool moves or enters only on the evidence of this many distinct conversations (one is never
+    enough), or on the request's own conversation's (a user's earlier turns steer that conversation only)."""
 
 
 DEFAULT_RULE = UsageRule()
@@ -72,23 +79,30 @@ DEFAULT_RULE = UsageRule()
 
 @dataclass(frozen=True)
 class UsageEvidence:
-    """Why a tool has a usage score: `requests` similar past conversations called it, the best at `best`."""
+    """Why a tool has a usage score: `requests` similar past conversations called it, the best at `best`
+    (``kind="vector"``: the tool's usage vector, from `requests` conversations, is at cosine `best`)."""
 
     score: float
     requests: int
     best: float
+    kind: str = "neighbours"
 
     def describe(self) -> str:
+        if self.kind == "vector":
+            plural = "conversation" if self.requests == 1 else "conversations"
+            return f"the requests that called it in {self.requests} past {plural} resemble this one ({self.best:.2f})"
         plural = "request" if self.requests == 1 else "requests"
         return f"{self.requests} past {plural} like this one (best {self.best:.2f}) called it"
 
 
 @dataclass
 class Reordered:
-    """The shortlist after learning: names best first, and the tools that moved up with their evidence."""
+    """The shortlist after learning: names best first, the tools that moved up with their evidence, and
+    (when nothing moved although similar past requests were found) why not."""
 
     names: list[str]
     moved: dict[str, UsageEvidence] = field(default_factory=dict)
+    note: str | None = None
 
 
 class LearnedRow(NamedTuple):
@@ -160,6 +174,7 @@ class UsageMemory:
         self._stamp = 0
         self._scopes: dict[str, int] = {}
         self._trust: float | None = None
+        self._vectors: dict[int, _ToolVectors] = {}  # per scope id: each tool's usage vector (with the trust)
         self._added_since_trust = 0
         self.version = 0
         """Grows with every change (the file and table write when it moved)."""
@@ -343,6 +358,16 @@ class UsageMemory:
                 self._trust = None
             return changed
 
+    def forget_before(self, when: float) -> int:
+        """Forget every row dated at or before `when` (a wipe another process made then); how many went."""
+        with self._lock:
+            gone = [i for i in self._live_slots() if self._times[i] <= when]
+            for i in gone:
+                self._free_slot(i)
+            if gone:
+                self.version += 1
+            return len(gone)
+
     def clear(self) -> None:
         """Forget everything (what a new deployment knows)."""
         with self._lock:
@@ -377,8 +402,8 @@ class UsageMemory:
         taken = 0
         for row in rows:
             key, vector, tools, at = row[:4]
-            conversation = row[4] if len(row) > 4 else None  # type: ignore[misc]
-            scope = row[5] if len(row) > 5 else SHARED_SCOPE  # type: ignore[misc]
+            conversation = row[4] if len(row) > 4 else None
+            scope = row[5] if len(row) > 5 else SHARED_SCOPE
             taken += self.learn(vector, tools, key, at, conversation=conversation or None, scope=scope)
         return taken
 
@@ -401,9 +426,11 @@ class UsageMemory:
 
     # -- using ---------------------------------------------------------------------------------------
 
-    def usage(self, vector: np.ndarray, scope: str = SHARED_SCOPE) -> dict[str, UsageEvidence]:
-        """Each tool's usage score for a request with `vector` in `scope` (tools no similar request of
-        enough conversations called: absent)."""
+    def usage(
+        self, vector: np.ndarray, scope: str = SHARED_SCOPE, conversation: str | None = None
+    ) -> dict[str, UsageEvidence]:
+        """Each tool's usage score for a request with `vector` in `scope` and `conversation` (tools no
+        similar request of enough conversations, nor of its own, called: absent)."""
         row = _unit_row(vector)
         with self._lock:
             sid = self._scopes.get(scope)
@@ -415,7 +442,7 @@ class UsageMemory:
             if self.half_life_days is not None:
                 age_days = np.maximum(0.0, self._clock() - self._times[: self._high]) / 86_400
                 weights = np.exp2(-age_days / self.half_life_days)
-            return usage_scores(sims, self._tools, self._conversations, self.rule, decay=weights)
+            return usage_scores(sims, self._tools, self._conversations, self.rule, decay=weights, own=conversation)
 
     @property
     def trust(self) -> float:
@@ -463,8 +490,9 @@ class UsageMemory:
                 list(self._conversations[: self._high]),
             )
         trust = _estimate_trust(snapshot, live, self.rule)
+        vectors = _tool_vectors(snapshot, live, self.rule) if self.rule.vector_weight > 0 else {}
         with self._lock:
-            self._trust = trust
+            self._trust, self._vectors = trust, vectors
             self._added_since_trust = max(0, self._added_since_trust - added) if count else 0
 
     def reorder(
@@ -475,19 +503,54 @@ class UsageMemory:
         permitted: Callable[[str], bool] | None = None,
         *,
         scope: str = SHARED_SCOPE,
+        conversation: str | None = None,
     ) -> Reordered:
         """The first stage's ranking (`names` best first, their `scores`) reordered by what was learned
-        in `scope` (see :func:`reorder_by_usage`); reads the last trust estimate, never waits for one."""
+        in `scope` (see :func:`reorder_by_usage`) for a request of `conversation`; reads the last trust
+        estimate, never waits for one."""
         if vector is None or not self._count:
             return Reordered(list(names))
-        strength = self.rule.weight * _scaled_trust(self.trust_now(), self.rule.floor)
-        if strength <= 0:
-            return Reordered(list(names))
-        return reorder_by_usage(names, scores, self.usage(vector, scope), strength, self.rule, permitted)
+        rule, trust = self.rule, self.trust_now()
+        strength = rule.weight * _scaled_trust(trust, rule.floor)
+        vector_strength = rule.vector_weight * (trust if rule.vector_trust else 1.0)
+        evidence = self.usage(vector, scope, conversation) if strength > 0 or not vector_strength else {}
+        if strength <= 0 and vector_strength <= 0:
+            return Reordered(list(names), note=self._quiet_note(evidence, trust) if evidence else None)
+        closeness = self.vector_evidence(vector, scope, names[: rule.depth]) if vector_strength > 0 else {}
+        return reorder_by_usage(
+            names, scores, evidence if strength > 0 else {}, strength, rule, permitted, closeness, vector_strength
+        )
 
-    def scoped(self, scope: str) -> ScopedUsage:
-        """This memory as one scope's requests read it."""
-        return ScopedUsage(self, scope)
+    def vector_evidence(self, vector: np.ndarray, scope: str, names: Sequence[str]) -> dict[str, UsageEvidence]:
+        """For each of `names` with a usage vector in `scope`: how close the request is to it, as a score
+        ``max(0, (cosine − floor) / (1 − floor))`` (tools at or under the floor: absent)."""
+        with self._lock:
+            sid = self._scopes.get(scope)
+            table = self._vectors.get(sid) if sid is not None else None
+        row = _unit_row(vector)
+        if table is None or row is None or row.shape[0] != table.matrix.shape[1]:
+            return {}
+        wanted = [(name, table.position[name]) for name in names if name in table.position]
+        if not wanted:
+            return {}
+        cosines = table.matrix[[p for _, p in wanted]] @ row
+        floor = self.rule.vector_floor
+        return {
+            name: UsageEvidence((c - floor) / (1.0 - floor), int(table.conversations[p]), c, "vector")
+            for (name, p), c in zip(wanted, cosines.tolist(), strict=True)
+            if c > floor
+        }
+
+    def _quiet_note(self, evidence: dict[str, UsageEvidence], trust: float) -> str:
+        found = ", ".join(sorted(evidence)[:3])
+        return (
+            f"not applied: trust {trust:.2f} over {self._count:,} requests (similar past requests called {found}); "
+            "it rises when similar requests call the same tools"
+        )
+
+    def scoped(self, scope: str, conversation: str | None = None) -> ScopedUsage:
+        """This memory as the requests of one scope (and conversation) read it."""
+        return ScopedUsage(self, scope, conversation)
 
 
 @dataclass(frozen=True)
@@ -496,6 +559,7 @@ class ScopedUsage:
 
     memory: UsageMemory
     scope: str = SHARED_SCOPE
+    conversation: str | None = None
 
     @property
     def rule(self) -> UsageRule:
@@ -511,7 +575,7 @@ class ScopedUsage:
         vector: np.ndarray | None,
         permitted: Callable[[str], bool] | None = None,
     ) -> Reordered:
-        return self.memory.reorder(names, scores, vector, permitted, scope=self.scope)
+        return self.memory.reorder(names, scores, vector, permitted, scope=self.scope, conversation=self.conversation)
 
 
 def _similarities(query: tuple[np.ndarray, np.float32], codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
@@ -533,11 +597,12 @@ def usage_scores(
     *,
     decay: np.ndarray | None = None,
     skip: str | None = None,
+    own: str | None = None,
 ) -> dict[str, UsageEvidence]:
     """Each tool's usage score from the rows' cosines `sims` to a request: the ``neighbours`` nearest
     conversations at or above the gate (one conversation weighs what its nearest row does, however many
-    of its turns are near), a tool scored only when ``min_conversations`` of them called it. `skip`: a
-    conversation left out (trust's leave-one-out)."""
+    of its turns are near), a tool scored only when ``min_conversations`` of them called it, or the
+    request's `own` conversation did. `skip`: a conversation left out (trust's leave-one-out)."""
     near = np.flatnonzero(sims >= rule.gate)
     if not len(near):
         return {}
@@ -571,8 +636,58 @@ def usage_scores(
     return {
         name: UsageEvidence(sum(w for w, _ in per.values()) / total, len(per), max(s for _, s in per.values()))
         for name, per in support.items()
-        if len(per) >= rule.min_conversations
+        if len(per) >= rule.min_conversations or (own is not None and own in per)
     }
+
+
+@dataclass(frozen=True)
+class _ToolVectors:
+    """One scope's usage vectors: a unit row per tool called in ``min_conversations`` conversations."""
+
+    matrix: np.ndarray
+    position: dict[str, int]
+    conversations: np.ndarray
+
+
+def _tool_vectors(snapshot: _Snapshot, live: np.ndarray, rule: UsageRule) -> dict[int, _ToolVectors]:
+    """Each scope's usage vectors: per tool, the mean direction over the conversations that called it of
+    each conversation's mean request direction (a conversation is one vote, however many its turns);
+    only tools of ``min_conversations`` conversations or more."""
+    rows: list[int] = []
+    groups: dict[tuple[int, str, str], int] = {}
+    inverse: list[int] = []
+    for i in live.tolist():
+        for name in snapshot.tools[i]:
+            rows.append(i)
+            inverse.append(groups.setdefault((int(snapshot.scopes[i]), name, snapshot.conversations[i]), len(groups)))
+    if not rows:
+        return {}
+    vectors = snapshot.codes[rows].astype(np.float32) * snapshot.scales[rows][:, None]
+    per_conversation = _group_mean_directions(vectors, np.asarray(inverse), len(groups))
+    tools: dict[tuple[int, str], int] = {}
+    tool_of = np.asarray([tools.setdefault((scope, name), len(tools)) for scope, name, _ in groups])
+    per_tool = _group_mean_directions(per_conversation, tool_of, len(tools))
+    counts = np.bincount(tool_of, minlength=len(tools))
+    found: dict[int, tuple[list[str], list[int]]] = {}
+    for (scope, name), t in tools.items():
+        if counts[t] >= rule.min_conversations:
+            names, positions = found.setdefault(scope, ([], []))
+            names.append(name)
+            positions.append(t)
+    return {
+        scope: _ToolVectors(per_tool[positions], {n: p for p, n in enumerate(names)}, counts[positions])
+        for scope, (names, positions) in found.items()
+    }
+
+
+def _group_mean_directions(vectors: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
+    """The unit mean of the rows of each group (a group's rows summed with one sort and reduceat)."""
+    order = np.argsort(group, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(group[order]) != 0])
+    sums = np.zeros((groups, vectors.shape[1]), dtype=np.float32)
+    sums[group[order][starts]] = np.add.reduceat(vectors[order], starts, axis=0)
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    return sums / np.maximum(norms, 1e-12)
 
 
 def _estimate_trust(snapshot: _Snapshot, live: np.ndarray, rule: UsageRule) -> float:
@@ -602,12 +717,16 @@ def reorder_by_usage(
     strength: float,
     rule: UsageRule,
     permitted: Callable[[str], bool] | None = None,
+    closeness: dict[str, UsageEvidence] | None = None,
+    vector_strength: float = 0.0,
 ) -> Reordered:
-    """`names` (best first) reordered within the rule's ``depth`` by envelope score + strength × usage.
+    """`names` (best first) reordered within the rule's ``depth`` by envelope score + strength × usage
+    (+ vector_strength × the closeness of the request to the tool's usage vector).
 
     A tool from below the depth (or without first-stage evidence: score 0) enters when its usage is at
     least the rule's ``enter`` and `permitted` allows it (the request's allowed, visible tools).
     """
+    closeness = closeness or {}
     head = list(names[: rule.depth])
     envelope, lowest = [], math.inf
     for score in scores[: len(head)]:
@@ -619,7 +738,7 @@ def reorder_by_usage(
         for n, e in evidence.items()
         if place.get(n, rule.depth) >= rule.depth and e.score >= rule.enter and (permitted is None or permitted(n))
     ]
-    if not entering and not any(n in evidence for n in head):
+    if not entering and not any(n in evidence or n in closeness for n in head):
         return Reordered(list(names))
     for name in sorted(entering, key=lambda n: (place.get(n, len(names)), n)):
         head.append(name)
@@ -628,10 +747,11 @@ def reorder_by_usage(
 
     def key(p: int) -> tuple[float, int]:
         usage = evidence[head[p]].score if head[p] in evidence else 0.0
-        return -(envelope[p] + strength * usage), p
+        near = closeness[head[p]].score if head[p] in closeness else 0.0
+        return -(envelope[p] + strength * usage + vector_strength * near), p
 
     keyed = sorted(range(len(head)), key=key)
-    moved = {head[p]: evidence[head[p]] for new, p in enumerate(keyed) if new < p}
+    moved = {head[p]: evidence.get(head[p]) or closeness[head[p]] for new, p in enumerate(keyed) if new < p}
     entered = set(head)
     return Reordered([head[p] for p in keyed] + [n for n in names[rule.depth :] if n not in entered], moved)
 

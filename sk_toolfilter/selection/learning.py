@@ -25,7 +25,7 @@ import threading
 import time
 import zipfile
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
@@ -59,7 +59,7 @@ READ_FORMATS = (1, 2)
 MAX_NAME_CHARS = 512  # a longer "tool name" in a file is not one of this catalog's tools
 MAX_FILE_ROWS = 1_000_000  # a file of more rows is refused from its headers, before anything is decompressed
 MAX_TOOLS_JSON_CHARS = MAX_TOOLS_PER_REQUEST * (MAX_NAME_CHARS + 4) + 2  # one row's tools, as JSON
-READ_CHUNK_BYTES = 4 * 2**20  # rows past the newest the memory keeps are read through and dropped in chunks of this
+READ_CHUNK_BYTES = 2**20  # rows past the newest the memory keeps are read through and dropped in chunks of this
 
 _CONTEXT: ContextVar[tuple[str | None, str | None]] = ContextVar("sk_toolfilter_learning", default=(None, None))
 
@@ -80,6 +80,44 @@ def learning_context(*, scope: str | None = None, conversation: str | None = Non
         yield
     finally:
         _CONTEXT.reset(token)
+
+
+CONVERSATION_ARGUMENT = "conversation_id"
+"""The kernel or run argument that names a conversation for learning from use (when present)."""
+
+
+def context_from_arguments(config: LearningConfig, arguments: Any) -> AbstractContextManager[None]:
+    """A :func:`learning_context` from a run's arguments (SK ``KernelArguments``, an Agent Framework run's
+    keyword arguments): the value of ``learning.scope``'s key and of ``conversation_id``, when present."""
+    if not config.enabled or arguments is None or not hasattr(arguments, "get"):
+        return nullcontext()
+    scope = arguments.get(config.scope) if config.scope != "shared" else None
+    conversation = arguments.get(CONVERSATION_ARGUMENT)
+    if scope is None and conversation is None:
+        return nullcontext()
+    outer_scope, outer_conversation = _CONTEXT.get()
+    return learning_context(
+        scope=str(scope) if scope is not None else outer_scope,
+        conversation=str(conversation) if conversation is not None else outer_conversation,
+    )
+
+
+def describe_trust(memory: UsageMemory) -> str:
+    """The trust a memory ends with, and what it means (``learn``, ``eval --learn``)."""
+    trust = memory.settle()
+    if trust > memory.rule.floor:
+        return f"trust {trust:.2f}: learning reorders the shortlist for requests like these"
+    return (
+        f"trust {trust:.2f} over {len(memory):,} requests: learning does not act yet; it rises when similar "
+        f"requests (cosine >= {memory.rule.gate:.1f}) in {memory.rule.min_conversations} or more conversations "
+        "call the same tools"
+    )
+
+
+def _iso(at: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(at, datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def current_context() -> tuple[str | None, str | None]:
@@ -180,11 +218,12 @@ class Learning:
         hidden = self.policy is not None and self.policy.is_hidden(name)
         return name in index and name not in discovery and not hidden and (allowed is None or name in allowed)
 
-    def usable(self, scope: str | None = SHARED_SCOPE) -> ScopedUsage | None:
-        """What a ranking of `scope` reads (None when learning is off, nothing was learned, or no scope)."""
+    def usable(self, scope: str | None = SHARED_SCOPE, conversation: str | None = None) -> ScopedUsage | None:
+        """What a ranking of `scope` and `conversation` reads (None when learning is off, nothing was
+        learned, or a scoped agent's request named no scope)."""
         if not self.config.enabled or not len(self.memory) or scope is None:
             return None
-        return self.memory.scoped(scope)
+        return self.memory.scoped(scope, conversation)
 
     def learn_soon(
         self,
@@ -198,9 +237,12 @@ class Learning:
         """:meth:`learn` beside the request, not in it (a task of the running loop; :meth:`settled` waits)."""
         if not self.config.enabled or not turns or scope is None:
             return
-        task = asyncio.get_running_loop().create_task(
-            self.learn(index, turns, allowed, conversation=conversation, scope=scope)
-        )
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous caller): nothing runs beside it
+            logger.debug("sk-toolfilter: learning skipped %d turns (no running event loop)", len(turns))
+            return
+        task = loop.create_task(self.learn(index, turns, allowed, conversation=conversation, scope=scope))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -208,6 +250,35 @@ class Learning:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.warning("sk-toolfilter: learning from use failed on a turn: %s", task.exception())
+
+    def summary(self) -> dict[str, Any]:
+        """What the memory holds, for ``sk-toolfilter learned`` (JSON-ready): requests, distinct tools and
+        conversations, trust, where it is kept, oldest and newest, per scope when scoped."""
+        memory = self.memory
+        rows = memory.rows()
+        where = ["memory"]
+        if self.file is not None:
+            where.append(f"file {self.file.path}")
+        if self.table is not None:
+            where.append(f"table {self.table.qualified_name}")
+        trust = memory.settle() if rows else 0.0
+        scopes = memory.scopes()
+        return {
+            "requests": len(rows),
+            "tools": len({tool for row in rows for tool in row.tools}),
+            "conversations": len({row.conversation for row in rows}),
+            "trust": round(trust, 4),
+            "applies": trust > memory.rule.floor,
+            "min_conversations": memory.rule.min_conversations,
+            "where": where,
+            "megabytes": round(memory.nbytes / 2**20, 3),
+            "oldest": _iso(rows[0].at) if rows else None,
+            "newest": _iso(max(row.at for row in rows)) if rows else None,
+            "scope": self.config.scope,
+            "scopes": {name or "shared": count for name, count in scopes.items()}
+            if self.config.scope != "shared"
+            else {},
+        }
 
     async def settled(self) -> None:
         """Wait until every turn seen so far is learned and trust is re-estimated (tests, the CLI)."""
@@ -307,6 +378,7 @@ class LearningFile:
         self.every_seconds = every_seconds
         self.generation = 0
         """The newest wipe this process knows of (0: none)."""
+        self._wiped_at = 0.0  # when that wipe was (rows learned before it never come back)
         self._written_version = -1
         self._last_write = time.monotonic()
         self._next_check = time.monotonic() + every_seconds
@@ -322,7 +394,7 @@ class LearningFile:
 
     def load_into(self, memory: UsageMemory) -> int:
         """Learn the rows in the file; returns how many were taken."""
-        rows, self.generation = self._read(memory)
+        rows, self.generation, _ = self._read(memory)
         taken = self._restore(memory, rows)
         self._written_version = memory.version
         return taken
@@ -343,46 +415,50 @@ class LearningFile:
         """The largest file read for `memory`: its vectors as float32 (4x its int8 codes), and room."""
         return 8 * memory.max_bytes + 16 * 2**20
 
-    def _read(self, memory: UsageMemory) -> tuple[list[LearnedRow], int]:
-        """The file's well-formed rows (at most the newest `memory` can hold) and its generation; no rows
-        when it is missing or unusable (then the generation this process knows)."""
+    def _read(self, memory: UsageMemory) -> tuple[list[LearnedRow], int, float]:
+        """The file's well-formed rows (at most the newest `memory` can hold), its generation and when its
+        last wipe was; no rows when it is missing or unusable (then the generation this process knows)."""
         try:
             with open_regular(self.path, "learning file", self.max_file_bytes(memory)) as handle:
                 self._seen = _stat_key(handle)
                 return self._read_open(handle, memory)
         except FileNotFoundError:
-            return [], self.generation
+            return [], self.generation, 0.0
         except ConfigError as exc:
             self._warn_once("read", f"{exc}; starting with nothing learned (replaced at the next write)")
         except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
             reason = f"cannot be read ({exc}); starting with nothing learned (replaced at the next write)"
             self._warn_once("read", reason)
-        return [], self.generation
+        return [], self.generation, 0.0
 
-    def _read_open(self, handle: IO[bytes], memory: UsageMemory) -> tuple[list[LearnedRow], int]:
+    def _read_open(self, handle: IO[bytes], memory: UsageMemory) -> tuple[list[LearnedRow], int, float]:
         with zipfile.ZipFile(handle) as archive:
             header = json.loads(str(_small_member(archive, "header")))
             if not isinstance(header, dict) or header.get("format") not in READ_FORMATS:
                 raise ValueError(f"not a learning file of format {FILE_FORMAT}")
-            generation = header.get("generation", 0)
-            if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
-                raise ValueError(f"generation {generation!r}")
+            generation, wiped_at = _generation(header)
             scope = (header.get("catalog"), header.get("model"))
             if scope != (self.catalog, self.model):
                 if _npy_shape(archive, "keys")[0] == (0,):
-                    return [], generation  # an empty file (a wipe's): nothing to warn about
+                    return [], generation, wiped_at  # an empty file (a wipe's): nothing to warn about
                 found = f"catalog {scope[0]!r}, model {scope[1]!r}"
                 self._warn_once(
                     "scope",
                     f"it was learned for {found}, not catalog {self.catalog!r}, model {self.model!r}; ignored "
                     "(replaced at the next write)",
                 )
-                return [], generation
-            return _file_rows(archive, header["format"], memory, self._warn_once), generation
+                return [], generation, wiped_at
+            try:
+                return _file_rows(archive, header["format"], memory, self._warn_once), generation, wiped_at
+            except (ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+                reason = f"cannot be read ({exc}); starting with nothing learned (replaced at the next write)"
+                self._warn_once("read", reason)
+                return [], generation, wiped_at  # its generation still counts: a wipe is never missed
 
     def check(self, memory: UsageMemory) -> None:
-        """Every `every_seconds`: notice a wipe by another process (``forget``) even when this one has
-        nothing to write — off the event loop when one runs (a ``stat``, and the header when it changed)."""
+        """Every `every_seconds`: read what the other processes wrote, and notice a wipe (``forget``), even
+        when this one has nothing to write — off the event loop when one runs (a ``stat``; the file
+        only when it changed)."""
         now = time.monotonic()
         if now < self._next_check or (self._checking is not None and not self._checking.done()):
             return
@@ -401,30 +477,32 @@ class LearningFile:
             return
         if (info.st_mtime_ns, info.st_size) == self._seen:
             return
-        generation = self._peek()[1]
         with self._lock:
+            rows, generation, wiped_at = self._read(memory)  # the other processes' rows, and any wipe
             if generation > self.generation:
-                self._adopt_wipe(memory, generation)
+                self._adopt_wipe(memory, generation, wiped_at)
+            self._restore(memory, rows)
 
-    def _adopt_wipe(self, memory: UsageMemory, generation: int) -> None:
-        """Another process wiped the file: what this one learned before is dropped, never written back."""
-        memory.clear()
-        self.generation = generation
-        self._written_version = memory.version
+    def _adopt_wipe(self, memory: UsageMemory, generation: int, wiped_at: float) -> None:
+        """Another process wiped the file at `wiped_at`: what this one learned before is dropped, never
+        written back (what it learned since stays)."""
+        memory.forget_before(wiped_at)
+        self.generation, self._wiped_at = generation, wiped_at
         logger.info("sk-toolfilter: learning file %s was wiped (forget): what was learned here is dropped", self.path)
 
-    def _peek(self) -> tuple[dict[str, Any], int, int]:
-        """(header, generation, rows) of the file, from its headers alone; ({}, 0, 0) when missing or unreadable."""
+    def _peek(self) -> tuple[dict[str, Any], int, float, int]:
+        """(header, generation, time of the wipe, rows) of the file, from its headers alone; ({}, 0, 0.0, 0)
+        when missing or unreadable."""
         try:
             with open_regular(self.path, "learning file", 2**62) as handle, zipfile.ZipFile(handle) as archive:
                 self._seen = _stat_key(handle)
                 header = json.loads(str(_small_member(archive, "header")))
-                rows = _npy_shape(archive, "keys")[0][0]
-                generation = header.get("generation", 0) if isinstance(header, dict) else 0
-                good = isinstance(generation, int) and generation >= 0
-                return header if isinstance(header, dict) else {}, generation if good else 0, int(rows)
+                if not isinstance(header, dict):
+                    raise ValueError("header")
+                generation, wiped_at = _generation(header)
+                return header, generation, wiped_at, int(_npy_shape(archive, "keys")[0][0])
         except (OSError, ConfigError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile):
-            return {}, 0, 0
+            return {}, 0, 0.0, 0
 
     def changed(self, memory: UsageMemory) -> None:
         """`memory` changed: write it when `every_seconds` passed since the last write — off the event
@@ -453,9 +531,9 @@ class LearningFile:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with exclusive_lock(self._lock_path):
-                rows, generation = self._read(memory)  # what the other processes learned since, and any wipe
+                rows, generation, wiped_at = self._read(memory)  # what the others learned since, and any wipe
                 if generation > self.generation:
-                    self._adopt_wipe(memory, generation)
+                    self._adopt_wipe(memory, generation, wiped_at)
                 self._restore(memory, rows)
                 version = memory.version  # (a row learned while this writes moves it on: written next time)
                 self._write(memory.rows(), self.generation)
@@ -469,10 +547,11 @@ class LearningFile:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._lock, exclusive_lock(self._lock_path):
-                header, generation, rows = self._peek()
+                header, generation, _, rows = self._peek()
                 self.generation = max(self.generation, generation) + 1
                 if header.get("catalog") is not None:  # the file's own catalog and model: its readers' header
                     self.catalog, self.model = str(header["catalog"]), str(header.get("model", self.model))
+                self._wiped_at = time.time()
                 self._write([], self.generation)
                 return rows
         except OSError as exc:
@@ -480,7 +559,13 @@ class LearningFile:
 
     def _write(self, rows: list[LearnedRow], generation: int) -> None:
         dims = rows[0].vector.shape[0] if rows else 0
-        header = {"format": FILE_FORMAT, "catalog": self.catalog, "model": self.model, "generation": generation}
+        header = {
+            "format": FILE_FORMAT,
+            "catalog": self.catalog,
+            "model": self.model,
+            "generation": generation,
+            "wiped_at": self._wiped_at,
+        }
         tools = [json.dumps(list(row.tools)) for row in rows]
         width = max([1, *map(len, tools)])
         arrays = {
@@ -497,6 +582,16 @@ class LearningFile:
             self._seen = _stat_key_of(self.path)
         except OSError:
             self._seen = None
+
+
+def _generation(header: dict[str, Any]) -> tuple[int, float]:
+    """A header's wipe generation and the time of that wipe (ValueError for a malformed one)."""
+    generation, wiped_at = header.get("generation", 0), header.get("wiped_at", 0.0)
+    if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
+        raise ValueError(f"generation {generation!r}")
+    if not isinstance(wiped_at, int | float) or isinstance(wiped_at, bool) or not np.isfinite(wiped_at):
+        raise ValueError(f"wiped_at {wiped_at!r}")
+    return generation, float(wiped_at)
 
 
 def _stat_key(handle: IO[bytes]) -> tuple[int, int]:
@@ -568,6 +663,8 @@ def _file_rows(
 ) -> list[LearnedRow]:
     """The newest rows `memory` can hold, checked against every member's header before any is read."""
     (rows, *rest), vector_type = _npy_shape(archive, "vectors")
+    if rows == 0:
+        return []
     if len(rest) != 1 or not rest[0] or vector_type.kind != "f":
         raise ValueError(f"vectors of shape {(rows, *rest)}")
     dims = rest[0]
@@ -626,7 +723,7 @@ def _good_rows(
     for key, vector, names, at, conversation, scope in rows:
         good_names = isinstance(names, list) and all(isinstance(n, str) and len(n) <= MAX_NAME_CHARS for n in names)
         if good_names and np.isfinite(vector).all() and np.isfinite(at) and isinstance(key, str):
-            yield LearnedRow(key, vector, tuple(names), at, str(conversation), str(scope))  # type: ignore[arg-type]
+            yield LearnedRow(key, vector, tuple(names), at, str(conversation), str(scope))
         else:
             bad += 1
     if bad:

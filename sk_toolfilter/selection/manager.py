@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from sk_toolfilter._compat import moved_attributes
@@ -285,6 +285,26 @@ class ToolFilterManager:
         :meth:`prepare_execution_settings` only map the names back to their framework's tools.
         """
         return await self._path.offer(conversation, on_offer, strategy)
+
+    async def record(
+        self, conversation: str | ChatHistory, tools: Sequence[str], *, allowed: set[str] | None = None
+    ) -> int:
+        """Learning from use: the model called `tools` (full names, ``Plugin-function``) for the current
+        turn of `conversation` (a chat history, or the request's text). For apps that call the model
+        themselves after :meth:`prepare_execution_settings`; the SK wrapper and the Agent Framework
+        middleware record every response on their own. The turn is learned now (its calls so far with
+        these; a later request showing the same turn does not learn it again) within the scope and
+        conversation :func:`~sk_toolfilter.learning_context` names. Only tools in the catalog, visible,
+        not discovery tools and in `allowed` (when given) are learned. Returns how many rows were learned
+        (0 with learning off, without tools, or before the index has vectors)."""
+        return await self._path.record(conversation, tools, allowed)
+
+    def capture(
+        self, conversation: str | ChatHistory, tools: Sequence[str], *, allowed: Collection[str] | None = None
+    ) -> None:
+        """:meth:`record` beside the request (a task of the running loop): what the adapters call on
+        every model response that calls tools. ``await manager.learning.settled()`` waits for it."""
+        self._path.capture(conversation, tools, allowed)
 
     async def prepare_execution_settings(self, query: str | ChatHistory, base_settings: SettingsT) -> SettingsT:
         """A clone of `base_settings` offering only the selected functions; the base is never mutated.

@@ -14,7 +14,7 @@ keeps construction, lifecycle and the thin public verbs that call this.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -136,6 +136,53 @@ class RequestPath:
             await self.learning.aclose()
         if self.co_usage_table is not None:
             await self.co_usage_table.aclose(self.co_usage)
+
+    def capture(
+        self, conversation: str | ChatHistory, calls: Sequence[str], allowed: Collection[str] | None = None
+    ) -> None:
+        """A model response called `calls`: learn the turn it answers now, beside the request (its calls
+        so far with these) — a stateless endpoint, the last turn, manual calling and streaming all learn,
+        and the same turn seen again in a later history is not learned twice (one row per request)."""
+        learning = self.learning
+        if learning is None or not learning.enabled or not calls:
+            return
+        turn, scope, talk = self._turn_calling(conversation, calls)
+        if turn is not None:
+            index, discovery = self.upkeep.catalog.index, set(self.upkeep.catalog.discovery_names)
+            permits = lambda n: learning.permits(n, index, discovery, allowed)  # noqa: E731
+            learning.learn_soon(index, [turn], permits, conversation=talk, scope=scope)
+
+    async def record(
+        self, conversation: str | ChatHistory, calls: Sequence[str], allowed: Collection[str] | None = None
+    ) -> int:
+        """:meth:`capture`, learned now (see :meth:`ToolFilterManager.record`); how many rows were learned."""
+        learning = self.learning
+        if learning is None or not learning.enabled or not calls:
+            return 0
+        turn, scope, talk = self._turn_calling(conversation, calls)
+        if turn is None:
+            return 0
+        index, discovery = self.upkeep.catalog.index, set(self.upkeep.catalog.discovery_names)
+        permits = lambda n: learning.permits(n, index, discovery, allowed)  # noqa: E731
+        return await learning.learn(index, [turn], permits, conversation=talk, scope=scope)
+
+    def _turn_calling(
+        self, conversation: str | ChatHistory, calls: Sequence[str]
+    ) -> tuple[Turn | None, str | None, str | None]:
+        """(the turn `calls` belong to with its calls so far, its stored scope, its conversation)."""
+        if isinstance(conversation, str):
+            scope, talk = self.learning_keys(None)
+            return (
+                (Turn(conversation.strip(), list(dict.fromkeys(calls))) if conversation.strip() else None),
+                scope,
+                talk,
+            )
+        completed, current = split_turns(conversation)
+        turn = current or (completed[-1] if completed else None)
+        scope, talk = self.learning_keys(conversation)
+        if turn is None:
+            return None, scope, talk
+        return Turn(turn.request, list(dict.fromkeys([*turn.calls, *calls]))), scope, talk
 
     async def learn_from_use(self, request: SelectionRequest) -> None:
         """Learning from use remembers the completed turns (their vectors and the tools called that were

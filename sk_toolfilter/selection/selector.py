@@ -100,7 +100,7 @@ class Selector:
                 config,
                 limit=max(config.top_k * 4, 20, self._shortlist()),
                 allowed=None if snapshot.every_tool else snapshot.candidates,
-                memory=self.learning.usable(request.scope) if self.learning is not None else None,
+                memory=self.learning.usable(request.scope, request.conversation) if self.learning else None,
                 whole_text_limit=sending,
             )
 

@@ -55,6 +55,11 @@ class SyncedTable(Generic[State]):
         self._task: tuple[asyncio.AbstractEventLoop, asyncio.Task[None]] | None = None
         self._lock: asyncio.Lock | None = None
 
+    @property
+    def qualified_name(self) -> str:
+        """``schema.table`` at the store (for messages)."""
+        return f"{self._schema}.{self._table}"
+
     def tick(self, state: State) -> None:
         """Called on each selection: start a background sync when one is due (never waits on it)."""
         if time.monotonic() < self._next_sync:
