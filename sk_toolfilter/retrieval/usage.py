@@ -95,6 +95,16 @@ class UsageEvidence:
         return f"{self.requests} past {plural} like this one (best {self.best:.2f}) called it"
 
 
+class UsageScores(dict[str, UsageEvidence]):
+    """Usage scores by tool, and what was near but did not count: `near` similar past requests (rows at
+    or above the gate) in `conversations` conversations, and the tools they called too few conversations
+    (under ``min_conversations``) to count."""
+
+    near: int = 0
+    conversations: int = 0
+    too_few: tuple[str, ...] = ()
+
+
 @dataclass
 class Reordered:
     """The shortlist after learning: names best first, the tools that moved up with their evidence, and
@@ -426,16 +436,14 @@ class UsageMemory:
 
     # -- using ---------------------------------------------------------------------------------------
 
-    def usage(
-        self, vector: np.ndarray, scope: str = SHARED_SCOPE, conversation: str | None = None
-    ) -> dict[str, UsageEvidence]:
+    def usage(self, vector: np.ndarray, scope: str = SHARED_SCOPE, conversation: str | None = None) -> UsageScores:
         """Each tool's usage score for a request with `vector` in `scope` and `conversation` (tools no
         similar request of enough conversations, nor of its own, called: absent)."""
         row = _unit_row(vector)
         with self._lock:
             sid = self._scopes.get(scope)
             if row is None or not self._count or row.shape[0] != self.dims or sid is None:
-                return {}
+                return UsageScores()
             sims = _similarities(quantize_one(row), self._codes[: self._high], self._scales[: self._high])
             sims[self._scope_ids[: self._high] != sid] = -np.inf
             weights = None
@@ -513,13 +521,16 @@ class UsageMemory:
         rule, trust = self.rule, self.trust_now()
         strength = rule.weight * _scaled_trust(trust, rule.floor)
         vector_strength = rule.vector_weight * (trust if rule.vector_trust else 1.0)
-        evidence = self.usage(vector, scope, conversation) if strength > 0 or not vector_strength else {}
+        evidence = self.usage(vector, scope, conversation) if strength > 0 or not vector_strength else UsageScores()
         if strength <= 0 and vector_strength <= 0:
-            return Reordered(list(names), note=self._quiet_note(evidence, trust) if evidence else None)
+            return Reordered(list(names), note=self._quiet_note(evidence, trust))
         closeness = self.vector_evidence(vector, scope, names[: rule.depth]) if vector_strength > 0 else {}
-        return reorder_by_usage(
+        reordered = reorder_by_usage(
             names, scores, evidence if strength > 0 else {}, strength, rule, permitted, closeness, vector_strength
         )
+        if not reordered.moved and not evidence and evidence.too_few:
+            reordered.note = self._quiet_note(evidence, trust)
+        return reordered
 
     def vector_evidence(self, vector: np.ndarray, scope: str, names: Sequence[str]) -> dict[str, UsageEvidence]:
         """For each of `names` with a usage vector in `scope`: how close the request is to it, as a score
@@ -541,11 +552,21 @@ class UsageMemory:
             if c > floor
         }
 
-    def _quiet_note(self, evidence: dict[str, UsageEvidence], trust: float) -> str:
-        found = ", ".join(sorted(evidence)[:3])
+    def _quiet_note(self, evidence: UsageScores, trust: float) -> str | None:
+        """Why similar past requests moved nothing (None when none were found)."""
+        if not evidence.near:
+            return None
+        similar = f"{evidence.near} similar past request{'s' if evidence.near != 1 else ''}"
+        if not evidence:
+            plural = "s" if evidence.conversations != 1 else ""
+            return (
+                f"not applied: {similar} (cosine >= {self.rule.gate:.1f}) in {evidence.conversations} "
+                f"conversation{plural} called {', '.join(sorted(evidence.too_few)[:3])}; a tool moves on the "
+                f"evidence of {self.rule.min_conversations} conversations"
+            )
         return (
-            f"not applied: trust {trust:.2f} over {self._count:,} requests (similar past requests called {found}); "
-            "it rises when similar requests call the same tools"
+            f"not applied: trust {trust:.2f} over {self._count:,} requests ({similar} called "
+            f"{', '.join(sorted(evidence)[:3])}); it rises when similar requests call the same tools"
         )
 
     def scoped(self, scope: str, conversation: str | None = None) -> ScopedUsage:
@@ -598,14 +619,14 @@ def usage_scores(
     decay: np.ndarray | None = None,
     skip: str | None = None,
     own: str | None = None,
-) -> dict[str, UsageEvidence]:
+) -> UsageScores:
     """Each tool's usage score from the rows' cosines `sims` to a request: the ``neighbours`` nearest
     conversations at or above the gate (one conversation weighs what its nearest row does, however many
     of its turns are near), a tool scored only when ``min_conversations`` of them called it, or the
     request's `own` conversation did. `skip`: a conversation left out (trust's leave-one-out)."""
     near = np.flatnonzero(sims >= rule.gate)
     if not len(near):
-        return {}
+        return UsageScores()
     pool = rule.neighbours * 4  # rows of one conversation may crowd the nearest: read a few more
     if len(near) > pool:
         near = near[np.argpartition(-sims[near], pool - 1)[:pool]]
@@ -631,13 +652,16 @@ def usage_scores(
             if best is None or w > best[0]:
                 per[conversation] = (w, sim)
     if not weight_of:
-        return {}
+        return UsageScores()
     total = sum(weight_of.values()) + rule.prior
-    return {
-        name: UsageEvidence(sum(w for w, _ in per.values()) / total, len(per), max(s for _, s in per.values()))
+    scores = UsageScores(
+        (name, UsageEvidence(sum(w for w, _ in per.values()) / total, len(per), max(s for _, s in per.values())))
         for name, per in support.items()
         if len(per) >= rule.min_conversations or (own is not None and own in per)
-    }
+    )
+    scores.near, scores.conversations = len(near), len(weight_of)
+    scores.too_few = tuple(name for name in support if name not in scores)
+    return scores
 
 
 @dataclass(frozen=True)
