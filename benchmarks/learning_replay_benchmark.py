@@ -130,6 +130,56 @@ async def request_path_ratio(remembered: int = 20_000, requests: int = 1000) -> 
     )
 
 
+async def path_replay(name: str, folder: Path, fraction: float = 0.5, seeds: tuple[int, ...] = SEEDS) -> str:
+    """The replay through the product's own request path, in arrival order: each traffic request in a
+    fresh chat history (a stateless endpoint) is served by ``offer`` and its model calls the needed
+    tools it was sent (``capture``, what the SK wrapper and the AF middleware do on a response); then
+    each measured request is served and its sent list scored (recall@5 / complete@5 of what is sent,
+    cold and learned). Twin conversations stay on one side (``training.replay.halves``)."""
+    from semantic_kernel.contents import ChatHistory
+
+    from sk_toolfilter.measure.evaluation import load_queries
+    from sk_toolfilter.measure.metrics import complete_at_k, recall_at_k
+    from training.replay import halves, related_ids
+
+    tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
+    index = await ToolIndex.build(tools, LocalEmbeddingGenerator())
+    queries = load_queries(folder / "dev.jsonl")
+    ids = [q.id for q in queries]
+    groups = related_ids(ids)
+    cold_sums, sums, trust, rows = np.zeros(2), np.zeros(2), [], []
+    for seed in seeds:
+        traffic, measured = halves(len(queries), seed, groups)
+        traffic = traffic[: round(fraction * len(queries))]
+        cold = ToolFilterManager(index, ToolFilterConfig(learning={"enabled": False}))
+        warm = ToolFilterManager(index, ToolFilterConfig())
+        names = index.names
+
+        def history(text: str) -> ChatHistory:
+            fresh = ChatHistory()
+            fresh.add_user_message(text)
+            return fresh
+
+        for i in traffic.tolist():
+            request = history(queries[i].query)
+            sent = (await warm.offer(request, names)).names
+            called = [g for g in queries[i].gold if g in set(sent[:5])]
+            warm.capture(request, called)
+            await warm.learning.settled()
+        for i in measured.tolist():
+            gold = list(queries[i].gold)
+            for manager, total in ((cold, cold_sums), (warm, sums)):
+                sent = (await manager.offer(history(queries[i].query), names)).names
+                total += (recall_at_k(sent, gold, 5), complete_at_k(sent, gold, 5))
+        trust.append(warm.learning.memory.trust)
+        rows.append(len(warm.learning.memory))
+    n = sum(len(halves(len(queries), seed, groups)[1]) for seed in seeds)
+    return (
+        f"| {name} | {len(queries)} | {cold_sums[0] / n:.3f} / {cold_sums[1] / n:.3f} | {sums[0] / n:.3f} / "
+        f"{sums[1] / n:.3f} | {np.mean(rows):.0f} | {np.mean(trust):.2f} |"
+    )
+
+
 def _call(name: str, number: int) -> object:
     from semantic_kernel.contents import FunctionCallContent
 
@@ -141,9 +191,19 @@ def main() -> int:
     parser.add_argument("--multi", type=Path, default=None, help="training.multi_tool_sets output")
     parser.add_argument("--evidence", type=Path, default=None, help="keep the first stage's evidence here")
     parser.add_argument("--request-path-only", action="store_true", help="only the request path's p50s")
+    parser.add_argument("--path-replay", action="store_true", help="only the replay through the request path")
     args = parser.parse_args()
     if args.request_path_only:
         print(asyncio.run(request_path_ratio()))
+        return 0
+    if args.path_replay:
+        print("| catalog | requests | sent r@5 / c@5, cold | learned (50 % traffic, sent labels) | rows | trust |")
+        print("|---|---|---|---|---|---|")
+        folders = {name: BENCHMARKS / name for name in ("metatool", "bfcl", "seal_tools", "livemcpbench")}
+        if args.multi is not None:
+            folders.update({name: args.multi / name for name in ("apibank", "restbench_tmdb", "restbench_spotify")})
+        for name, folder in folders.items():
+            print(asyncio.run(path_replay(name, folder)), flush=True)
         return 0
     with tempfile.TemporaryDirectory() as scratch:
         evidence = args.evidence or Path(scratch)

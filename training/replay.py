@@ -160,11 +160,16 @@ _TWIN = re.compile(r"^multi_turn_(?:base|long_context|miss_func|miss_param|compo
 
 
 def related(evidence: Evidence) -> list[str]:
+    """Each request's group for :func:`halves` (see :func:`related_ids`)."""
+    return related_ids(evidence.ids)
+
+
+def related_ids(ids: list[str]) -> list[str]:
     """Each request's group for :func:`halves`: a multi-turn conversation (``conv/t3``) with all its
     steps and its twin variants (BFCL's ``multi_turn_base_7`` and ``multi_turn_long_context_7`` ask the
     same); any other request alone."""
     groups = []
-    for item in evidence.ids:
+    for item in ids:
         head = item.rsplit("/", 1)[0] if "/" in item else item
         twin = _TWIN.match(head)
         groups.append(f"multi_turn_{twin.group(1)}" if twin else head)

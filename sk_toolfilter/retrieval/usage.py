@@ -63,12 +63,16 @@ class UsageRule:
     floor: float = 0.0
     depth: int = 30
     enter: float = 0.5
-    vector_weight: float = 0.0
+    vector_weight: float = 1.0
     """Weight of each tool's *usage vector* (the mean direction of the past requests that called it, one
     vote per conversation; Tool2Vec's idea): a shortlisted tool gains weight × max(0, (cosine − floor) /
     (1 − floor)) (× trust with ``vector_trust``)."""
-    vector_floor: float = 0.6
+    vector_floor: float = 0.7
     vector_trust: bool = False
+    vector_precision: bool = False
+    """Weigh each tool's usage-vector term by its precision on the deployment's own traffic: of the past
+    requests at or above the floor to its vector, the share that called it (a vector that fires on
+    requests that called other tools says little; trust per tool instead of one number)."""
     min_conversations: int = 2
     """A tool moves or enters only on the evidence of this many distinct conversations (one is never
     enough), or on the request's own conversation's (a user's earlier turns steer that conversation only)."""
@@ -545,9 +549,14 @@ class UsageMemory:
         if not wanted:
             return {}
         cosines = table.matrix[[p for _, p in wanted]] @ row
-        floor = self.rule.vector_floor
+        floor, precise = self.rule.vector_floor, self.rule.vector_precision
         return {
-            name: UsageEvidence((c - floor) / (1.0 - floor), int(table.conversations[p]), c, "vector")
+            name: UsageEvidence(
+                (c - floor) / (1.0 - floor) * (float(table.precision[p]) if precise else 1.0),
+                int(table.conversations[p]),
+                c,
+                "vector",
+            )
             for (name, p), c in zip(wanted, cosines.tolist(), strict=True)
             if c > floor
         }
@@ -671,6 +680,8 @@ class _ToolVectors:
     matrix: np.ndarray
     position: dict[str, int]
     conversations: np.ndarray
+    precision: np.ndarray
+    """Per tool: of the sampled past requests at or above the floor to its vector, the share that called it."""
 
 
 def _tool_vectors(snapshot: _Snapshot, live: np.ndarray, rule: UsageRule) -> dict[int, _ToolVectors]:
@@ -698,10 +709,33 @@ def _tool_vectors(snapshot: _Snapshot, live: np.ndarray, rule: UsageRule) -> dic
             names, positions = found.setdefault(scope, ([], []))
             names.append(name)
             positions.append(t)
-    return {
-        scope: _ToolVectors(per_tool[positions], {n: p for p, n in enumerate(names)}, counts[positions])
-        for scope, (names, positions) in found.items()
-    }
+    tables = {}
+    for scope, (names, positions) in found.items():
+        matrix = per_tool[positions]
+        tables[scope] = _ToolVectors(
+            matrix,
+            {n: p for p, n in enumerate(names)},
+            counts[positions],
+            _precision(snapshot, live[snapshot.scopes[live] == scope], matrix, names, rule.vector_floor),
+        )
+    return tables
+
+
+def _precision(snapshot: _Snapshot, rows: np.ndarray, matrix: np.ndarray, names: list[str], floor: float) -> np.ndarray:
+    """Per tool vector: of (a sample of) the scope's past requests at or above `floor` to it, the share
+    that called the tool (one pseudo-miss: a vector that fired once is not yet precise)."""
+    if len(rows) > TRUST_SAMPLE * 8:
+        rows = np.random.default_rng(len(rows)).choice(rows, size=TRUST_SAMPLE * 8, replace=False)
+    vectors = snapshot.codes[rows].astype(np.float32) * snapshot.scales[rows][:, None]
+    fired = (vectors @ matrix.T) >= floor
+    position = {n: p for p, n in enumerate(names)}
+    called = np.zeros_like(fired)
+    for r, i in enumerate(rows.tolist()):
+        for name in snapshot.tools[i]:
+            if name in position:
+                called[r, position[name]] = True
+    hits = (fired & called).sum(axis=0)
+    return hits / (fired.sum(axis=0) + 1.0)
 
 
 def _group_mean_directions(vectors: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
