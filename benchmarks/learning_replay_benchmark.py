@@ -73,12 +73,19 @@ async def request_path_ratio(remembered: int = 20_000, requests: int = 1000) -> 
 
     folder = BENCHMARKS / "metatool"
     tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
-    index = await ToolIndex.build(tools, LocalEmbeddingGenerator())
     rows = [json.loads(line) for line in (folder / "dev.jsonl").read_text().splitlines() if line.strip()]
     texts = [row["query"] for row in rows]
-    cold = ToolFilterManager(index, ToolFilterConfig(learning={"enabled": False}))
-    warm = ToolFilterManager(index, ToolFilterConfig(learning={"max_requests": remembered}))
-    full = ToolFilterManager(index, ToolFilterConfig(learning={"max_requests": remembered}))
+
+    async def manager(learning: dict[str, object]) -> ToolFilterManager:
+        """A manager on an index of its own: each embeds every request it serves (no shared cache)."""
+        return ToolFilterManager(
+            await ToolIndex.build(tools, LocalEmbeddingGenerator()), ToolFilterConfig(learning=learning)
+        )
+
+    cold = await manager({"enabled": False})
+    warm = await manager({"max_requests": remembered})
+    full = await manager({"max_requests": remembered})
+    index = warm.index
     rng = np.random.default_rng(0)
     # Past requests near the real ones (cosine ~0.9 to one of them) calling that request's tools, each
     # its own conversation: the memory earns trust, and the neighbour search and the reorder both do

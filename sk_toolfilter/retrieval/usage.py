@@ -449,12 +449,16 @@ class UsageMemory:
             if row is None or not self._count or row.shape[0] != self.dims or sid is None:
                 return UsageScores()
             sims = _similarities(quantize_one(row), self._codes[: self._high], self._scales[: self._high])
-            sims[self._scope_ids[: self._high] != sid] = -np.inf
-            weights = None
+            if len(self._scopes) > 1:  # (a free slot has scale 0: under any gate, no mask needed for it)
+                sims[self._scope_ids[: self._high] != sid] = -np.inf
+            decay = None
             if self.half_life_days is not None:
-                age_days = np.maximum(0.0, self._clock() - self._times[: self._high]) / 86_400
-                weights = np.exp2(-age_days / self.half_life_days)
-            return usage_scores(sims, self._tools, self._conversations, self.rule, decay=weights, own=conversation)
+                now, times, half_life = self._clock(), self._times, self.half_life_days
+
+                def decay(rows: np.ndarray) -> np.ndarray:
+                    return np.exp2(-np.maximum(0.0, now - times[rows]) / 86_400 / half_life)
+
+            return usage_scores(sims, self._tools, self._conversations, self.rule, decay=decay, own=conversation)
 
     @property
     def trust(self) -> float:
@@ -625,7 +629,7 @@ def usage_scores(
     conversations: Sequence[str],
     rule: UsageRule,
     *,
-    decay: np.ndarray | None = None,
+    decay: Callable[[np.ndarray], np.ndarray] | None = None,
     skip: str | None = None,
     own: str | None = None,
 ) -> UsageScores:
@@ -642,7 +646,7 @@ def usage_scores(
     near = near[np.argsort(-sims[near], kind="stable")]
     weights = (sims[near] - rule.gate) / (1.0 - rule.gate) + 1e-6
     if decay is not None:
-        weights = weights * decay[near]
+        weights = weights * decay(near)
     weight_of: dict[str, float] = {}
     support: dict[str, dict[str, tuple[float, float]]] = {}
     for i, w, sim in zip(near.tolist(), weights.tolist(), sims[near].tolist(), strict=True):
