@@ -143,17 +143,28 @@ async def path_replay(name: str, folder: Path, fraction: float = 0.5, seeds: tup
     tools it was sent (``capture``, what the SK wrapper and the AF middleware do on a response); then
     each measured request is served and its sent list scored (recall@5 / complete@5 of what is sent,
     cold and learned). Twin conversations stay on one side (``training.replay.halves``)."""
-    from semantic_kernel.contents import ChatHistory
+    from semantic_kernel.contents import (
+        AuthorRole,
+        ChatHistory,
+        ChatMessageContent,
+        FunctionCallContent,
+        FunctionResultContent,
+    )
 
-    from sk_toolfilter.measure.evaluation import load_queries
+    from sk_toolfilter.measure.evaluation import LabelledQuery, load_queries
     from sk_toolfilter.measure.metrics import complete_at_k, recall_at_k
     from training.replay import halves, related_ids
+    from training.rerank_shortlists import _turn_requests
 
     tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
     index = await ToolIndex.build(tools, LocalEmbeddingGenerator())
-    queries = load_queries(folder / "dev.jsonl")
+    if name == "bfcl_multiturn":  # each turn in its conversation's history
+        queries = [LabelledQuery(i, q, tuple(g)) for i, q, g in _turn_requests(folder)]
+    else:
+        queries = [LabelledQuery(q.id, q.query, tuple(q.gold)) for q in load_queries(folder / "dev.jsonl")]
     ids = [q.id for q in queries]
     groups = related_ids(ids)
+    talks: dict[str, ChatHistory] = {}
     cold_sums, sums, trust, rows = np.zeros(2), np.zeros(2), [], []
     for seed in seeds:
         traffic, measured = halves(len(queries), seed, groups)
@@ -162,22 +173,40 @@ async def path_replay(name: str, folder: Path, fraction: float = 0.5, seeds: tup
         warm = ToolFilterManager(index, ToolFilterConfig())
         names = index.names
 
-        def history(text: str) -> ChatHistory:
-            fresh = ChatHistory()
-            fresh.add_user_message(text)
-            return fresh
+        def history(i: int, label: str, seed: int = seed) -> ChatHistory:
+            """A fresh history per request; a multi-turn conversation's turns share one (per manager)."""
+            item = ids[i]
+            if "/" not in item:
+                fresh = ChatHistory()
+                fresh.add_user_message(queries[i].query)
+                return fresh
+            talk = talks.setdefault(f"{label}/{seed}/{item.rsplit('/', 1)[0]}", ChatHistory())
+            talk.add_user_message(queries[i].query)
+            return talk
+
+        def answered(request: ChatHistory, called: list[str]) -> None:
+            """The turn's calls and answer, as the app appends them (the next turn's history shows them)."""
+            for number, tool in enumerate(called):
+                call = FunctionCallContent(id=f"c{len(request.messages)}_{number}", name=tool)
+                request.add_message(ChatMessageContent(role=AuthorRole.ASSISTANT, items=[call]))
+                result = FunctionResultContent(id=call.id, name=tool, result="ok")
+                request.add_message(ChatMessageContent(role=AuthorRole.TOOL, items=[result]))
+            request.add_assistant_message("Done.")
 
         for i in traffic.tolist():
-            request = history(queries[i].query)
+            request = history(i, "warm")
             sent = (await warm.offer(request, names)).names
             called = [g for g in queries[i].gold if g in set(sent[:5])]
             warm.capture(request, called)
+            answered(request, called)
             await warm.learning.settled()
         for i in measured.tolist():
             gold = list(queries[i].gold)
-            for manager, total in ((cold, cold_sums), (warm, sums)):
-                sent = (await manager.offer(history(queries[i].query), names)).names
+            for label, manager, total in (("cold", cold, cold_sums), ("warm", warm, sums)):
+                request = history(i, label)
+                sent = (await manager.offer(request, names)).names
                 total += (recall_at_k(sent, gold, 5), complete_at_k(sent, gold, 5))
+                answered(request, [])  # measured turns teach nothing (their calls are not shown)
         trust.append(warm.learning.memory.trust)
         rows.append(len(warm.learning.memory))
     n = sum(len(halves(len(queries), seed, groups)[1]) for seed in seeds)
@@ -206,7 +235,9 @@ def main() -> int:
     if args.path_replay:
         print("| catalog | requests | sent r@5 / c@5, cold | learned (50 % traffic, sent labels) | rows | trust |")
         print("|---|---|---|---|---|---|")
-        folders = {name: BENCHMARKS / name for name in ("metatool", "bfcl", "seal_tools", "livemcpbench")}
+        folders = {
+            name: BENCHMARKS / name for name in ("metatool", "bfcl", "bfcl_multiturn", "seal_tools", "livemcpbench")
+        }
         if args.multi is not None:
             folders.update({name: args.multi / name for name in ("apibank", "restbench_tmdb", "restbench_spotify")})
         for name, folder in folders.items():

@@ -45,6 +45,7 @@ _PUBLIC = {
     ),
     "sk_toolfilter.retrieval.cutoff": ("ToolDecision",),
     "sk_toolfilter.selection.llm_pick": ("LLMToolPicker",),
+    "sk_toolfilter.selection.learning": ("learning_context",),
     "sk_toolfilter.selection.offer": ("Offer",),
     "sk_toolfilter.integration.picker_chat": ("semantic_kernel_picker_chat",),
     "sk_toolfilter.selection.settings": ("clone_with_functions",),
@@ -84,6 +85,7 @@ if TYPE_CHECKING:  # what type checkers see: the same names, re-exported (``impo
     from sk_toolfilter.retrieval.index import ToolIndex as ToolIndex
     from sk_toolfilter.retrieval.metadata import ParameterMetadata as ParameterMetadata, ToolMetadata as ToolMetadata
     from sk_toolfilter.retrieval.search import Ranking as Ranking, ScoredTool as ScoredTool, rank_tools as rank_tools
+    from sk_toolfilter.selection.learning import learning_context as learning_context
     from sk_toolfilter.selection.llm_pick import LLMToolPicker as LLMToolPicker
     from sk_toolfilter.selection.manager import ToolFilterManager as ToolFilterManager
     from sk_toolfilter.selection.offer import Offer as Offer

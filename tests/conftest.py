@@ -117,10 +117,11 @@ def isolated_secrets():
     from sk_toolfilter.basics import redaction
 
     with redaction._lock:
-        before = set(redaction._remembered)
+        before, public = set(redaction._remembered), set(redaction._public)
     yield
     with redaction._lock:
         redaction._remembered.intersection_update(before)
+        redaction._public.intersection_update(public)
 
 
 @pytest.fixture(autouse=True)

@@ -148,21 +148,29 @@ async def test_the_readme_token_figures_are_what_the_report_prints(tmp_path):
         f"{t['saved_percent']:.0f}",
         f"{t['provider_search_claude_saved_percent']:.0f}",
     )
-    printed = (
-        f"{t['tools_tokens_off']:,}",
-        str(t["queries"]),
-        f"{t['tools_tokens_on']:,}",
-        f"{t['saved_percent']:.1f}",
-    )
-    assert found.groups() == (*printed, sent, checked)
-    # The report guide's table states the same run's figures, as the Markdown report prints them.
+    off, queries, on, saved = found.groups()[:4]
+    assert (off, queries, found.groups()[4:]) == (f"{t['tools_tokens_off']:,}", str(t["queries"]), (sent, checked))
+    assert within(on, t["tools_tokens_on"]) and within(saved, t["saved_percent"], absolute=0.1)
+    # The report guide's table states the same run's figures, at the precision the README states.
     guide = (ROOT / "docs" / "guides" / "report.md").read_text(encoding="utf-8")
-    rows = [
-        f"| tools tokens (all queries) | {t['tools_tokens_off']:,} | {t['tools_tokens_on']:,} | **{t['saved_percent']:.1f}%** |",  # noqa: E501
-        f"| whole request tokens | {t['body_tokens_off']:,} | {t['body_tokens_on']:,} | {t['body_saved_percent']:.1f}% |",  # noqa: E501
-        f"| mean tools sent | {number(t['mean_tools_off'])} | {number(t['mean_tools_on'])} (incl. the 2 discovery tools) | |",  # noqa: E501
-    ]  # fmt: skip
-    assert [row for row in rows if row not in guide] == []
+    table = re.search(r"\| tools tokens \(all queries\) \| ([\d,]+) \| ([\d,]+) \| \*\*([\d.]+)%\*\* \|\n"
+                      r"\| whole request tokens \| ([\d,]+) \| ([\d,]+) \| ([\d.]+)% \|\n"
+                      r"\| mean tools sent \| (\d+) \| ([\d.]+) \(incl. the 2 discovery tools\) \| \|", guide)  # fmt: skip  # noqa: E501
+    assert table, "the report guide's table changed: update this test with it"
+    stated = table.groups()
+    assert stated[0] == f"{t['tools_tokens_off']:,}" and stated[3] == f"{t['body_tokens_off']:,}"
+    assert within(stated[1], t["tools_tokens_on"]) and within(stated[4], t["body_tokens_on"])
+    assert within(stated[2], t["saved_percent"], absolute=0.1) and within(
+        stated[5], t["body_saved_percent"], absolute=0.1
+    )
+    assert stated[6] == number(t["mean_tools_off"]) and within(stated[7], t["mean_tools_on"], absolute=0.1)
+
+
+def within(stated: str, measured: float, relative: float = 0.005, absolute: float = 0.0) -> bool:
+    """A figure the docs state holds at the precision they state: within 0.5 % (token counts, which move
+    by a few tokens between CPUs: see docs/guides/report.md), or within `absolute` (a rounded percent)."""
+    value = float(stated.replace(",", ""))
+    return abs(value - measured) <= max(relative * abs(measured), absolute)
 
 
 async def test_the_report_guides_bfcl_figures_are_what_the_commands_print(tmp_path):
@@ -189,13 +197,9 @@ async def test_the_report_guides_bfcl_figures_are_what_the_commands_print(tmp_pa
         report = await build_token_report(spec, tools.kernel, tools.manager, queries)
     t = report.totals
     sent, checked = t["expected_tool_sent"].split("/")
-    assert found.groups() == (
-        f"{t['tools_tokens_off']:,}",
-        f"{t['tools_tokens_on']:,}",
-        f"{t['saved_percent']:.1f}",
-        sent,
-        checked,
-    )
+    off, on, saved, *gold = found.groups()
+    assert (off, gold) == (f"{t['tools_tokens_off']:,}", [sent, checked])
+    assert within(on, t["tools_tokens_on"]) and within(saved, t["saved_percent"], absolute=0.1)
     out = tmp_path / "eval"
     data = ROOT / "examples" / "data" / "bfcl"
     argv = ["eval", "--tools", str(data / "tools.jsonl"), "--queries", str(data / "dev.jsonl"), "--methods", "hybrid"]

@@ -177,3 +177,18 @@ async def test_a_streamed_agent_framework_run_learns_when_the_stream_is_finalize
     await updates.get_final_response()
     await tool_filter.manager.learning.settled()
     assert [row.tools for row in tool_filter.manager.learning.memory.rows()] == [("track_package",)]
+
+
+async def test_an_agent_framework_run_argument_scopes_what_it_learns():
+    from tests.test_agent_framework import THREE_STEPS, filtered_agent
+
+    replies = [tool_call_reply(THREE_STEPS[0]), text_reply("It arrives Friday.")] * 2
+    agent, tool_filter, transport = await filtered_agent(
+        ToolFilterConfig(top_k=4, learning={"scope": "tenant_id"}), replies
+    )
+    for tenant in ("acme", "globex"):
+        await agent.run("Where is my package 1Z999?", client_kwargs={"tenant_id": tenant})
+    await tool_filter.manager.learning.settled()
+    rows = tool_filter.manager.learning.memory.rows()
+    assert len(rows) == 2 and len({row.scope for row in rows}) == 2
+    assert "acme" not in json.dumps(transport.requests)  # read by the filter, never sent to the model

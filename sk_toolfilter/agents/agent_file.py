@@ -7,7 +7,6 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
-from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -23,9 +22,9 @@ from sk_toolfilter.agents.declarative import from_sk_declarative, is_sk_declarat
 from sk_toolfilter.agents.holodeck import adapt_holodeck
 from sk_toolfilter.agents.yaml_reader import read_yaml
 from sk_toolfilter.basics.errors import ConfigError, describe_validation_error
-from sk_toolfilter.basics.redaction import remember_secret
+from sk_toolfilter.basics.redaction import remember_public, remember_secret
 from sk_toolfilter.config import StrictConfig, ToolFilterConfig
-from sk_toolfilter.config.base import RememberedSecret
+from sk_toolfilter.config.base import RememberedConnection, RememberedSecret
 from sk_toolfilter.retrieval.text import clean_text
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
@@ -178,7 +177,7 @@ class VectorDatabase(_Source):
     """Where a ``vectorstore`` tool keeps its passages (HoloDeck's ``database:`` block)."""
 
     provider: str = "in-memory"
-    connection_string: RememberedSecret | None = None
+    connection_string: RememberedConnection | None = None
 
 
 class VectorstoreSource(_Source):
@@ -375,17 +374,6 @@ def parse_agent(data: Any, *, source: str = "agent", base_dir: Path | None = Non
     return spec
 
 
-def _remember_connection_secret(connection: str) -> None:
-    """A URL's credentials (rendering masks them anyway) — or, for any other connection string
-    (``Server=…;Password=…``), the whole string."""
-    if "://" not in connection:
-        remember_secret(connection)
-        return
-    parts = urlsplit(connection)
-    for secret in (parts.password, parts.query):
-        remember_secret(secret)
-
-
 def _resolve_paths(spec: AgentSpec) -> None:
     """``embedding.cache_dir``, ``agent_loop.co_usage_file`` and ``learning.file``: ``~`` expanded,
     relative paths taken from the agent file's folder."""
@@ -401,14 +389,10 @@ def _resolve_paths(spec: AgentSpec) -> None:
 
 
 def _remember_secrets(spec: AgentSpec) -> None:
-    """API keys, MCP ``env`` values and HTTP headers are never rendered, wherever they came from."""
-    for key in (spec.model.api_key, spec.tool_filtering.embedding.api_key):
-        if key is not None:
-            remember_secret(key.get_secret_value())
+    """MCP ``env`` values and HTTP headers are never rendered, wherever they came from (API keys and
+    connection strings are remembered when validated: ``RememberedSecret``, ``RememberedConnection``)."""
     for source in spec.tools:
-        database = source.database if isinstance(source, VectorstoreSource) else None
-        if isinstance(database, VectorDatabase) and database.connection_string is not None:
-            _remember_connection_secret(database.connection_string.get_secret_value())
+        remember_public(getattr(source, "name", None))
         if isinstance(source, MCPSource):
             for value in [*(source.env or {}).values(), *source.headers.values()]:
                 remember_secret(value)

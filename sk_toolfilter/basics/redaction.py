@@ -70,6 +70,7 @@ MIN_FRAGMENT_LENGTH = 5
 
 _lock = threading.Lock()
 _remembered: set[str] = set()
+_public: set[str] = set()
 
 
 def remember_secret(value: Any) -> None:
@@ -77,6 +78,30 @@ def remember_secret(value: Any) -> None:
     if isinstance(value, str) and len(value) >= MIN_SECRET_LENGTH:
         with _lock:
             _remembered.add(value)
+
+
+def remember_public(name: Any) -> None:
+    """A name the configuration displays on purpose (a tool source's name): never masked as a fragment of
+    a secret that happens to contain it (an MCP server ``memory`` with ``MEMORY_FILE_PATH=memory.jsonl``);
+    a whole secret is still masked wherever it is."""
+    if isinstance(name, str) and name:
+        with _lock:
+            _public.add(name)
+
+
+def remember_connection(connection: str) -> None:
+    """A connection string's secrets: a URL's password and query (rendering masks user info anyway; its
+    host and port stay readable) — or, for any other form (``Server=…;Password=…``), the whole string."""
+    if "://" not in connection:
+        remember_secret(connection)
+        return
+    try:
+        parts = urlsplit(connection)
+    except ValueError:
+        remember_secret(connection)
+        return
+    for secret in (parts.password, parts.query):
+        remember_secret(secret)
 
 
 def is_secret_key(key: Any) -> bool:
@@ -116,7 +141,7 @@ def _redact_path(path: str) -> str:
 
 
 def _mask_fragment(word: str, secrets: list[str]) -> str:
-    if len(word) >= MIN_FRAGMENT_LENGTH and word != MASK and any(word in s for s in secrets):
+    if len(word) >= MIN_FRAGMENT_LENGTH and word != MASK and word not in _public and any(word in s for s in secrets):
         return MASK
     return word
 

@@ -13,7 +13,7 @@ from pydantic import (
     field_validator,
 )
 
-from sk_toolfilter.basics.redaction import remember_secret
+from sk_toolfilter.basics.redaction import remember_connection, remember_secret
 
 
 def _remembered(value: SecretStr) -> SecretStr:
@@ -21,9 +21,17 @@ def _remembered(value: SecretStr) -> SecretStr:
     return value
 
 
+def _remembered_connection(value: SecretStr) -> SecretStr:
+    remember_connection(value.get_secret_value())
+    return value
+
+
 RememberedSecret = Annotated[SecretStr, AfterValidator(_remembered)]
-"""A secret setting (an API key, a connection string): whatever gave it — a literal in an agent file,
-the environment, code — its value is never rendered again (:mod:`sk_toolfilter.basics.redaction`)."""
+"""A secret setting (an API key): whatever gave it — a literal in an agent file, the environment,
+code — its value is never rendered again (:mod:`sk_toolfilter.basics.redaction`)."""
+RememberedConnection = Annotated[SecretStr, AfterValidator(_remembered_connection)]
+"""A connection string: a URL's password and query (its host stays readable in messages), any other
+form (``Server=…;Password=…``) whole, are never rendered again."""
 
 SearchMethod = Literal["semantic", "bm25", "hybrid"]
 

@@ -10,7 +10,7 @@ from pydantic import (
     model_validator,
 )
 
-from sk_toolfilter.config.base import RememberedSecret, StrictConfig
+from sk_toolfilter.config.base import RememberedConnection, StrictConfig
 
 
 class IndexConfig(StrictConfig):
@@ -32,7 +32,7 @@ class IndexConfig(StrictConfig):
         max_length=200,
         description="Name of this catalog in the store (agents that share tools share a name).",
     )
-    connection_string: RememberedSecret | None = Field(
+    connection_string: RememberedConnection | None = Field(
         default=None, description="libpq connection string or postgresql:// URL; use ${VAR}, never a literal."
     )
     db_schema: str = Field(

@@ -201,12 +201,9 @@ async def _rank_one(
     )
     if learned_stage and len(order) > 1:
         order, positional = _learned_second_stage(index, query, scored, final, order, named, config)
-    learned: dict[str, str] = {}
-    learning_note = None
-    if learning and memory is not None and vectors is not None and order:
-        order, positional, learned, learning_note = _learned_order(
-            index, memory, order, final, positional, named, vectors[0], mask
-        )
+    order, positional, learned, learning_note = _learned_order(
+        index, memory if learning else None, order, final, positional, named, vectors, mask
+    )
     order = order[:limit]
     without_evidence = []
     if not order and cosines is not None:
@@ -220,10 +217,9 @@ async def _rank_one(
     rerank_note = second.note if second is not None else None
     if learned_stage and len(order) > 1:
         rerank_note = f"the learned ranker ordered the first stage's top {min(len(order), config.rerank.shortlist)}"
-    requested: SearchMethod = config.search_method
     return Ranking(
         query,
-        requested,
+        config.search_method,
         whole.method,
         ranked,
         request.fallback_reason,
@@ -260,16 +256,19 @@ def _learned_second_stage(
 
 def _learned_order(
     index: ToolIndex,
-    memory: UsageMemory | ScopedUsage,
+    memory: UsageMemory | ScopedUsage | None,
     order: list[int],
     final: np.ndarray,
     positional: list[float],
     named: list[int],
-    vector: np.ndarray,
+    vectors: np.ndarray | None,
     mask: np.ndarray | None,
 ) -> tuple[list[int], list[float], dict[str, str], str | None]:
-    """The order after learning from use, the first stage's scores position by position (unnamed
-    tools; what the cut reads), why each tool that moved up did, and why nothing did (or None)."""
+    """The order after learning from use (none without `memory` or request `vectors`), the first stage's
+    scores position by position (unnamed tools; what the cut reads), why each tool that moved up did,
+    and why nothing did (or None)."""
+    if memory is None or vectors is None or not order:
+        return order, positional, {}, None
     named_set = set(named)
     unnamed = [i for i in order if i not in named_set]
     scores = positional or [float(final[i]) for i in unnamed]
@@ -278,7 +277,7 @@ def _learned_order(
     def permitted(name: str) -> bool:
         return name in index and (mask is None or bool(mask[index.position(name)]))
 
-    reordered = memory.reorder(names, scores, vector, permitted)
+    reordered = memory.reorder(names, scores, vectors[0], permitted)
     if not reordered.moved:
         return order, positional, {}, reordered.note
     learned_order = [index.position(n) for n in reordered.names]

@@ -529,14 +529,14 @@ class UsageMemory:
         rule, trust = self.rule, self.trust_now()
         strength = rule.weight * _scaled_trust(trust, rule.floor)
         vector_strength = rule.vector_weight * (trust if rule.vector_trust else 1.0)
-        evidence = self.usage(vector, scope, conversation) if strength > 0 or not vector_strength else UsageScores()
+        evidence = self.usage(vector, scope, conversation)
         if strength <= 0 and vector_strength <= 0:
             return Reordered(list(names), note=self._quiet_note(evidence, trust))
         closeness = self.vector_evidence(vector, scope, names[: rule.depth]) if vector_strength > 0 else {}
         reordered = reorder_by_usage(
             names, scores, evidence if strength > 0 else {}, strength, rule, permitted, closeness, vector_strength
         )
-        if not reordered.moved and not evidence and evidence.too_few:
+        if not reordered.moved and (strength <= 0 or (not evidence and evidence.too_few)):
             reordered.note = self._quiet_note(evidence, trust)
         return reordered
 

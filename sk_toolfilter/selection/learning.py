@@ -73,8 +73,8 @@ def learning_context(*, scope: str | None = None, conversation: str | None = Non
 
     With ``learning.scope`` set to a key, a request outside any scope learns and reads nothing (one
     warning). The conversation defaults to the chat history's opening (system and first user message).
-    The SK wrapper and the Agent Framework middleware read the same names from the kernel or run
-    arguments (``learning.scope``'s key, ``conversation_id``)."""
+    The SK wrapper and the Agent Framework middleware read the same names from the kernel arguments or
+    the run's ``client_kwargs`` (``learning.scope``'s key, ``conversation_id``)."""
     token = _CONTEXT.set((scope, conversation))
     try:
         yield
@@ -88,7 +88,7 @@ CONVERSATION_ARGUMENT = "conversation_id"
 
 def context_from_arguments(config: LearningConfig, arguments: Any) -> AbstractContextManager[None]:
     """A :func:`learning_context` from a run's arguments (SK ``KernelArguments``, an Agent Framework run's
-    keyword arguments): the value of ``learning.scope``'s key and of ``conversation_id``, when present."""
+    ``client_kwargs``): the value of ``learning.scope``'s key and of ``conversation_id``, when present."""
     if not config.enabled or arguments is None or not hasattr(arguments, "get"):
         return nullcontext()
     scope = arguments.get(config.scope) if config.scope != "shared" else None

@@ -189,9 +189,8 @@ class ToolFilterManager:
         return self._path.co_usage_table
 
     async def vectors_ready(self) -> None:
-        """Wait until the tools' vectors are built (at once unless an instant start is embedding them
-        in the background: see ``embedding.background_above``) and the small-talk exemplars are ready
-        (embedded here when no shipped set matches this CPU's arithmetic)."""
+        """Wait until the tools' vectors are built (see ``embedding.background_above``) and the small-talk
+        exemplars are ready (embedded here when no shipped set matches this CPU's arithmetic)."""
         await self._upkeep.vectors_ready()
         await self.index.small_talk_ready()
 
@@ -203,11 +202,8 @@ class ToolFilterManager:
 
     async def refresh(self, *, force: bool = False) -> bool:
         """Re-index if the source's tools changed (or `force`); True when a new index was swapped in.
-
-        Only new or changed tools are embedded and tokenized. The new index is built aside and
-        swapped in atomically; selections running meanwhile keep using the old one (and never emit
-        a tool that is gone: names are checked against the source).
-        """
+        Only new or changed tools are embedded; the new index is built aside and swapped in atomically
+        (selections meanwhile keep the old one and never emit a tool that is gone)."""
         return await self._upkeep.refresh(force=force)
 
     @property
@@ -241,14 +237,11 @@ class ToolFilterManager:
     ) -> Selection:
         """Rank, cut by threshold and ``top_k``, then add pinned tools. Never raises for a query.
 
-        `allowed` narrows everything (e.g. the caller's own filters); `extra_pins` are
-        ``(name, reason)`` pairs such as tools found with discovery. With `turn` (the current user
-        turn of an agent loop) the ``agent_loop`` policy applies: the turn's tools stay and tools
-        used together with the best-ranked ones are added, within one budget per request.
-        With telemetry on (:mod:`sk_toolfilter.telemetry`), each selection is one span.
-        """
-        scope, _ = self._path.learning_keys(None)
-        return await self._path.select(SelectionRequest(query, allowed, extra_pins, turn, previous_turn, scope=scope))
+        `allowed` narrows everything (e.g. the caller's own filters); `extra_pins` are ``(name, reason)``
+        pairs such as tools found with discovery. With `turn` (the current user turn of an agent loop)
+        the ``agent_loop`` policy applies: the turn's tools stay and tools used together with the
+        best-ranked ones are added, within one budget per request. With telemetry on, one span each."""
+        return await self._path.select(SelectionRequest(query, allowed, extra_pins, turn, previous_turn))
 
     async def select_for_history(
         self,
@@ -265,8 +258,7 @@ class ToolFilterManager:
     async def filter_tools(self, query: str) -> list[str]:
         """Full names (``Plugin-function``) to send for `query`: ranked best first, then pinned tools.
         The same names as :meth:`select`, which also decides for the tools ranked past what is sent."""
-        scope, _ = self._path.learning_keys(None)
-        return (await self._path.select(SelectionRequest(query, explained=False, scope=scope))).names
+        return (await self._path.select(SelectionRequest(query, explained=False))).names
 
     async def explain(self, query: str) -> list[ToolDecision]:
         """Per ranked tool: the score of each method, and why it was kept or cut."""
@@ -275,46 +267,33 @@ class ToolFilterManager:
     async def offer(
         self, conversation: str | ChatHistory, on_offer: Sequence[str], *, strategy: QueryStrategy | None = None
     ) -> Offer:
-        """The tools one model request carries, among the names its framework put `on_offer`.
-
-        Every rule about what is sent is decided here (:mod:`sk_toolfilter.selection.offer`): filtering
-        off hides only excluded and disabled tools; filtering on sends the selection for `conversation`
-        (a request text or a chat history) in the order on offer, or the conversation's sticky order
-        (``selection_mode: sticky``); a tool the index does not know stays on offer within
-        ``max_tools_total``. The SK wrapper, the Agent Framework middleware and
-        :meth:`prepare_execution_settings` only map the names back to their framework's tools.
-        """
+        """The tools one model request carries, among the names its framework put `on_offer`: every rule
+        about what is sent is decided here (:mod:`sk_toolfilter.selection.offer`). Filtering off hides
+        only excluded and disabled tools; on, it sends the selection for `conversation` (a request text
+        or a chat history) in the order on offer, or its sticky order; a tool the index does not know
+        stays on offer within ``max_tools_total``. The adapters only map names back to their tools."""
         return await self._path.offer(conversation, on_offer, strategy)
 
     async def record(
         self, conversation: str | ChatHistory, tools: Sequence[str], *, allowed: set[str] | None = None
     ) -> int:
-        """Learning from use: the model called `tools` (full names, ``Plugin-function``) for the current
-        turn of `conversation` (a chat history, or the request's text). For apps that call the model
-        themselves after :meth:`prepare_execution_settings`; the SK wrapper and the Agent Framework
-        middleware record every response on their own. The turn is learned now (its calls so far with
-        these; a later request showing the same turn does not learn it again) within the scope and
-        conversation :func:`~sk_toolfilter.learning_context` names. Only tools in the catalog, visible,
-        not discovery tools and in `allowed` (when given) are learned. Returns how many rows were learned
-        (0 with learning off, without tools, or before the index has vectors)."""
+        """Learning from use, for apps that call the model themselves: the model called `tools` for the
+        current turn of `conversation` (a history or a text); rows learned (:meth:`RequestPath.record`)."""
         return await self._path.record(conversation, tools, allowed)
 
     def capture(
         self, conversation: str | ChatHistory, tools: Sequence[str], *, allowed: Collection[str] | None = None
     ) -> None:
-        """:meth:`record` beside the request (a task of the running loop): what the adapters call on
-        every model response that calls tools. ``await manager.learning.settled()`` waits for it."""
+        """:meth:`record` beside the request (what the adapters call on every response that calls tools)."""
         self._path.capture(conversation, tools, allowed)
 
     async def prepare_execution_settings(self, query: str | ChatHistory, base_settings: SettingsT) -> SettingsT:
         """A clone of `base_settings` offering only the selected functions; the base is never mutated.
 
-        `query` is the text to match, or a chat history (then the query is built from the
-        conversation and tools found with discovery are included). The tools on offer are the
-        source's functions the base's ``FunctionChoiceBehavior`` filters allow; :meth:`offer` decides
-        which are sent. With ``enabled: false`` and nothing hidden the base settings come back
-        unchanged. With nothing selected and nothing pinned the clone offers no tools at all.
-        """
+        `query` is the text to match, or a chat history (the query built from the conversation, tools
+        found with discovery included). On offer: the source's functions the base's
+        ``FunctionChoiceBehavior`` filters allow; :meth:`offer` decides which are sent (``enabled:
+        false`` and nothing hidden: the base itself; nothing selected or pinned: no tools at all)."""
         refuse_in_semantic_kernel(self.config.provider_search)
         everything = self._upkeep.source_names() or self.index.names
         allowed = allowed_by_behavior(base_settings.function_choice_behavior, everything)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sk_toolfilter.config import ToolFilterConfig
@@ -68,8 +68,7 @@ class RequestPath:
         started = time.perf_counter()
         allowed = set(on_offer)
         if isinstance(conversation, str):
-            scope, _ = self.learning_keys(None)
-            selection = await self.select(SelectionRequest(conversation, allowed, explained=False, scope=scope))
+            selection = await self.select(SelectionRequest(conversation, allowed, explained=False))
         else:
             selection = await self.select(self.read(conversation, allowed, strategy, explained=False))
         order = None
@@ -155,7 +154,13 @@ class RequestPath:
     async def record(
         self, conversation: str | ChatHistory, calls: Sequence[str], allowed: Collection[str] | None = None
     ) -> int:
-        """:meth:`capture`, learned now (see :meth:`ToolFilterManager.record`); how many rows were learned."""
+        """:meth:`capture`, learned now: for apps that call the model themselves after
+        ``prepare_execution_settings`` (the SK wrapper and the Agent Framework middleware capture every
+        response on their own). The turn's calls so far with these are learned (a later request showing
+        the same turn learns nothing more), within the scope and conversation
+        :func:`~sk_toolfilter.learning_context` names; only tools in the catalog, visible, not discovery
+        tools and in `allowed` (when given). Returns how many rows were learned (0 with learning off,
+        without tools, or without vectors)."""
         learning = self.learning
         if learning is None or not learning.enabled or not calls:
             return 0
@@ -207,7 +212,9 @@ class RequestPath:
 
     async def select(self, request: SelectionRequest) -> Selection:
         """Re-index a changed source, take the snapshot, run the pipeline's stages; one span when
-        telemetry is on."""
+        telemetry is on. A request built without a scope (a plain text) takes the one the context names."""
+        if request.scope == "" and self.learning is not None and self.learning.config.scope != "shared":
+            request = replace(request, scope=self.learning_keys(None)[0])
         with self.telemetry.selection() as record:
             await self.upkeep.refresh()
             upkeep = self.upkeep
