@@ -193,12 +193,13 @@ async def path_replay(name: str, folder: Path, fraction: float = 0.5, seeds: tup
                 request.add_message(ChatMessageContent(role=AuthorRole.TOOL, items=[result]))
             request.add_assistant_message("Done.")
 
-        for i in traffic.tolist():
-            request = history(i, "warm")
-            sent = (await warm.offer(request, names)).names
-            called = [g for g in queries[i].gold if g in set(sent[:5])]
-            warm.capture(request, called)
-            answered(request, called)
+        for i in traffic.tolist():  # both serve the traffic (co-usage learns in both); only one learns from use
+            for label, manager in (("cold", cold), ("warm", warm)):
+                request = history(i, label)
+                sent = (await manager.offer(request, names)).names
+                called = [g for g in queries[i].gold if g in set(sent[:5])]
+                manager.capture(request, called)
+                answered(request, called)
             await warm.learning.settled()
         for i in measured.tolist():
             gold = list(queries[i].gold)
