@@ -37,6 +37,8 @@ from sk_toolfilter.telemetry import Telemetry
 if TYPE_CHECKING:
     from semantic_kernel.contents import ChatHistory
 
+    from sk_toolfilter.retrieval.index import ToolIndex
+
 ConversationPins = Callable[["ChatHistory"], Sequence[tuple[str, str]]]
 """Tools a conversation asks to keep on offer, as ``(full_name, reason)`` pairs (e.g. found with discovery)."""
 
@@ -142,14 +144,9 @@ class RequestPath:
         """A model response called `calls`: learn the turn it answers now, beside the request (its calls
         so far with these) — a stateless endpoint, the last turn, manual calling and streaming all learn,
         and the same turn seen again in a later history is not learned twice (one row per request)."""
-        learning = self.learning
-        if learning is None or not learning.enabled or not calls:
-            return
-        turn, scope, talk = self._turn_calling(conversation, calls)
-        if turn is not None:
-            index, discovery = self.upkeep.catalog.index, set(self.upkeep.catalog.discovery_names)
-            permits = lambda n: learning.permits(n, index, discovery, allowed)  # noqa: E731
-            learning.learn_soon(index, [turn], permits, conversation=talk, scope=scope)
+        if (called := self._called(conversation, calls, allowed)) is not None and self.learning is not None:
+            index, turn, permits, scope, talk = called
+            self.learning.learn_soon(index, [turn], permits, conversation=talk, scope=scope)
 
     async def record(
         self, conversation: str | ChatHistory, calls: Sequence[str], allowed: Collection[str] | None = None
@@ -161,33 +158,32 @@ class RequestPath:
         :func:`~sk_toolfilter.learning_context` names; only tools in the catalog, visible, not discovery
         tools and in `allowed` (when given). Returns how many rows were learned (0 with learning off,
         without tools, or without vectors)."""
+        if (called := self._called(conversation, calls, allowed)) is None or self.learning is None:
+            return 0
+        index, turn, permits, scope, talk = called
+        return await self.learning.learn(index, [turn], permits, conversation=talk, scope=scope)
+
+    def _called(
+        self, conversation: str | ChatHistory, calls: Sequence[str], allowed: Collection[str] | None
+    ) -> tuple[ToolIndex, Turn, Callable[[str], bool], str | None, str | None] | None:
+        """What a response that called `calls` teaches: (the index, the turn they belong to with its calls
+        so far, which tools may be learned, its stored scope, its conversation); None with learning off,
+        no calls, or no turn."""
         learning = self.learning
         if learning is None or not learning.enabled or not calls:
-            return 0
-        turn, scope, talk = self._turn_calling(conversation, calls)
-        if turn is None:
-            return 0
-        index, discovery = self.upkeep.catalog.index, set(self.upkeep.catalog.discovery_names)
-        permits = lambda n: learning.permits(n, index, discovery, allowed)  # noqa: E731
-        return await learning.learn(index, [turn], permits, conversation=talk, scope=scope)
-
-    def _turn_calling(
-        self, conversation: str | ChatHistory, calls: Sequence[str]
-    ) -> tuple[Turn | None, str | None, str | None]:
-        """(the turn `calls` belong to with its calls so far, its stored scope, its conversation)."""
+            return None
         if isinstance(conversation, str):
+            turn = Turn(conversation.strip(), list(dict.fromkeys(calls))) if conversation.strip() else None
             scope, talk = self.learning_keys(None)
-            return (
-                (Turn(conversation.strip(), list(dict.fromkeys(calls))) if conversation.strip() else None),
-                scope,
-                talk,
-            )
-        completed, current = split_turns(conversation)
-        turn = current or (completed[-1] if completed else None)
-        scope, talk = self.learning_keys(conversation)
+        else:
+            completed, current = split_turns(conversation)
+            last = current or (completed[-1] if completed else None)
+            turn = Turn(last.request, list(dict.fromkeys([*last.calls, *calls]))) if last is not None else None
+            scope, talk = self.learning_keys(conversation)
         if turn is None:
-            return None, scope, talk
-        return Turn(turn.request, list(dict.fromkeys([*turn.calls, *calls]))), scope, talk
+            return None
+        index, discovery = self.upkeep.catalog.index, set(self.upkeep.catalog.discovery_names)
+        return index, turn, lambda n: learning.permits(n, index, discovery, allowed), scope, talk
 
     async def learn_from_use(self, request: SelectionRequest) -> None:
         """Learning from use remembers the completed turns (their vectors and the tools called that were
