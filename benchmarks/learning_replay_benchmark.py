@@ -153,7 +153,7 @@ async def path_replay(name: str, folder: Path, fraction: float = 0.5, seeds: tup
 
     from sk_toolfilter.measure.evaluation import LabelledQuery, load_queries
     from sk_toolfilter.measure.metrics import complete_at_k, recall_at_k
-    from training.replay import halves, related_ids
+    from training.replay import conversation_of, halves, related_ids
     from training.rerank_shortlists import _turn_requests
 
     tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
@@ -180,7 +180,7 @@ async def path_replay(name: str, folder: Path, fraction: float = 0.5, seeds: tup
                 fresh = ChatHistory()
                 fresh.add_user_message(queries[i].query)
                 return fresh
-            talk = talks.setdefault(f"{label}/{seed}/{item.rsplit('/', 1)[0]}", ChatHistory())
+            talk = talks.setdefault(f"{label}/{seed}/{conversation_of(item)}", ChatHistory())
             talk.add_user_message(queries[i].query)
             return talk
 

@@ -17,7 +17,8 @@ from sk_toolfilter import ToolFilterConfig, create_tool_filter
 from sk_toolfilter.cli import main
 from sk_toolfilter.retrieval.search import Ranking, rank_tools
 from sk_toolfilter.retrieval.usage import UsageMemory, UsageRule
-from sk_toolfilter.selection.learning import LearningFile, request_key
+from sk_toolfilter.selection.learning import request_key
+from sk_toolfilter.selection.learning_file import LearningFile
 from tests.test_agent_loop import completed_turns
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,8 @@ import yaml
 from sk_toolfilter import ConfigError, ToolFilterConfig, create_tool_filter
 from sk_toolfilter.cli import main
 from sk_toolfilter.retrieval.usage import MAX_CLOCK_SKEW_SECONDS, UsageMemory, UsageRule
-from sk_toolfilter.selection.learning import LearningFile, forget_file, learning_context
+from sk_toolfilter.selection.learning import learning_context
+from sk_toolfilter.selection.learning_file import LearningFile, forget_file
 from tests.test_agent_loop import completed_turns
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ def near(v: np.ndarray, rng: np.random.Generator, noise: float = 0.1) -> np.ndar
 REPLICA = """
 import sys, numpy as np
 from sk_toolfilter.retrieval.usage import UsageMemory
-from sk_toolfilter.selection.learning import LearningFile
+from sk_toolfilter.selection.learning_file import LearningFile
 file = LearningFile(sys.argv[1], "shop", "m", every_seconds=0)
 memory = UsageMemory()
 file.load_into(memory)

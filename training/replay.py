@@ -170,7 +170,7 @@ def related_ids(ids: list[str]) -> list[str]:
     same); any other request alone."""
     groups = []
     for item in ids:
-        head = item.rsplit("/", 1)[0] if "/" in item else item
+        head = conversation_of(item)
         twin = _TWIN.match(head)
         groups.append(f"multi_turn_{twin.group(1)}" if twin else head)
     return groups
@@ -181,11 +181,15 @@ def fingerprint(evidence: Evidence, i: int) -> str:
     return hashlib.sha256(f"{evidence.catalog}/{evidence.ids[i]}".encode()).hexdigest()[:32]
 
 
-def conversation(evidence: Evidence, i: int) -> str:
-    """The conversation a request belongs to: the steps of one multi-turn conversation (``conv/t3``)
+def conversation_of(item: str) -> str:
+    """The conversation a request id belongs to: the steps of one multi-turn conversation (``conv/t3``)
     are one conversation, as the product counts them; any other request is its own."""
-    item = evidence.ids[i]
-    return f"{evidence.catalog}/{item.rsplit('/', 1)[0] if '/' in item else item}"
+    return item.rsplit("/", 1)[0] if "/" in item else item
+
+
+def conversation(evidence: Evidence, i: int) -> str:
+    """The conversation of `evidence`'s request `i` (:func:`conversation_of`), scoped to its catalog."""
+    return f"{evidence.catalog}/{conversation_of(evidence.ids[i])}"
 
 
 def replay(

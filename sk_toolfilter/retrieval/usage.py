@@ -134,7 +134,8 @@ class LearnedRow(NamedTuple):
 
 @dataclass(frozen=True)
 class _Snapshot:
-    """What a trust estimate reads, copied under the lock (the estimate runs off the request path)."""
+    """What the trust estimate and the usage vectors read, copied under the lock (they are computed off the
+    request path)."""
 
     codes: np.ndarray
     scales: np.ndarray
@@ -411,15 +412,12 @@ class UsageMemory:
         """A remembered request's vector (dequantized: within ~1e-3 of what was learned)."""
         return self._codes[row].astype(np.float32) * self._scales[row]
 
-    def restore(self, rows: Iterable[LearnedRow | tuple[str, np.ndarray, Sequence[str], float]]) -> int:
+    def restore(self, rows: Iterable[LearnedRow]) -> int:
         """Learn rows saved by :meth:`rows` (a newer row of a known key wins); returns how many were taken."""
-        taken = 0
-        for row in rows:
-            key, vector, tools, at = row[:4]
-            conversation = row[4] if len(row) > 4 else None
-            scope = row[5] if len(row) > 5 else SHARED_SCOPE
-            taken += self.learn(vector, tools, key, at, conversation=conversation or None, scope=scope)
-        return taken
+        return sum(
+            self.learn(row.vector, row.tools, row.key, row.at, conversation=row.conversation or None, scope=row.scope)
+            for row in rows
+        )
 
     def _expired(self, when: float, now: float) -> bool:
         return self.max_age_days is not None and now - when > self.max_age_days * 86_400

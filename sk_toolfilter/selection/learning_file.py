@@ -1,0 +1,412 @@
+"""Learning from use kept in a ``.npz`` file beside the agent (``learning.file``): read at start and
+while running, written atomically under a lock and merged with the other processes' rows, wiped by a
+generation (``sk-toolfilter forget``), and read only as far as the memory can hold (the arrays' sizes
+come from their npy headers before anything is decompressed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.basics.input_files import open_regular
+from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.retrieval.cache import exclusive_lock, write_atomically
+from sk_toolfilter.retrieval.usage import MAX_TOOLS_PER_REQUEST, SHARED_SCOPE, LearnedRow, UsageMemory
+
+logger = library_logger(__name__)
+
+FILE_FORMAT = 2  # 2: a generation (forget), the conversation and scope of each row, tools one JSON per row
+READ_FORMATS = (1, 2)
+MAX_NAME_CHARS = 512  # a longer "tool name" in a file is not one of this catalog's tools
+MAX_FILE_ROWS = 1_000_000  # a file of more rows is refused from its headers, before anything is decompressed
+MAX_TOOLS_JSON_CHARS = MAX_TOOLS_PER_REQUEST * (MAX_NAME_CHARS + 4) + 2  # one row's tools, as JSON
+READ_CHUNK_BYTES = 2**20  # rows past the newest the memory keeps are read through and dropped in chunks of this
+
+
+def forget_file(path: str | Path, catalog: str = "default", model: str = "") -> int:
+    """Wipe a learning file (``sk-toolfilter forget``): it is replaced, under its lock, by an empty file of
+    the next generation, so a running process drops what it learned before the wipe instead of
+    writing it back. Returns how many rows the file held (0 when there was none)."""
+    return LearningFile(path, catalog, model).wipe()
+
+
+class LearningFile:
+    """Keeps a :class:`UsageMemory` in a ``.npz`` file beside the agent: read at start, written
+    (atomically, under a lock, merged with what other processes wrote) at most every `every_seconds`
+    after something was learned, and on :meth:`flush`.
+
+    The file holds vectors, tool names, and fingerprints of requests, conversations and scopes, with
+    their times; its catalog and embedding model are checked on read. A missing file starts empty; a
+    damaged one, one that is not a regular file or is over its size bound, or one of another catalog
+    or model, is ignored with one warning (and replaced at the next write); bad rows in it are
+    skipped; only the newest rows the memory can hold are read, in memory proportional to them (the
+    arrays' sizes are read from their headers before anything is decompressed).
+
+    **Forget**: the header carries a *generation*; :meth:`wipe` writes an empty file of the next one.
+    A process that finds a newer generation than it knew (before each write, and every
+    `every_seconds` when its requests tick) drops what it had learned instead of writing it back.
+    """
+
+    def __init__(self, path: str | Path, catalog: str, model: str, every_seconds: float = 30.0) -> None:
+        self.path = Path(path).expanduser()
+        self.catalog = catalog
+        self.model = model
+        self.every_seconds = every_seconds
+        self.generation = 0
+        """The newest wipe this process knows of (0: none)."""
+        self._wiped_at = 0.0  # when that wipe was (rows learned before it never come back)
+        self._written_version = -1
+        self._last_write = time.monotonic()
+        self._next_check = time.monotonic() + every_seconds
+        self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of the file when last read or written
+        self._warned: set[str] = set()
+        self._writing: asyncio.Future[None] | None = None
+        self._checking: asyncio.Future[None] | None = None
+        self._lock = threading.Lock()  # one writer at a time in this process (the file lock guards others)
+
+    @property
+    def _lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    def load_into(self, memory: UsageMemory) -> int:
+        """Learn the rows in the file; returns how many were taken."""
+        rows, self.generation, _ = self._read(memory)
+        taken = self._restore(memory, rows)
+        self._written_version = memory.version
+        return taken
+
+    def _restore(self, memory: UsageMemory, rows: list[LearnedRow]) -> int:
+        clamped = memory.clamped
+        taken = memory.restore(rows)
+        if memory.clamped > clamped:
+            self._warn_once("future", f"{memory.clamped - clamped} rows dated in the future were dated now")
+        return taken
+
+    def _warn_once(self, what: str, reason: str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            logger.warning("sk-toolfilter: learning file %s: %s", self.path, reason)
+
+    def max_file_bytes(self, memory: UsageMemory) -> int:
+        """The largest file read for `memory`: its vectors as float32 (4x its int8 codes), and room."""
+        return 8 * memory.max_bytes + 16 * 2**20
+
+    def _read(self, memory: UsageMemory) -> tuple[list[LearnedRow], int, float]:
+        """The file's well-formed rows (at most the newest `memory` can hold), its generation and when its
+        last wipe was; no rows when it is missing or unusable (then the generation this process knows)."""
+        try:
+            with open_regular(self.path, "learning file", self.max_file_bytes(memory)) as handle:
+                self._seen = _stat_key(os.fstat(handle.fileno()))
+                return self._read_open(handle, memory)
+        except FileNotFoundError:
+            return [], self.generation, 0.0
+        except ConfigError as exc:
+            self._warn_once("read", f"{exc}; starting with nothing learned (replaced at the next write)")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
+            reason = f"cannot be read ({exc}); starting with nothing learned (replaced at the next write)"
+            self._warn_once("read", reason)
+        return [], self.generation, 0.0
+
+    def _read_open(self, handle: IO[bytes], memory: UsageMemory) -> tuple[list[LearnedRow], int, float]:
+        with zipfile.ZipFile(handle) as archive:
+            header = json.loads(str(_small_member(archive, "header")))
+            if not isinstance(header, dict) or header.get("format") not in READ_FORMATS:
+                raise ValueError(f"not a learning file of format {FILE_FORMAT}")
+            generation, wiped_at = _generation(header)
+            scope = (header.get("catalog"), header.get("model"))
+            if scope != (self.catalog, self.model):
+                if _npy_shape(archive, "keys")[0] == (0,):
+                    return [], generation, wiped_at  # an empty file (a wipe's): nothing to warn about
+                found = f"catalog {scope[0]!r}, model {scope[1]!r}"
+                self._warn_once(
+                    "scope",
+                    f"it was learned for {found}, not catalog {self.catalog!r}, model {self.model!r}; ignored "
+                    "(replaced at the next write)",
+                )
+                return [], generation, wiped_at
+            try:
+                return _file_rows(archive, header["format"], memory, self._warn_once), generation, wiped_at
+            except (ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+                reason = f"cannot be read ({exc}); starting with nothing learned (replaced at the next write)"
+                self._warn_once("read", reason)
+                return [], generation, wiped_at  # its generation still counts: a wipe is never missed
+
+    def check(self, memory: UsageMemory) -> None:
+        """Every `every_seconds`: read what the other processes wrote, and notice a wipe (``forget``), even
+        when this one has nothing to write — off the event loop when one runs (a ``stat``; the file
+        only when it changed)."""
+        now = time.monotonic()
+        if now < self._next_check or (self._checking is not None and not self._checking.done()):
+            return
+        self._next_check = now + self.every_seconds
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._check(memory)
+            return
+        self._checking = loop.run_in_executor(None, self._check, memory)
+
+    def _check(self, memory: UsageMemory) -> None:
+        try:
+            info = self.path.stat()
+        except OSError:
+            return
+        if _stat_key(info) == self._seen:
+            return
+        with self._lock:
+            self._merge(memory)
+
+    def _merge(self, memory: UsageMemory) -> None:
+        """Take what the other processes wrote, after adopting a wipe the file shows (under ``_lock``)."""
+        rows, generation, wiped_at = self._read(memory)
+        if generation > self.generation:
+            self._adopt_wipe(memory, generation, wiped_at)
+        self._restore(memory, rows)
+
+    def _adopt_wipe(self, memory: UsageMemory, generation: int, wiped_at: float) -> None:
+        """Another process wiped the file at `wiped_at`: what this one learned before is dropped, never
+        written back (what it learned since stays)."""
+        memory.forget_before(wiped_at)
+        self.generation, self._wiped_at = generation, wiped_at
+        logger.info("sk-toolfilter: learning file %s was wiped (forget): what was learned here is dropped", self.path)
+
+    def _peek(self) -> tuple[dict[str, Any], int, float, int]:
+        """(header, generation, time of the wipe, rows) of the file, from its headers alone; ({}, 0, 0.0, 0)
+        when missing or unreadable."""
+        try:
+            with open_regular(self.path, "learning file", 2**62) as handle, zipfile.ZipFile(handle) as archive:
+                self._seen = _stat_key(os.fstat(handle.fileno()))
+                header = json.loads(str(_small_member(archive, "header")))
+                if not isinstance(header, dict):
+                    raise ValueError("header")
+                generation, wiped_at = _generation(header)
+                return header, generation, wiped_at, int(_npy_shape(archive, "keys")[0][0])
+        except (OSError, ConfigError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile):
+            return {}, 0, 0.0, 0
+
+    def changed(self, memory: UsageMemory) -> None:
+        """`memory` changed: write it when `every_seconds` passed since the last write — off the event
+        loop when one runs (a request never waits on the disk), one write at a time."""
+        if time.monotonic() - self._last_write < self.every_seconds:
+            return
+        if self._writing is not None and not self._writing.done():
+            return
+        self._last_write = time.monotonic()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush(memory)
+            return
+        self._writing = loop.run_in_executor(None, self.flush, memory)
+
+    def flush(self, memory: UsageMemory) -> None:
+        """Write now if anything changed since the last write (merged with the other writers' rows)."""
+        with self._lock:
+            self._flush(memory)
+
+    def _flush(self, memory: UsageMemory) -> None:
+        if memory.version == self._written_version:
+            return
+        self._last_write = time.monotonic()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with exclusive_lock(self._lock_path):
+                self._merge(memory)  # what the others learned since, and any wipe
+                version = memory.version  # (a row learned while this writes moves it on: written next time)
+                self._write(memory.rows(), self.generation)
+            self._written_version = version
+        except OSError as exc:
+            self._warn_once("write", f"cannot be written ({exc.strerror or exc}); what is learned stays in memory")
+
+    def wipe(self) -> int:
+        """Replace the file with an empty one of the next generation (``sk-toolfilter forget``); returns
+        how many rows it held."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock, exclusive_lock(self._lock_path):
+                header, generation, _, rows = self._peek()
+                self.generation = max(self.generation, generation) + 1
+                if header.get("catalog") is not None:  # the file's own catalog and model: its readers' header
+                    self.catalog, self.model = str(header["catalog"]), str(header.get("model", self.model))
+                self._wiped_at = time.time()
+                self._write([], self.generation)
+                return rows
+        except OSError as exc:
+            raise ConfigError(f"learning file {self.path}: cannot be wiped ({exc.strerror or exc})") from None
+
+    def _write(self, rows: list[LearnedRow], generation: int) -> None:
+        dims = rows[0].vector.shape[0] if rows else 0
+        header = {
+            "format": FILE_FORMAT,
+            "catalog": self.catalog,
+            "model": self.model,
+            "generation": generation,
+            "wiped_at": self._wiped_at,
+        }
+        tools = [json.dumps(list(row.tools)) for row in rows]
+        width = max([1, *map(len, tools)])
+        arrays = {
+            "header": np.array(json.dumps(header)),
+            "keys": np.array([row.key for row in rows], dtype="U32"),
+            "vectors": np.array([row.vector for row in rows], dtype=np.float32).reshape(len(rows), dims),
+            "times": np.array([row.at for row in rows], dtype=np.float64),
+            "tools": np.array(tools, dtype=f"U{width}"),
+            "conversations": np.array([row.conversation for row in rows], dtype="U32"),
+            "scopes": np.array([row.scope for row in rows], dtype="U32"),
+        }
+        write_atomically(self.path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
+        try:
+            self._seen = _stat_key(self.path.stat())
+        except OSError:
+            self._seen = None
+
+
+def _generation(header: dict[str, Any]) -> tuple[int, float]:
+    """A header's wipe generation and the time of that wipe (ValueError for a malformed one)."""
+    generation, wiped_at = header.get("generation", 0), header.get("wiped_at", 0.0)
+    if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
+        raise ValueError(f"generation {generation!r}")
+    if not isinstance(wiped_at, int | float) or isinstance(wiped_at, bool) or not np.isfinite(wiped_at):
+        raise ValueError(f"wiped_at {wiped_at!r}")
+    return generation, float(wiped_at)
+
+
+def _stat_key(info: os.stat_result) -> tuple[int, int]:
+    """What tells a file changed since it was last read or written: its modification time and size."""
+    return info.st_mtime_ns, info.st_size
+
+
+def _npy_shape(archive: zipfile.ZipFile, name: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """A member's shape and dtype from its npy header alone (nothing past the header is decompressed)."""
+    with archive.open(f"{name}.npy") as member:
+        return _npy_header(member)
+
+
+def _npy_header(member: IO[bytes]) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+    else:
+        raise ValueError(f"npy format {version}")
+    if dtype.hasobject or (fortran and len(shape) > 1):
+        raise ValueError(f"{dtype} array{' in Fortran order' if fortran else ''}")
+    return tuple(int(n) for n in shape), dtype
+
+
+def _small_member(archive: zipfile.ZipFile, name: str, max_bytes: int = 2**16) -> np.ndarray:
+    """A member of at most `max_bytes` (the header)."""
+    with archive.open(f"{name}.npy") as member:
+        shape, dtype = _npy_header(member)
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if size > max_bytes:
+            raise ValueError(f"{name} of {size:,} bytes")
+        return _exact(member, dtype, shape, size)
+
+
+def _exact(member: IO[bytes], dtype: np.dtype[Any], shape: tuple[int, ...], size: int) -> np.ndarray:
+    data = member.read(size)
+    if len(data) != size:
+        raise EOFError("the file ends early")
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
+def _tail(archive: zipfile.ZipFile, name: str, rows: int, keep: int) -> np.ndarray:
+    """The last `keep` of a member's `rows` rows: the rows before are read through in chunks and dropped."""
+    with archive.open(f"{name}.npy") as member:
+        shape, dtype = _npy_header(member)
+        if not shape or shape[0] != rows:
+            raise ValueError(f"{name} of shape {shape}, not {rows} rows")
+        row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        skip = (rows - keep) * row_bytes
+        while skip:
+            chunk = member.read(min(READ_CHUNK_BYTES, skip))
+            if not chunk:
+                raise EOFError("the file ends early")
+            skip -= len(chunk)
+        return _exact(member, dtype, (keep, *shape[1:]), keep * row_bytes)
+
+
+def _file_rows(
+    archive: zipfile.ZipFile, version: int, memory: UsageMemory, warn: Callable[[str, str], None]
+) -> list[LearnedRow]:
+    """The newest rows `memory` can hold, checked against every member's header before any is read."""
+    (rows, *rest), vector_type = _npy_shape(archive, "vectors")
+    if rows == 0:
+        return []
+    if len(rest) != 1 or not rest[0] or vector_type.kind != "f":
+        raise ValueError(f"vectors of shape {(rows, *rest)}")
+    dims = rest[0]
+    capacity = memory.capacity(dims)
+    bound = min(MAX_FILE_ROWS, max(4 * capacity, 10_000))
+    if rows > bound:
+        raise ValueError(f"{rows:,} rows, over the bound of {bound:,}")
+    columns = ["keys", "times", *(("conversations", "scopes") if version >= 2 else ())]
+    for name in columns:
+        shape, dtype = _npy_shape(archive, name)
+        if shape != (rows,) or dtype.kind not in "Uf" or dtype.itemsize > 4 * 64:
+            raise ValueError(f"{name} of shape {shape} and type {dtype}")
+    tools_shape, tools_type = _npy_shape(archive, "tools")
+    width = tools_type.itemsize // 4
+    if tools_type.kind != "U" or width > (MAX_TOOLS_JSON_CHARS if version >= 2 else 8 * memory.max_bytes):
+        raise ValueError(f"tools of type {tools_type}")
+    keep = min(rows, capacity, max(1, memory.max_bytes // (dims + width)) if version >= 2 else capacity)
+    vectors = _tail(archive, "vectors", rows, keep).astype(np.float32)
+    keys = _tail(archive, "keys", rows, keep).tolist()
+    times = _tail(archive, "times", rows, keep).astype(np.float64)
+    if version >= 2:
+        if tools_shape != (rows,):
+            raise ValueError(f"tools of shape {tools_shape}")
+        tools = [_json_or_none(text) for text in _tail(archive, "tools", rows, keep).tolist()]
+        conversations = _tail(archive, "conversations", rows, keep).tolist()
+        scopes = _tail(archive, "scopes", rows, keep).tolist()
+    else:
+        with archive.open("tools.npy") as member:
+            shape, dtype = _npy_header(member)
+            every = json.loads(str(_exact(member, dtype, shape, dtype.itemsize)))
+        if not isinstance(every, list) or len(every) != rows:
+            raise ValueError("tools disagree with the other arrays in length")
+        tools = every[-keep:] if keep else []
+        conversations, scopes = list(keys), [SHARED_SCOPE] * keep
+    return list(_good_rows(keys, vectors, tools, times, conversations, scopes, warn))
+
+
+def _json_or_none(text: str) -> object:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _good_rows(
+    keys: list[str],
+    vectors: np.ndarray,
+    tools: list[object],
+    times: np.ndarray,
+    conversations: list[str],
+    scopes: list[str],
+    warn: Callable[[str, str], None],
+) -> Iterable[LearnedRow]:
+    """The file's rows that are well formed; one warning for the rest."""
+    bad = 0
+    rows = zip(keys, vectors, tools, times.tolist(), conversations, scopes, strict=True)
+    for key, vector, names, at, conversation, scope in rows:
+        good_names = isinstance(names, list) and all(isinstance(n, str) and len(n) <= MAX_NAME_CHARS for n in names)
+        if good_names and np.isfinite(vector).all() and np.isfinite(at) and isinstance(key, str):
+            yield LearnedRow(key, vector, tuple(names), at, str(conversation), str(scope))
+        else:
+            bad += 1
+    if bad:
+        warn("rows", f"{bad} malformed rows ignored")
