@@ -296,6 +296,9 @@ def test_the_memory_never_holds_more_bytes_than_it_may_whatever_the_names(name_c
     restored = UsageMemory(max_bytes=limit // 2)
     restored.restore(memory.rows())
     assert len(restored) > 0 and restored.nbytes <= limit // 2
+    kept = restored.rows()[-1]
+    assert not restored.learn(unit(rng, 384), ["x" * (limit // 2)], key=kept.key)  # larger than the memory
+    assert restored.knows(kept.key, kept.tools)  # the row it would have replaced stays
 
 
 # -- files the library reads ---------------------------------------------------------------------------------

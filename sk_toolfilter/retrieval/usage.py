@@ -277,16 +277,15 @@ class UsageMemory:
     def _put(
         self, row: np.ndarray, calls: tuple[str, ...], key: str, when: float, conversation: str, scope: str
     ) -> bool:
+        names = _name_bytes(calls)
+        row_bytes = row.shape[0] + 4 + ROW_OVERHEAD_BYTES + names  # (the caller checked the dimensions)
+        if row_bytes > self.max_bytes:
+            return False  # a row larger than the whole memory: refused, the row it would replace kept
         existing = self._row_of.get(key)
         if existing is not None:
             if when < self._times[existing]:
                 return False  # an older copy of a row already known
             self._free_slot(existing)
-        names = _name_bytes(calls)
-        dims = row.shape[0] if not self._count else self.dims
-        row_bytes = dims + 4 + ROW_OVERHEAD_BYTES + names
-        if row_bytes > self.max_bytes:
-            return False
         while self._count and (self._count >= self.max_requests or self.nbytes + row_bytes > self.max_bytes):
             self._free_slot(self._pop_oldest())
         if self._count == 0 and self._codes.shape[1] != row.shape[0]:
