@@ -82,12 +82,16 @@ def _print_counts(tools: Any) -> None:
 
 
 async def cmd_validate(args: argparse.Namespace) -> int:
-    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.agents.agent import check_at_start, open_toolset
     from sk_toolfilter.agents.agent_file import load_agent_file
+    from sk_toolfilter.measure.report import resolve_expected
 
     spec = load_agent_file(args.agent)
     spec.instructions_text()  # a missing instructions file fails validation, not the first chat
-    from sk_toolfilter.measure.report import resolve_expected
+    try:  # what load_agent refuses at start, validate refuses (no credential or network needed)
+        check_at_start(spec)
+    except ToolFilterError as exc:
+        raise naming(exc, str(args.agent)) from None
 
     async with await open_toolset(
         spec, kernel=await _kernel_from(args), progress=Progress("embedding tools", unit="tools"), wait=not args.no_wait
@@ -549,7 +553,8 @@ def _add_report(sub: Commands) -> None:
         "--live",
         action="store_true",
         help="with --provider-search: measure the billed input tokens off / on / provider search against the "
-        "model block's real endpoint (OpenAI Responses, gpt-5.4 or later; three short paid requests per query)",
+        "model block's real endpoint (OpenAI Responses, gpt-5.4 or later; three short paid requests per query; "
+        "needs the agent-framework extra)",
     )
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     _add_no_wait(p)
@@ -596,10 +601,11 @@ def _add_eval(sub: Commands) -> None:
     p.add_argument("--by-category", action="store_true", help="also report metrics per query category")
     p.add_argument(
         "--rerank",
-        choices=("none", "oracle", "llm"),
+        choices=("none", "learned", "cross-encoder", "oracle", "llm"),
         default="none",
-        help="also measure a second stage over the first stage's shortlist (rerank.shortlist, 20 unless set): "
-        "oracle = the best possible pick (the ceiling), llm = the chat model picking (the agent's model, or "
+        help="also measure a second stage over the first stage's shortlist (rerank.shortlist): learned = the "
+        "learned ranker (rerank: learned, top 30), cross-encoder = the cross-encoder (top 10), oracle = the best "
+        "possible pick (the ceiling, top 20), llm = the chat model picking (top 20; the agent's model, or "
         "OPENAI_API_KEY / OPENAI_BASE_URL); --queries only",
     )
     p.add_argument(

@@ -199,12 +199,16 @@ def test_three_learned_requests_send_their_tool_to_a_fourth_like_them_and_forget
 
     calls = calls_file(
         tmp_path / "calls.jsonl",
-        [(q, ["post_to_channel", "Messaging-send_email", "Admin-drop_everything"]) for q in PAST],
+        [(q, ["post_to_channel", "Messaging-send_email", "Admin-drop_everything"]) for q in PAST]
+        + [("who is on call tonight?", ["Messaging-post_message_in_channel"])],
     )
     assert main(["learn", str(learning_agent), "--calls", str(calls)]) == 0
     printed = capsys.readouterr().out
-    assert "learned 3 requests from 3 lines" in printed
+    assert "learned 3 requests from 4 lines" in printed
     assert "Messaging-send_email (3)" in printed and "Admin-drop_everything (3)" in printed  # excluded, unknown
+    assert (
+        "Messaging-post_message_in_channel (1) - not in the catalog, did you mean Messaging-post_to_channel?" in printed
+    )
 
     learned, ranking = asyncio.run(sent_and_ranked(learning_agent))
     assert TARGET in learned and len(learned) == len(cold)  # learning changes the order, not how many are sent

@@ -559,3 +559,29 @@ async def test_the_report_of_an_agent_file_with_provider_search_estimates_it(tmp
     assert await asyncio.to_thread(main, argv) == 0
     totals = json.loads((tmp_path / "out" / "report.json").read_text())["totals"]
     assert totals["tools_tokens_on"] < totals["tools_tokens_provider_search"] < totals["tools_tokens_off"]
+
+
+def test_validate_refuses_what_load_agent_refuses_at_start(tmp_path, monkeypatch, capsys):
+    from sk_toolfilter.cli import main
+
+    path = str(searching_agent_file(tmp_path))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # validate needs no credential
+    monkeypatch.setenv("ATLAS_MODEL", "gpt-4o-mini")
+    assert main(["validate", path]) == 2
+    err = capsys.readouterr().err
+    assert "model 'gpt-4o-mini' has no tool search" in err and "agent.yaml" in err
+    monkeypatch.setenv("ATLAS_MODEL", MODEL)
+    assert main(["validate", path]) == 0
+    sk_path = str(searching_agent_file(tmp_path / "sk", framework="semantic-kernel"))
+    assert main(["validate", sk_path]) == 2
+    assert "Semantic Kernel's chat completion connector sends no deferred tools" in capsys.readouterr().err
+
+
+async def test_load_agent_refuses_provider_search_for_a_model_without_it_before_opening_any_tool(tmp_path, monkeypatch):
+    from sk_toolfilter.agents.agent import load_agent
+
+    path = searching_agent_file(tmp_path)
+    monkeypatch.setenv("ATLAS_MODEL", "gpt-4o-mini")
+    with pytest.raises(ConfigError, match="has no tool search"):
+        await load_agent(path)
+    assert not (tmp_path / "sandbox").exists()  # no plugin was started (the Files plugin creates its root)

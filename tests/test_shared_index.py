@@ -573,3 +573,68 @@ async def test_replicas_on_one_store_see_each_others_learning_and_forget_wipes_i
     restarted = await ToolFilterManager.from_kernel(demo_kernel, config, embedding_service=hash_embedder)
     assert [row.tools for row in restarted.learning.memory.rows()] == [(names[7],)]
     await restarted.aclose()
+
+
+class CountingEmbeddings:
+    """A loopback OpenAI-compatible embeddings server (hashed bags of words) that counts the texts it embeds."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        from tests.conftest import HashEmbedder, send_json
+
+        embedder, counted = HashEmbedder(), self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                counted.texts += len(texts)
+                data = [
+                    {"object": "embedding", "index": i, "embedding": embedder.vector(t).tolist()}
+                    for i, t in enumerate(texts)
+                ]
+                usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
+                send_json(
+                    self, json.dumps({"object": "list", "data": data, "model": body["model"], "usage": usage}).encode()
+                )
+
+            def log_message(self, *args):
+                pass
+
+        self.texts = 0
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def config(self) -> dict:
+        url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        return {
+            "provider": "openai",
+            "model": "text-embedding-3-small",
+            "base_url": url,
+            "api_key": "offline",
+            "cache": False,
+        }
+
+
+@pytest.mark.postgres
+async def test_a_replica_embeds_only_its_query_the_small_talk_comes_from_the_store(postgres, demo_kernel):
+    """A deployment's own embedding model: the first process embeds the catalog and the small talk
+    (descriptions and ~3,100 exemplars) and keeps both in the store; a replica embeds only its request."""
+    first_service, replica_service = CountingEmbeddings(), CountingEmbeddings()
+    config = store_config(postgres.dsn)
+    first = await ToolFilterManager.from_kernel(demo_kernel, config.updated(embedding=first_service.config()))
+    await first.vectors_ready()  # the small talk embedded here, and kept in the store
+    assert first_service.texts > 3000
+
+    replica = await ToolFilterManager.from_kernel(demo_kernel, config.updated(embedding=replica_service.config()))
+    await replica.vectors_ready()
+    for query in ("hi there", "convert 5 miles to km"):
+        assert await replica.filter_tools(query) == await first.filter_tools(query)
+        assert await replica.explain(query) == await first.explain(query)
+    assert replica_service.texts <= 2  # its two requests; nothing at start
+    for manager in (first, replica):
+        await manager.aclose()
+    for service in (first_service, replica_service):
+        service.server.shutdown()

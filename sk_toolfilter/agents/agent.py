@@ -25,6 +25,7 @@ from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_
 from sk_toolfilter.integration.setup import create_tool_filter
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.selection.manager import ToolFilterManager
+from sk_toolfilter.selection.provider_search import check_model, refuse_in_semantic_kernel
 
 if TYPE_CHECKING:
     from semantic_kernel.agents import ChatCompletionAgent
@@ -333,6 +334,10 @@ async def load_agent(
     """
     spec = path if isinstance(path, AgentSpec) else load_agent_file(path)
     chosen = framework or spec.framework
+    try:
+        check_at_start(spec, chosen, chat_service)
+    except ToolFilterError as exc:
+        raise naming(exc, spec.source) from exc.__cause__
     rerank = spec.tool_filtering.rerank
     if chat_service is None and rerank.type == "llm" and rerank.service_id is None:
         # The picker and the agent share the agent's model (one client).
@@ -349,6 +354,38 @@ async def load_agent(
     except BaseException:
         await tools.aclose()
         raise
+
+
+def check_at_start(spec: AgentSpec, framework: Framework | None = None, chat_service: Any = None) -> None:
+    """What :func:`load_agent` checks before anything starts, none of it needing a credential or a network
+    (``sk-toolfilter validate`` runs the same): provider search for the framework, the provider and the
+    model (``tool_filtering.provider_search``), the framework's extra, and ``model.options`` for SK's
+    execution settings. A :class:`ConfigError` (or :class:`ToolFilterError` naming the extra) otherwise."""
+    chosen = framework or spec.framework
+    search = spec.tool_filtering.provider_search
+    if chosen == "agent-framework":
+        from sk_toolfilter.agent_framework.setup import kernel_filter  # noqa: F401  (names the extra when missing)
+    elif search.enabled:
+        refuse_in_semantic_kernel(search)
+    if search.enabled and chat_service is None:  # the model block's client: OpenAI Responses
+        if search.provider == "anthropic":
+            raise ConfigError(
+                "tool_filtering.provider_search.provider is 'anthropic', but the model block's client is OpenAI's: "
+                "pass a ToolSearchAnthropicClient as load_agent's chat_service, or set provider: openai (or auto)"
+            )
+        check_model("openai", spec.model.name)
+    if chosen == "semantic-kernel" and chat_service is None:
+        from semantic_kernel.connectors.ai.open_ai import (
+            AzureChatPromptExecutionSettings,
+            OpenAIChatPromptExecutionSettings,
+        )
+
+        azure = spec.model.provider == "azure_openai"
+        settings_class = AzureChatPromptExecutionSettings if azure else OpenAIChatPromptExecutionSettings
+        try:
+            settings_class(**spec.model.options)
+        except Exception as exc:
+            raise ConfigError(f"model.options: {exc}") from None
 
 
 def _semantic_kernel_agent(tools: Toolset, chat_service: ChatCompletionClientBase | None) -> LoadedAgent:

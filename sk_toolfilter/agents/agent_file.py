@@ -310,6 +310,9 @@ class AgentSpec(StrictConfig):
 # search, report or eval): a whole ``${VAR}`` there whose variable is unset leaves the setting unset,
 # and building the client says what is missing ("model: no API key — set OPENAI_API_KEY ...").
 CONNECTION_SETTINGS = frozenset({"model.api_key", "model.base_url", "model.endpoint", "model.api_version"})
+DISPLAYED_SETTINGS = frozenset({"name", "framework", "model.provider", "model.name"})
+"""Settings whose value is read out in messages on purpose (the model a check refuses is named): a value
+from the environment here is not remembered as a secret (every other one is)."""
 
 
 def substitute_env(
@@ -336,7 +339,8 @@ def substitute_env(
     def replace(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         if name in environ and environ[name] != "":
-            remember_secret(environ[name])  # a value from the environment is never rendered again
+            if where not in DISPLAYED_SETTINGS:
+                remember_secret(environ[name])  # a value from the environment is never rendered again
             return environ[name]
         if default is not None:
             return default

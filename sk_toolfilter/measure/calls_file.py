@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.basics.errors import ConfigError, closest_names
 from sk_toolfilter.basics.input_files import json_lines, json_object
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.usage import UsageMemory
@@ -37,17 +37,23 @@ class LearnedCalls:
     refused: Counter[str] = field(default_factory=Counter)
     """Tool names not learned: not in the catalog, or not visible and allowed to this agent."""
     without_tools: int = 0
+    closest: dict[str, str] = field(default_factory=dict)
+    """Refused names that name no tool of the catalog, with the closest name that does (a misspelling)."""
 
     def summary(self, path: str | Path) -> str:
         text = f"learned {self.learned} requests from {self.lines} lines of {path}"
         if self.without_tools:
             text += f"; {self.without_tools} lines had no tool this agent may use"
         if self.refused:
-            names = ", ".join(f"{n} ({c})" for n, c in self.refused.most_common(5))
+            names = ", ".join(self._refusal(n, c) for n, c in self.refused.most_common(5))
             more = len(self.refused) - 5
             text += f"; never learned (not in the catalog, or hidden or not allowed): {names}"
             text += f" and {more} more" if more > 0 else ""
         return text
+
+    def _refusal(self, name: str, count: int) -> str:
+        near = self.closest.get(name)
+        return f"{name} ({count}) - not in the catalog, did you mean {near}?" if near else f"{name} ({count})"
 
 
 def _lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -90,6 +96,8 @@ async def learn_calls_file(
                 kept.append(full)
             else:
                 result.refused[name[:80]] += 1
+                if full not in index and name[:80] not in result.closest:
+                    result.closest.update({name[:80]: near for near in closest_names(name, index.names)[:1]})
         if kept:
             batch.append((query, kept))
         else:

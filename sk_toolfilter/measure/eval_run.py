@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,11 +24,15 @@ from sk_toolfilter.config import RerankConfig, ToolFilterConfig
 from sk_toolfilter.measure.calls_file import learn_calls_file
 from sk_toolfilter.measure.conversations import load_steps, render_summary, replay_conversations
 from sk_toolfilter.measure.evaluation import (
+    LEARNED_FROM_USE,
     LabelledQuery,
     MethodResult,
     RerankMode,
     evaluate_method,
     load_queries,
+    miss_line,
+    misses,
+    misses_heading,
     misses_markdown,
     results_to_json,
     second_stage_line,
@@ -46,7 +51,19 @@ if TYPE_CHECKING:
 
 log = library_logger(__name__)
 
-COLUMNS = ("recall@1", "recall@3", "recall@5", "recall@10", "complete@5", "ndcg@10", "mrr", "mean_tools_sent")
+COLUMNS = (
+    "recall@1",
+    "recall@3",
+    "recall@5",
+    "recall@10",
+    "complete@5",
+    "ndcg@10",
+    "mrr",
+    "all_sent",
+    "mean_tools_sent",
+)
+"""``all_sent``: the share of queries whose gold tools were all sent (the rest are the misses listed)."""
+TERMINAL_MISSES = 10
 
 
 def _parse_list(value: str, kind: type, name: str) -> list[Any]:
@@ -56,22 +73,48 @@ def _parse_list(value: str, kind: type, name: str) -> list[Any]:
         raise ConfigError(f"--{name}: expected a comma-separated list, got {value!r}") from None
 
 
-async def _load_tools(args: argparse.Namespace) -> tuple[list[ToolMetadata], ToolFilterConfig, Any]:
+@dataclass
+class EvalTarget:
+    """What eval sends its queries through: the index, the configuration the agent's manager runs with
+    (bare names resolved, source rules in), and the discovery tools the app pins beside them."""
+
+    index: ToolIndex
+    config: ToolFilterConfig
+    discovery: frozenset[str] = frozenset()
+
+    @property
+    def catalog_size(self) -> int:
+        return len(self.index) - len(self.discovery)
+
+
+async def _open_target(
+    args: argparse.Namespace, methods: list[str], closers: list[Callable[[], Awaitable[None]]]
+) -> EvalTarget:
+    """``--tools``: the catalog indexed here (the disk cache, or the shared store); ``--agent``: the agent's
+    own toolset, opened as its app opens it, so eval sends what the app sends (the discovery tools,
+    overrides and source rules included) — with learning from use off (eval never reads or writes the
+    agent's memory; ``--learn`` measures it) and the second stage measured by ``--rerank``."""
     if args.tools:
-        return [t for t, _ in load_catalog(args.tools)], ToolFilterConfig(), None
+        config = apply_overrides(ToolFilterConfig(), args.set)
+        tools = [t for t, _ in load_catalog(args.tools)]
+        return EvalTarget(await _eval_index(tools, config, methods, closers), config)
     from sk_toolfilter.agents.agent import open_toolset
 
     spec = load_agent_file(args.agent)
-    # Index with BM25 only here; embeddings are computed below with the cache.
-    # (no second stage either: eval measures it itself, with --rerank)
-    tools_only = spec.tool_filtering.model_copy(update={"search_method": "bm25", "rerank": RerankConfig()})
-    bm25_only = spec.model_copy(update={"tool_filtering": tools_only})
-    toolset = await open_toolset(bm25_only)
-    # The agent's own tools as its filter indexes them: exclusions and disabled tools left out,
-    # tools_overrides' keywords, tags and categories in; the discovery plugin is pinned, never ranked.
-    discovery = spec.tool_filtering.discovery.plugin_name
-    tools = [t for t in toolset.manager.index.tools if t.plugin != discovery]
-    return tools, spec.tool_filtering, toolset
+    config = apply_overrides(spec.tool_filtering, args.set)
+    opened = config.search_method if methods == ["bm25"] or config.search_method != "bm25" else "hybrid"
+    open_with = config.updated(
+        search_method="bm25" if methods == ["bm25"] else opened,
+        rerank=RerankConfig(),
+        learning={**config.learning.model_dump(), "enabled": False},
+    )
+    toolset = await open_toolset(
+        spec.model_copy(update={"tool_filtering": open_with}), progress=Progress("embedding tools", unit="tools")
+    )
+    closers.append(toolset.aclose)
+    manager = toolset.manager
+    resolved = manager.config.updated(rerank=config.rerank, learning=config.learning)
+    return EvalTarget(manager.index, resolved, frozenset(manager.discovery_names))
 
 
 def _with_sent_gold(query: LabelledQuery, resolver: NameResolver) -> LabelledQuery:
@@ -124,6 +167,21 @@ def picking_config(config: ToolFilterConfig) -> ToolFilterConfig:
     return config.updated(rerank={**given, "type": "llm"})
 
 
+SECOND_STAGE_MODELS = ("cross-encoder", "learned")
+"""``eval --rerank`` values that are a ``rerank.type`` of the first stage's own (no model call)."""
+
+
+def measured_config(config: ToolFilterConfig, mode: str) -> ToolFilterConfig:
+    """The configuration one ``--rerank`` mode is measured with: the agent's own (``none``), a picking
+    stage (``oracle``, ``llm``: :func:`picking_config`), or ``rerank: cross-encoder | learned`` (its
+    default shortlist unless the agent set one for that same type)."""
+    if mode == "none":
+        return config
+    if mode in SECOND_STAGE_MODELS:
+        return config if config.rerank.type == mode else config.updated(rerank={"type": mode})
+    return picking_config(config)
+
+
 def eval_picker(args: argparse.Namespace, config: ToolFilterConfig) -> SecondStage:
     """``eval --rerank llm``: the picker on the agent file's model (``--agent``), else on the model the
     environment names (OPENAI_API_KEY, OPENAI_BASE_URL)."""
@@ -153,7 +211,8 @@ def render_markdown(results: list[MethodResult], n_queries: int, n_tools: int, b
         "",
         "## Misses",
         "",
-        "Queries whose gold tools were not all sent (rank: the tool's place in the ranking).",
+        "Queries whose gold tools were not all sent (`all_sent` is the share of the others; rank: the tool's "
+        "place in the first stage's ranking, which complete@k and recall@k read).",
         "",
     ]
     for r in results:
@@ -263,43 +322,42 @@ async def run_eval(args: argparse.Namespace) -> int:
     if not ks or min(ks) < 1:
         raise ConfigError("--k: cut-offs must be positive integers")
     queries = load_queries(args.queries)[: args.limit]  # never empty: load_queries refuses an empty set
-    tools, config, toolset = await _load_tools(args)
-    config = apply_overrides(config, args.set)
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
-        index = await _eval_index(tools, config, methods, closers)
+        target = await _open_target(args, methods, closers)
+        index, config = target.index, target.config
         queries = _checked_gold(queries, index)
         tool_tokens = np.array([count_json_tokens(openai_tool_definition(t)) for t in index.tools])
+        tokens_all = float(
+            sum(n for t, n in zip(index.tools, tool_tokens, strict=True) if t.full_name not in target.discovery)
+        )
         results = []
         modes: list[RerankMode] = ["none"] if args.rerank == "none" else ["none", args.rerank]
-        picked = picking_config(config) if args.rerank != "none" else config
-        picker = eval_picker(args, picked) if args.rerank == "llm" else None
         memories = [None, await _learned(args, index, config, queries)] if args.learn else [None]
         for method, mode, memory in ((m, r, s) for m in methods for r in modes for s in memories):
             if memory is not None and method == "bm25":
                 continue  # learning compares request vectors: BM25 has none
-            label = f"{method}{'' if mode == 'none' else ', ' + mode}{'' if memory is None else ', learned'}"
+            measured = measured_config(config, mode)
+            label = f"{method}{'' if mode == 'none' else ', ' + mode}{'' if memory is None else LEARNED_FROM_USE}"
             result = await evaluate_method(
                 index,
                 queries,
                 method,
-                picked if mode != "none" else config,
+                measured,
                 ks,
                 progress=Progress(f"querying ({label})", unit="queries"),
                 tool_tokens=tool_tokens,
-                rerank=mode,
-                picker=picker,
+                rerank="none" if mode in SECOND_STAGE_MODELS else mode,
+                picker=eval_picker(args, measured) if mode == "llm" else None,
                 memory=memory,
             )
-            result.metrics["tokens_all"] = float(tool_tokens.sum())
+            result.metrics["tokens_all"] = tokens_all
             results.append(result)
     finally:
-        for close in closers:
+        for close in reversed(closers):
             await close()
-        if toolset is not None:
-            await toolset.aclose()
-    print(f"{len(queries)} queries, {len(index)} tools; all tools = {int(tool_tokens.sum()):,} schema tokens")
-    _write_eval(args, config, results, len(queries), len(index))
+    print(f"{len(queries)} queries, {target.catalog_size} tools; all tools = {int(tokens_all):,} schema tokens")
+    _write_eval(args, config, results, len(queries), target.catalog_size)
     return 0
 
 
@@ -370,6 +428,14 @@ def _write_eval(
     print(render_table(results))
     for line in filter(None, (second_stage_line(r, n_queries) for r in results)):
         print(line)
+    for r in results:
+        missed = misses(r)
+        print(f"{misses_heading(r)}{':' if missed else ''}")
+        for query in missed[:TERMINAL_MISSES]:
+            print(f"  {miss_line(query)}")
+        if len(missed) > TERMINAL_MISSES:
+            where = "eval.md and eval.json list" if args.out else "--out DIR writes eval.md and eval.json with"
+            print(f"  and {len(missed) - TERMINAL_MISSES} more ({where} every miss)")
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

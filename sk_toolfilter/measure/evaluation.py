@@ -12,17 +12,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from sk_toolfilter.basics.breaker import Breaker
 from sk_toolfilter.basics.display import shorten
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.basics.input_files import json_lines, json_object
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
 from sk_toolfilter.measure.metrics import complete_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
-from sk_toolfilter.retrieval.cutoff import apply_cutoff
 from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.search import rank_tools
 from sk_toolfilter.retrieval.usage import UsageMemory
-from sk_toolfilter.selection.pipeline import SelectionRequest, StageOutcome, run_second_stage
+from sk_toolfilter.selection.manager import ToolFilterManager
+from sk_toolfilter.selection.pipeline import StageOutcome
 
 if TYPE_CHECKING:
     from sk_toolfilter.selection.pipeline import SecondStage
@@ -121,40 +119,38 @@ async def evaluate_method(
     picker: SecondStage | None = None,
     memory: UsageMemory | None = None,
 ) -> MethodResult:
-    """Rank every query with `method`; strict metrics (only gold names count). With `tool_tokens`
-    (schema tokens per catalog position), also the mean ``tokens_sent``. ``rerank="oracle"``: reordered by
-    :func:`oracle_pick` (``rerank.shortlist`` deep, ``top_k`` picked); ``"llm"``: by `picker` (its tokens
-    counted: ``picker_tokens``). `memory`: learning from use reorders every ranking (`` +learned``)."""
-    method_config = config.model_copy(update={"search_method": method})
+    """Send every query through a :class:`ToolFilterManager` on `index` configured as `config` with
+    `method` (:func:`eval_manager`): what is ``sent`` is what ``filter_tools`` and the adapters send for
+    the same words; rank metrics read its first-stage ranking (strict: only gold names count). With
+    `tool_tokens` (schema tokens per index position), also the mean ``tokens_sent``.
+    ``rerank="oracle"``: reordered by :func:`oracle_pick` (``rerank.shortlist`` deep, ``top_k`` picked);
+    ``"llm"``: `picker` is the manager's second stage (its tokens counted: ``picker_tokens``). `memory`:
+    learning from use reads it (`` +learned from use``)."""
+    manager = eval_manager(index, config, method, picker if rerank == "llm" else None, memory)
     shortlist = config.rerank.shortlist if rerank != "none" else 0
-    depth = max(max(ks), 10, config.top_k, shortlist)
     rows: list[dict[str, float]] = []
     categories: dict[str, list[dict[str, float]]] = {}
     latencies = []
     stage: Counter[str] = Counter()
     per_query: list[dict[str, Any]] = []
-    breaker = Breaker(config.rerank.failure_threshold, config.rerank.cooldown_seconds)
     for done, item in enumerate(queries, 1):
         started = time.perf_counter()
-        ranking = await rank_tools(index, item.query, method_config, limit=depth, memory=memory)
-        ranked = [t.full_name for t in ranking.tools]
-        cut = apply_cutoff(ranking.tools, method_config, no_tool_reason=ranking.no_tool_reason)
-        sent = [d.full_name for d in cut if d.kept]
-        pick_tokens = 0.0
+        selection = await manager.select(item.query)
+        latencies.append((time.perf_counter() - started) * 1000)  # the second stage's time included
+        ranked = [t.full_name for t in selection.ranking.tools]
+        sent = selection.names
+        outcome = selection.second_stage
         if rerank == "oracle":
             sent = oracle_pick(ranked, item.gold, shortlist, config.top_k) or sent
             ranked = picked_first(ranked, sent)
-        elif rerank == "llm" and picker is not None:
-            outcome = await run_second_stage(picker, SelectionRequest(item.query), ranking, config.top_k, breaker)
-            pick_tokens = outcome.cost.get("input_tokens", 0.0) + outcome.cost.get("output_tokens", 0.0)
+        elif outcome is not None:
             stage.update(_stage_counts(outcome))
             if outcome.picked is not None:
-                sent = outcome.picked
-                ranked = picked_first(ranked, sent)
-        latencies.append((time.perf_counter() - started) * 1000)  # the second stage's time included
+                ranked = picked_first(ranked, outcome.picked)
         row = _query_row(item, ranked, sent, ks, index, tool_tokens)
         if rerank == "llm":
-            row["picker_tokens"] = pick_tokens
+            cost = outcome.cost if outcome is not None else {}
+            row["picker_tokens"] = cost.get("input_tokens", 0.0) + cost.get("output_tokens", 0.0)
         rows.append(row)
         categories.setdefault(item.category, []).append(row)
         per_query.append(_query_outcome(item, sent, ranked))
@@ -166,8 +162,31 @@ async def evaluate_method(
         metrics["p95_ms"] = float(np.percentile(latencies, 95))
     by_category = {c: _aggregate(r) for c, r in sorted(categories.items())}
     stages = dict(stage) if rerank == "llm" else {}
-    name = method_name(method, config, rerank) + (" +learned" if memory is not None else "")
+    name = method_name(method, config, rerank) + (LEARNED_FROM_USE if memory is not None else "")
     return MethodResult(name, metrics, by_category, stages, per_query)
+
+
+LEARNED_FROM_USE = ", learned from use"
+"""What a row measured with learning from use adds to its name (``hybrid, learned from use``): never
+to be read as the learned ranker (``rerank: learned``, ``hybrid+learned@30``)."""
+
+
+def eval_manager(
+    index: ToolIndex,
+    config: ToolFilterConfig,
+    method: SearchMethod,
+    picker: SecondStage | None = None,
+    memory: UsageMemory | None = None,
+) -> ToolFilterManager:
+    """The manager eval sends its queries through: `config` with `method` on `index`, `picker` as its
+    second stage, learning from use reading `memory` only, in one shared scope (no file, no table: eval
+    never reads or writes what the agent learned)."""
+    learning = {**config.learning.model_dump(), "enabled": memory is not None, "file": None, "scope": "shared"}
+    manager = ToolFilterManager(index, config.updated(search_method=method, learning=learning))
+    manager.set_second_stage(picker)
+    if memory is not None:
+        manager.learning.memory = memory
+    return manager
 
 
 def _query_row(
@@ -184,6 +203,7 @@ def _query_row(
     row["ndcg@10"] = ndcg_at_k(ranked, item.gold, 10)
     row["mrr"] = reciprocal_rank(ranked, item.gold)
     row["recall_sent"] = recall_at_k(sent, item.gold, len(sent)) if sent else 0.0
+    row["all_sent"] = float(set(item.gold) <= set(sent))  # 1 - all_sent: the share of misses
     row["mean_tools_sent"] = float(len(sent))
     if tool_tokens is not None:
         row["tokens_sent"] = float(sum(tool_tokens[index.position(n)] for n in sent))
@@ -204,16 +224,35 @@ def _query_outcome(item: LabelledQuery, sent: Sequence[str], ranked: Sequence[st
     }
 
 
+def misses(result: MethodResult) -> list[dict[str, Any]]:
+    """`result`'s misses: the queries whose gold tools were not all sent (``1 - all_sent`` of them)."""
+    return [q for q in result.queries if q["missing"]]
+
+
+def miss_line(query: dict[str, Any], code: str = "") -> str:
+    """One miss, e.g. ``q7 'unsubscribe jane': missing Crm-record_opt_out (rank 2); sent Crm-add_to_campaign``
+    (`code`: the quote around names, ````` in markdown)."""
+    missing = ", ".join(f"{code}{g}{code} (rank {query['rank'][g] or '-'})" for g in query["missing"])
+    sent = ", ".join(f"{code}{n}{code}" for n in query["sent"]) or "nothing"
+    return f"{query['id']} {shorten(query['query'], 120)!r}: missing {missing}; sent {sent}"
+
+
+def misses_heading(result: MethodResult) -> str:
+    """``Misses of hybrid: 3 of 20 queries (gold tools not all sent; all_sent 0.850)``."""
+    share = result.metrics.get("all_sent", float("nan"))
+    return (
+        f"Misses of {result.method}: {len(misses(result))} of {len(result.queries)} queries "
+        f"(gold tools not all sent; all_sent {share:.3f})"
+    )
+
+
 def misses_markdown(result: MethodResult, shown: int = 50) -> list[str]:
     """eval.md's list of `result`'s misses (queries whose gold tools were not all sent), with what was sent."""
-    misses = [q for q in result.queries if q["missing"]]
-    lines = [f"### Misses of {result.method}: {len(misses)} of {len(result.queries)} queries", ""]
-    for q in misses[:shown]:
-        missing = ", ".join(f"`{g}` (rank {q['rank'][g] or '-'})" for g in q["missing"])
-        sent = ", ".join(f"`{n}`" for n in q["sent"]) or "nothing"
-        lines.append(f"- **{q['id']}** {shorten(q['query'], 120)!r}: missing {missing}; sent {sent}")
-    if len(misses) > shown:
-        lines.append(f"- and {len(misses) - shown} more (eval.json lists every query)")
+    missed = misses(result)
+    lines = [f"### {misses_heading(result)}", ""]
+    lines += [f"- {miss_line(q, '`')}" for q in missed[:shown]]
+    if len(missed) > shown:
+        lines.append(f"- and {len(missed) - shown} more (eval.json lists every query)")
     return [*lines, ""]
 
 

@@ -36,10 +36,13 @@ from sk_toolfilter.retrieval.prerequisites import Provider, find_providers
 from sk_toolfilter.retrieval.scoring import CatalogVectors, Precision
 from sk_toolfilter.retrieval.small_talk import (
     SMALL_TALK,
+    SmallTalkStore,
     SmallTalkVectors,
     load_exemplars,
     matching_variant,
     shipped_exemplar_variants,
+    small_talk_key,
+    small_talk_rows,
     worst_probe_agreement,
 )
 
@@ -99,6 +102,8 @@ class ToolIndex:
         self._small_talk: SmallTalkVectors | None = None
         self._small_talk_lock = asyncio.Lock()
         self._exemplar_task: asyncio.Task[tuple[CatalogVectors, CatalogVectors] | None] | None = None
+        self.small_talk_store: SmallTalkStore | None = None
+        """Where small-talk vectors this index embeds are kept for the other replicas (the shared store)."""
         self.vectors_pending: str | None = None
         """Set while the tools' vectors are built in the background: why this index ranks with BM25."""
         self.vectors_failed: str | None = None
@@ -163,10 +168,37 @@ class ToolIndex:
             missing=missing,
             precision=precision or (previous.precision if previous is not None else "float32"),
         )
-        if previous is not None and previous.embedding_service is embedding_service:
-            index._small_talk = previous._small_talk  # same service, same vectors: never embedded twice
-            index._exemplar_task = previous._exemplar_task
+        index.adopt_small_talk(previous)
         return index
+
+    def adopt_small_talk(self, previous: ToolIndex | None) -> None:
+        """The small-talk vectors (and their store) of the index this one replaces, when both embed with the
+        same service: the same vectors, never embedded twice."""
+        if previous is not None and previous.embedding_service is self.embedding_service:
+            self._small_talk = previous._small_talk
+            self._exemplar_task = previous._exemplar_task
+            self.small_talk_store = self.small_talk_store or previous.small_talk_store
+
+    async def load_small_talk(self, store: SmallTalkStore) -> bool:
+        """Take the small-talk vectors `store` keeps for this index's model (a replica reads what one
+        process embedded: ~3,100 texts it need not embed), and keep in it what this index embeds itself.
+        A model with shipped vectors never uses a store (they are chosen per CPU arithmetic). True when
+        the vectors came from `store`."""
+        self.small_talk_store = store
+        service, vectors = self.embedding_service, self._vectors
+        if self._small_talk is not None or service is None or vectors is None or self._uses_shipped(service):
+            return False
+        dims = vectors.shape[1]
+        stored = await store.load_small_talk(embedding_model_id(service), small_talk_key(), small_talk_rows(), dims)
+        if stored is None:
+            return False
+        descriptions = stored[: len(SMALL_TALK)]
+        self._small_talk = SmallTalkVectors(descriptions, *_split_exemplars(stored[len(SMALL_TALK) :]))
+        return True
+
+    def _uses_shipped(self, service: EmbeddingService) -> bool:
+        dims = self._vectors.shape[1] if self._vectors is not None else 0
+        return bool(shipped_exemplar_variants(embedding_model_id(query_encoder(service)), dims))
 
     @classmethod
     async def build_from_kernel(
@@ -352,7 +384,7 @@ class ToolIndex:
         shipped = await self._shipped_exemplars(encoder, dims)
         if shipped is not None:
             return SmallTalkVectors(vectors, *_split_exemplars(shipped))
-        self._exemplar_task = asyncio.create_task(self._embed_exemplars(encoder, dims))
+        self._exemplar_task = asyncio.create_task(self._embed_exemplars(encoder, dims, vectors))
         return SmallTalkVectors(vectors)
 
     async def _shipped_exemplars(self, encoder: EmbeddingService, dims: int) -> np.ndarray | None:
@@ -392,9 +424,10 @@ class ToolIndex:
             return None
 
     async def _embed_exemplars(
-        self, encoder: EmbeddingService, dims: int
+        self, encoder: EmbeddingService, dims: int, descriptions: np.ndarray
     ) -> tuple[CatalogVectors, CatalogVectors] | None:
-        """The exemplars embedded by `encoder` (a model without shipped vectors), or None when it fails."""
+        """The exemplars embedded by `encoder` (a model without shipped vectors), or None when it fails;
+        kept with the `descriptions` in the :attr:`small_talk_store` when there is one."""
 
         async def call(timeout: float) -> np.ndarray:
             return await embed_texts(encoder, load_exemplars().texts, batch_size=EXEMPLAR_BATCH, timeout=timeout)
@@ -404,7 +437,13 @@ class ToolIndex:
         except EmbeddingServiceError as exc:
             logger.debug("sk-toolfilter: small-talk exemplars not embedded; descriptions alone judge (%s)", exc)
             return None
-        return _split_exemplars(vectors) if vectors.shape[1] == dims else None
+        if vectors.shape[1] != dims:
+            return None
+        store, service = self.small_talk_store, self.embedding_service
+        if store is not None and service is not None:
+            both = np.vstack([descriptions, vectors]).astype(np.float32)
+            await store.save_small_talk(embedding_model_id(service), small_talk_key(), both)
+        return _split_exemplars(vectors)
 
     def cosine_scores(self, query_vector: np.ndarray) -> np.ndarray:
         """Cosine similarity of every tool to a unit query vector (rows are unit vectors).

@@ -199,7 +199,9 @@ async def _rank_one(
     order, second, positional = await _ordered(
         index, query, scored, final, named, depth, config if no_tool_reason is None else None
     )
+    learned_note = None
     if learned_stage and len(order) > 1:
+        learned_note = _learned_note(len(set(order) - set(named)), config.rerank.shortlist)
         order, positional = _learned_second_stage(index, query, scored, final, order, named, config)
     order, positional, learned, learning_note = _learned_order(
         index, memory if learning else None, order, final, positional, named, vectors, mask
@@ -215,8 +217,7 @@ async def _rank_one(
     if fill and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
         ranked += _filling(index, whole, order, cosines, mask, limit - len(order))
     rerank_note = second.note if second is not None else None
-    if learned_stage and len(order) > 1:
-        rerank_note = f"the learned ranker ordered the first stage's top {min(len(order), config.rerank.shortlist)}"
+    rerank_note = learned_note or rerank_note
     return Ranking(
         query,
         config.search_method,
@@ -229,6 +230,13 @@ async def _rank_one(
         learned,
         learning_note,
     )
+
+
+def _learned_note(ranked: int, shortlist: int) -> str:
+    """What the learned ranker did, in ``explain``'s words: its shortlist, and how many tools filled it."""
+    if ranked >= shortlist:
+        return f"the learned ranker ordered the first stage's top {shortlist}"
+    return f"the learned ranker ordered the first stage's top {shortlist} (only {ranked} matched the request)"
 
 
 def _learned_second_stage(

@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -224,6 +225,27 @@ def worst_probe_agreement(variants: dict[str, np.ndarray], probe: np.ndarray) ->
     """The best of the variants' worst probe cosines (for the log line when none matches)."""
     rows = _probe_rows()
     return max((worst_agreement(vectors[rows], probe) for vectors in variants.values()), default=-1.0)
+
+
+class SmallTalkStore(Protocol):
+    """Where a deployment keeps the small-talk vectors its own embedding model made (the shared index
+    store): one process embeds the descriptions and exemplars (~3,100 texts) and keeps them there, and
+    every replica reads them instead of embedding them again. Failures are the store's to report:
+    ``load`` answers None and ``save`` does nothing then."""
+
+    async def load_small_talk(self, model_id: str, key: str, rows: int, dims: int) -> np.ndarray | None: ...
+
+    async def save_small_talk(self, model_id: str, key: str, vectors: np.ndarray) -> None: ...
+
+
+def small_talk_key() -> str:
+    """Identifies what a stored set holds: the :data:`SMALL_TALK` descriptions, then the exemplars."""
+    return hashlib.sha256("\n".join([*SMALL_TALK, load_exemplars().digest]).encode()).hexdigest()[:16]
+
+
+def small_talk_rows() -> int:
+    """Rows of a stored set: the descriptions, then the exemplars (no-tool utterances, tool requests)."""
+    return len(SMALL_TALK) + len(load_exemplars().texts)
 
 
 @dataclass(frozen=True)

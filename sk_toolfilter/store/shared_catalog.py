@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 from semantic_kernel.data.vector import (
     DistanceFunction,
     IndexKind,
@@ -299,7 +301,42 @@ class SharedCatalog:
             ),
         )
 
+    # --- small talk ---------------------------------------------------------------------------
+    async def load_small_talk(self, key: str, rows: int, dims: int) -> np.ndarray | None:
+        """The small-talk vectors kept for this catalog's model under `key` (see
+        :mod:`sk_toolfilter.retrieval.small_talk`), or None when none are kept or they do not fit."""
+        catalogs = await self._catalog_collection()
+        head = await self._bounded("reading the small-talk vectors", catalogs.get(self._small_talk_key(key, 0)))
+        if head is None:
+            return None
+        parts, blobs = int(_one(head).get("image_parts") or 0), [bytes(_one(head).get("image") or b"")]
+        for part in range(1, parts):
+            row = await self._bounded("reading the small-talk vectors", catalogs.get(self._small_talk_key(key, part)))
+            blobs.append(bytes(_one(row).get("image") or b"") if row is not None else b"")
+        try:
+            with np.load(io.BytesIO(b"".join(blobs)), allow_pickle=False) as data:
+                vectors = np.asarray(data["vectors"], dtype=np.float32)
+        except (OSError, ValueError, KeyError, EOFError):
+            return None
+        return vectors if vectors.shape == (rows, dims) and np.isfinite(vectors).all() else None
+
+    async def save_small_talk(self, key: str, vectors: np.ndarray) -> None:
+        """Keep `vectors` (small talk embedded by this catalog's model) for the replicas that start later."""
+        buffer = io.BytesIO()
+        np.savez(buffer, allow_pickle=False, vectors=np.asarray(vectors, dtype=np.float32))
+        blob = buffer.getvalue()
+        parts = [blob[i : i + IMAGE_PART_BYTES] for i in range(0, len(blob), IMAGE_PART_BYTES)]
+        rows, dims = vectors.shape
+        described = CatalogVersion("small-talk", "", self.model_id, dims, rows, "", image_parts=len(parts))
+        catalogs = await self._catalog_collection()
+        for number in reversed(range(len(parts))):  # the head (part 0) last: a reader finds every part it names
+            row = self._row(self._small_talk_key(key, number), described, image=parts[number])
+            await self._bounded("writing the small-talk vectors", catalogs.upsert(row))
+
     # --- plumbing -----------------------------------------------------------------------------
+    def _small_talk_key(self, key: str, part: int) -> str:
+        return f"small-talk@{self.model_id}#{key}#{part}"
+
     def _manifest_key(self, version: str) -> str:
         return f"{self._version_key}#{version}"
 

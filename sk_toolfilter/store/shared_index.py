@@ -169,6 +169,8 @@ class SharedIndex:
             precision=precision,
             bm25=bm25,
         )
+        index.adopt_small_talk(previous)
+        await index.load_small_talk(self)  # a replica reads the small talk one process embedded
         version = current
         if writing and vectors is not None:
             version = await self._publish(index, hashes, vectors, fresh)
@@ -178,6 +180,27 @@ class SharedIndex:
         self.stats.version = version.version if version is not None else ""
         self.stats.loaded = len(chosen) - len(fresh)
         return index
+
+    # --- small talk (sk_toolfilter.retrieval.small_talk.SmallTalkStore) ---------------------------
+    async def load_small_talk(self, model_id: str, key: str, rows: int, dims: int) -> np.ndarray | None:
+        """The small-talk vectors one process embedded with this store's model, or None (none kept, or the
+        store failed: then the index embeds them itself, as without a store)."""
+        if model_id != self.catalog.model_id:
+            return None
+        try:
+            return await self.catalog.load_small_talk(key, rows, dims)
+        except IndexStoreError as exc:
+            logger.debug("sk-toolfilter: small-talk vectors not read from %s (%s)", self.where, exc)
+            return None
+
+    async def save_small_talk(self, model_id: str, key: str, vectors: np.ndarray) -> None:
+        """Keep the small-talk vectors this process embedded for the replicas that start later."""
+        if model_id != self.catalog.model_id:
+            return
+        try:
+            await self.catalog.save_small_talk(key, vectors)
+        except IndexStoreError as exc:
+            logger.debug("sk-toolfilter: small-talk vectors not kept in %s (%s)", self.where, exc)
 
     def _match(
         self, tools: Sequence[ToolMetadata], hashes: list[str], stored: StoredCatalog | None
