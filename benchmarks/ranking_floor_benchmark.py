@@ -86,7 +86,15 @@ async def main() -> None:
     parser.add_argument("--sizes", default="500,5000,50000,100000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="only the real-request figure: seal_tools + bfcl catalogs, 300 bfcl dev requests (issue 68)",
+    )
     args = parser.parse_args()
+    if args.real:
+        await real_requests(args.data, args.queries)
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     matvec_floor = one_thread_floor(sizes)
     print(
@@ -128,6 +136,28 @@ async def main() -> None:
     await end_to_end(5000, args.queries)
     if args.data.joinpath("seal_tools", "dev.jsonl").exists():
         await multi_part(args.data / "seal_tools")
+
+
+async def real_requests(data: Path, n_queries: int = 300) -> None:
+    """Real catalogs and requests: the seal_tools and bfcl dev catalogs as one (5,363 tools), the first
+    `n_queries` bfcl dev requests (real vocabularies, several parts), the embedding service instant.
+    ``filter_tools`` p50 against the one-thread float32 matrix-vector product over the same catalog."""
+    tools = [t for name in ("seal_tools", "bfcl") for t, _ in load_catalog(data / name / "tools.jsonl")]
+    lines = (data / "bfcl" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+    queries = [json.loads(line)["query"] for line in lines[:n_queries]]
+    floor = one_thread_floor([len(tools)])[len(tools)]
+    print(
+        f"Real requests: {len(tools):,} tools (seal_tools + bfcl), {len(queries)} bfcl dev requests, instant embeddings"
+    )
+    print("| method | vectors | filter_tools p50 ms | p95 ms | matvec ms (1 thread, float32) | ratio |")
+    print("|---|---|---:|---:|---:|---:|")
+    for method, precision in (("hybrid", "float32"), ("hybrid", "int8"), ("semantic", "float32"), ("bm25", "-")):
+        index = await ToolIndex.build(
+            tools, InstantEmbeddings(), precision="int8" if precision == "int8" else "float32"
+        )
+        manager = ToolFilterManager(index, ToolFilterConfig(search_method=method))
+        p50, p95 = await selection_times(manager, queries)
+        print(f"| {method} | {precision} | {p50:.3f} | {p95:.3f} | {floor:.3f} | {p50 / floor:.1f}x |", flush=True)
 
 
 async def multi_part(folder: Path) -> None:

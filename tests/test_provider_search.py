@@ -585,3 +585,22 @@ async def test_load_agent_refuses_provider_search_for_a_model_without_it_before_
     with pytest.raises(ConfigError, match="has no tool search"):
         await load_agent(path)
     assert not (tmp_path / "sandbox").exists()  # no plugin was started (the Files plugin creates its root)
+
+
+async def test_the_offer_decides_what_is_loaded_and_what_is_deferred_for_every_adapter(demo_kernel):
+    from semantic_kernel.contents import ChatHistory
+
+    from sk_toolfilter import create_tool_filter
+
+    config = ToolFilterConfig(top_k=2, provider_search={"enabled": True, "loaded": 2}, exclude=["Messaging-send_email"])
+    manager = await create_tool_filter(demo_kernel, config)
+    names = [f.fully_qualified_name for f in demo_kernel.get_full_list_of_function_metadata()]
+    history = ChatHistory()
+    history.add_user_message("what is 2 plus 3?")
+    offer = await manager.offer(history, names)
+    visible = set(names) - {"Messaging-send_email"} - set(manager.discovery_names)
+    assert 0 < len(offer.names) <= 2 and "Math-add" in offer.names
+    assert set(offer.names) | set(offer.deferred) == visible and not set(offer.names) & set(offer.deferred)
+    assert offer.on_wire == [*offer.names, *offer.deferred]
+    off = await create_tool_filter(demo_kernel, ToolFilterConfig(top_k=2))
+    assert (await off.offer(history, names)).deferred == ()  # without provider search nothing is deferred

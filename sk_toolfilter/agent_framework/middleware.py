@@ -18,7 +18,6 @@ from sk_toolfilter.agent_framework.messages import to_chat_history
 from sk_toolfilter.agent_framework.provider_search import check_client, mark_deferred
 from sk_toolfilter.agent_framework.tools import function_tools
 from sk_toolfilter.selection.learning import context_from_arguments
-from sk_toolfilter.selection.provider_search import wire_plan
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.refusals import refusal, report_refusal
 
@@ -76,19 +75,16 @@ class ToolFilterMiddleware(ChatMiddleware):
         passthrough = [t for t in tools if id(t) not in ranked]
         with context_from_arguments(self.manager.config.learning, context.kwargs):
             history = await self._select(context, list(by_name))
-        plan = wire_plan(self.manager, list(by_name), self.last_selection, search) if search.enabled else None
-        if plan is not None:
-            self.last_selection = list(plan.loaded)
-        loaded = [by_name[n] for n in self.last_selection]
-        deferred = [by_name[n] for n in plan.deferred] if plan is not None else []
-        kept = [*loaded, *deferred, *passthrough]  # provider search: the rest goes deferred (the client marks it)
+        offer = self.last_offer
+        deferred = offer.deferred if offer is not None else ()
+        # provider search: the rest goes deferred (the client marks it)
+        kept = [*(by_name[n] for n in self.last_selection), *(by_name[n] for n in deferred), *passthrough]
         options["tools"] = kept or None
         if not kept:
             options.pop("tool_choice", None)
         context.options = options  # a copy: the next call of the loop starts from the agent's full list
-        mark_deferred(plan.deferred if plan is not None else (), kept)
-        on_wire = plan.on_wire if plan is not None else frozenset(self.last_selection)
-        _OFFERED.set((id(self.manager), on_wire))
+        mark_deferred(deferred, kept)
+        _OFFERED.set((id(self.manager), frozenset([*self.last_selection, *deferred])))
         await call_next()
         self._capture(context, history, set(by_name))
 

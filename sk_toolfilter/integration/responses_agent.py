@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from sk_toolfilter.basics.errors import ConfigError
-from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model, wire_plan, with_deferred
+from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model, with_deferred
 
 _DEFERRED: ContextVar[frozenset[str] | None] = ContextVar("sk_toolfilter_sk_deferred", default=None)
 _CLIENTS: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -96,9 +96,8 @@ async def invoke_with_provider_search(
     kernel = kwargs.get("kernel") or agent.kernel
     names = [f.fully_qualified_name for f in kernel.get_full_list_of_function_metadata()]
     offer = await manager.offer(history, names)
-    plan = wire_plan(manager, names, list(offer.names), search) if search.enabled else None
-    deferred = plan.deferred if plan is not None else ()
-    on_wire = list(plan.on_wire_order if plan is not None else offer.names) or ["-none-"]  # [] would allow all
+    deferred = offer.deferred
+    on_wire = offer.on_wire or ["-none-"]  # [] would allow all
     behavior = FunctionChoiceBehavior.Auto(filters={"included_functions": on_wire})
     token = _DEFERRED.set(frozenset(deferred))
     try:

@@ -8,7 +8,9 @@ their own tool objects; every rule about what is sent lives here and in the sele
 * filtering on → the selection (ranked, pinned, capped) among the tools on offer, in the order on
   offer, or with ``selection_mode: sticky`` in the conversation's sticky order;
 * a tool the index does not know (given to one run only) stays on offer, after the selection, and
-  counts toward ``max_tools_total`` (it is the first cut when the cap is reached).
+  counts toward ``max_tools_total`` (it is the first cut when the cap is reached);
+* provider tool search on → what is sent loaded, and every other usable tool deferred
+  (:func:`~sk_toolfilter.selection.provider_search.wire_plan`).
 """
 
 from __future__ import annotations
@@ -26,16 +28,24 @@ logger = library_logger(__name__)
 class Offer:
     """The tools one model request carries.
 
-    ``names``: what to send, in the order to send it (always a subset of what was on offer).
+    ``names``: what to send loaded, in the order to send it (always a subset of what was on offer).
     ``narrowed``: False when the request goes out with exactly what was on offer (filtering off and
     nothing hidden). ``selection``: the evidence (None with filtering off; its decisions reach as deep
     as sending needs: every ranked tool and why is :meth:`ToolFilterManager.explain`). ``seconds``: time spent.
+    ``deferred``: with provider tool search, every other tool this agent may use, sent deferred for the
+    provider's search to find (catalog order; empty without it).
     """
 
     names: list[str]
     narrowed: bool
     selection: Selection | None = None
     seconds: float = 0.0
+    deferred: tuple[str, ...] = ()
+
+    @property
+    def on_wire(self) -> list[str]:
+        """Every tool the model can call on this request: loaded, then deferred."""
+        return [*self.names, *self.deferred]
 
 
 def visible_offer(on_offer: Sequence[str], hidden: set[str]) -> Offer:

@@ -24,6 +24,7 @@ from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
 from sk_toolfilter.selection.learning import Learning, current_context, fingerprint
 from sk_toolfilter.selection.offer import Offer, selected_offer, visible_offer
 from sk_toolfilter.selection.pipeline import Selection, SelectionRequest, take_snapshot
+from sk_toolfilter.selection.provider_search import wire_plan
 from sk_toolfilter.selection.query import MAX_QUERY_CHARS, QueryStrategy, build_query
 from sk_toolfilter.selection.selector import Selector
 from sk_toolfilter.selection.span import SpanWriter
@@ -64,7 +65,27 @@ class RequestPath:
     async def offer(
         self, conversation: str | ChatHistory, on_offer: Sequence[str], strategy: QueryStrategy | None
     ) -> Offer:
-        """What one model request carries (see :meth:`ToolFilterManager.offer`)."""
+        """What one model request carries (see :meth:`ToolFilterManager.offer`): loaded and, with provider
+        tool search, deferred."""
+        offer = await self._loaded(conversation, on_offer, strategy)
+        search = self.config.provider_search
+        if not search.enabled:
+            return offer
+        plan = wire_plan(self, on_offer, offer.names, search)
+        return replace(offer, names=list(plan.loaded), deferred=plan.deferred, narrowed=True)
+
+    @property
+    def discovery_names(self) -> list[str]:
+        """The discovery tools (never deferred: :func:`wire_plan` reads them here)."""
+        return self.upkeep.catalog.discovery_names
+
+    def is_hidden(self, full_name: str) -> bool:
+        return self.policy.is_hidden(full_name)
+
+    async def _loaded(
+        self, conversation: str | ChatHistory, on_offer: Sequence[str], strategy: QueryStrategy | None
+    ) -> Offer:
+        """What one request sends loaded: the selection among `on_offer` (filtering off: all but the hidden)."""
         if not self.config.enabled:
             return visible_offer(on_offer, {n for n in on_offer if self.policy.is_hidden(n)})
         started = time.perf_counter()
