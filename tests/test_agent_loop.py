@@ -274,7 +274,7 @@ async def test_a_damaged_co_usage_file_starts_empty_with_one_warning_and_is_repl
     with caplog.at_level(logging.WARNING):
         manager = await create_tool_filter(loop_kernel, ToolFilterConfig(agent_loop={"co_usage_file": str(path)}))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and f"cannot read co-usage file {path}" in warnings[0]
+    assert len(warnings) == 1 and f"co-usage file {path}: cannot be read" in warnings[0]
     assert len(manager.co_usage) == 0
     history = completed_turns(("track parcel 1Z1", ["Shipping-track_package"]))
     history.add_user_message("and 2Z2?")

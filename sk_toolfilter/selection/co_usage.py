@@ -12,11 +12,9 @@ file holds tool names and one fingerprint per turn, never conversation text.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import threading
-import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,8 +23,9 @@ from pathlib import Path
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.basics.input_files import read_bounded_text
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.retrieval.cache import exclusive_lock, write_atomically
+from sk_toolfilter.retrieval.cache import write_atomically
 from sk_toolfilter.selection.turns import Turn
+from sk_toolfilter.store.synced_file import SyncedFile
 
 logger = library_logger(__name__)
 
@@ -135,7 +134,7 @@ class CoUsage:
         return sorted(found.values(), key=lambda c: (-c.share, -c.together, c.name))
 
 
-class CoUsageFile:
+class CoUsageFile(SyncedFile[CoUsage]):
     """Keeps a :class:`CoUsage` in a JSON file: read at start, written (atomically, off the event
     loop) at most every `every_seconds` after it learned something, and on :meth:`flush`.
 
@@ -146,16 +145,11 @@ class CoUsageFile:
     learning goes on in memory.
     """
 
+    what = "co-usage file"
+
     def __init__(self, path: str | Path, every_seconds: float = 30.0) -> None:
-        self.path = Path(path).expanduser()
-        self.every_seconds = every_seconds
+        super().__init__(path, every_seconds)
         self._dirty = False
-        self._last_write = time.monotonic()
-        self._writing: asyncio.Future[None] | None = None
-        self._warned = False
-        self._snapshots = 0  # numbered, so a slow background write never replaces a newer file
-        self._written = 0
-        self._write_lock = threading.Lock()
 
     def load_into(self, co_usage: CoUsage) -> int:
         """Restore the saved turns into `co_usage`; returns how many were read."""
@@ -176,56 +170,25 @@ class CoUsageFile:
             reason = exc.strerror if isinstance(exc, OSError) else str(exc) or type(exc).__name__
             if isinstance(exc, RecursionError):
                 reason = "nested too deeply"
-            logger.warning("sk-toolfilter: cannot read co-usage file %s (%s); %s", self.path, reason, consequence)
+            self._warn_once("read", f"cannot be read ({reason}); {consequence}")
             return []
 
     def changed(self, co_usage: CoUsage) -> None:
         """`co_usage` learned something: write it when `every_seconds` passed since the last write."""
         self._dirty = True
-        if time.monotonic() - self._last_write < self.every_seconds:
-            return
-        if self._writing is not None and not self._writing.done():
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush(co_usage)
-            return
-        self._writing = loop.run_in_executor(None, self._write, co_usage, *self._snapshot(co_usage))
+        super().changed(co_usage)
 
-    def flush(self, co_usage: CoUsage) -> None:
-        """Write now if anything was learned since the last write."""
-        if self._dirty:
-            self._write(co_usage, *self._snapshot(co_usage))
+    def _pending(self, co_usage: CoUsage) -> bool:
+        return self._dirty
 
-    def _snapshot(self, co_usage: CoUsage) -> tuple[int, list[tuple[str, tuple[str, ...]]]]:
-        self._dirty, self._last_write = False, time.monotonic()
-        self._snapshots += 1
-        return self._snapshots, co_usage.turns()
-
-    def _write(self, co_usage: CoUsage, number: int, turns: list[tuple[str, tuple[str, ...]]]) -> None:
-        with self._write_lock:
-            if number > self._written:
-                self._written = number
-                self._write_file(co_usage, turns)
-
-    def _write_file(self, co_usage: CoUsage, turns: list[tuple[str, tuple[str, ...]]]) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
-                # Merge with what other processes wrote since: their turns first (older), then ours.
-                ours = {key for key, _ in turns}
-                theirs = [(k, c) for k, c in self._read("it is replaced") if k not in ours]
-                co_usage.restore(theirs)  # this replica learns what the others saw
-                merged = [*[(k, tuple(c)) for k, c in theirs], *turns][-co_usage.max_turns :]
-                document = {"format": FILE_FORMAT, "turns": [[key, list(calls)] for key, calls in merged]}
-                text = json.dumps(document, separators=(",", ":")).encode("utf-8")
-                write_atomically(self.path, lambda f: f.write(text))
-        except OSError as exc:
-            if not self._warned:
-                self._warned = True
-                logger.warning(
-                    "sk-toolfilter: cannot write co-usage file %s (%s); what is learned stays in memory only",
-                    self.path,
-                    exc.strerror or exc,
-                )
+    def _merge_and_write(self, co_usage: CoUsage) -> None:
+        self._dirty = False  # a turn learned while this writes marks it again: written next time
+        turns = co_usage.turns()
+        # Merge with what other processes wrote since: their turns first (older), then ours.
+        ours = {key for key, _ in turns}
+        theirs = [(k, c) for k, c in self._read("it is replaced") if k not in ours]
+        co_usage.restore(theirs)  # this replica learns what the others saw
+        merged = [*[(k, tuple(c)) for k, c in theirs], *turns][-co_usage.max_turns :]
+        document = {"format": FILE_FORMAT, "turns": [[key, list(calls)] for key, calls in merged]}
+        text = json.dumps(document, separators=(",", ":")).encode("utf-8")
+        write_atomically(self.path, lambda f: f.write(text))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterable
@@ -23,6 +22,7 @@ from sk_toolfilter.basics.input_files import open_regular
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.retrieval.cache import exclusive_lock, write_atomically
 from sk_toolfilter.retrieval.usage import MAX_TOOLS_PER_REQUEST, SHARED_SCOPE, LearnedRow, UsageMemory
+from sk_toolfilter.store.synced_file import SyncedFile
 
 logger = library_logger(__name__)
 
@@ -41,7 +41,7 @@ def forget_file(path: str | Path, catalog: str = "default", model: str = "") -> 
     return LearningFile(path, catalog, model).wipe()
 
 
-class LearningFile:
+class LearningFile(SyncedFile[UsageMemory]):
     """Keeps a :class:`UsageMemory` in a ``.npz`` file beside the agent: read at start, written
     (atomically, under a lock, merged with what other processes wrote) at most every `every_seconds`
     after something was learned, and on :meth:`flush`.
@@ -58,26 +58,19 @@ class LearningFile:
     `every_seconds` when its requests tick) drops what it had learned instead of writing it back.
     """
 
+    what = "learning file"
+
     def __init__(self, path: str | Path, catalog: str, model: str, every_seconds: float = 30.0) -> None:
-        self.path = Path(path).expanduser()
+        super().__init__(path, every_seconds)
         self.catalog = catalog
         self.model = model
-        self.every_seconds = every_seconds
         self.generation = 0
         """The newest wipe this process knows of (0: none)."""
         self._wiped_at = 0.0  # when that wipe was (rows learned before it never come back)
         self._written_version = -1
-        self._last_write = time.monotonic()
         self._next_check = time.monotonic() + every_seconds
         self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of the file when last read or written
-        self._warned: set[str] = set()
-        self._writing: asyncio.Future[None] | None = None
         self._checking: asyncio.Future[None] | None = None
-        self._lock = threading.Lock()  # one writer at a time in this process (the file lock guards others)
-
-    @property
-    def _lock_path(self) -> Path:
-        return self.path.with_name(self.path.name + ".lock")
 
     def load_into(self, memory: UsageMemory) -> int:
         """Learn the rows in the file; returns how many were taken."""
@@ -92,11 +85,6 @@ class LearningFile:
         if memory.clamped > clamped:
             self._warn_once("future", f"{memory.clamped - clamped} rows dated in the future were dated now")
         return taken
-
-    def _warn_once(self, what: str, reason: str) -> None:
-        if what not in self._warned:
-            self._warned.add(what)
-            logger.warning("sk-toolfilter: learning file %s: %s", self.path, reason)
 
     def max_file_bytes(self, memory: UsageMemory) -> int:
         """The largest file read for `memory`: its vectors as float32 (4x its int8 codes), and room."""
@@ -195,39 +183,14 @@ class LearningFile:
         except (OSError, ConfigError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile):
             return {}, 0, 0.0, 0
 
-    def changed(self, memory: UsageMemory) -> None:
-        """`memory` changed: write it when `every_seconds` passed since the last write — off the event
-        loop when one runs (a request never waits on the disk), one write at a time."""
-        if time.monotonic() - self._last_write < self.every_seconds:
-            return
-        if self._writing is not None and not self._writing.done():
-            return
-        self._last_write = time.monotonic()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush(memory)
-            return
-        self._writing = loop.run_in_executor(None, self.flush, memory)
+    def _pending(self, memory: UsageMemory) -> bool:
+        return memory.version != self._written_version
 
-    def flush(self, memory: UsageMemory) -> None:
-        """Write now if anything changed since the last write (merged with the other writers' rows)."""
-        with self._lock:
-            self._flush(memory)
-
-    def _flush(self, memory: UsageMemory) -> None:
-        if memory.version == self._written_version:
-            return
-        self._last_write = time.monotonic()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with exclusive_lock(self._lock_path):
-                self._merge(memory)  # what the others learned since, and any wipe
-                version = memory.version  # (a row learned while this writes moves it on: written next time)
-                self._write(memory.rows(), self.generation)
-            self._written_version = version
-        except OSError as exc:
-            self._warn_once("write", f"cannot be written ({exc.strerror or exc}); what is learned stays in memory")
+    def _merge_and_write(self, memory: UsageMemory) -> None:
+        self._merge(memory)  # what the others learned since, and any wipe
+        version = memory.version  # (a row learned while this writes moves it on: written next time)
+        self._write(memory.rows(), self.generation)
+        self._written_version = version
 
     def wipe(self) -> int:
         """Replace the file with an empty one of the next generation (``sk-toolfilter forget``); returns

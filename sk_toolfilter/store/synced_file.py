@@ -1,0 +1,86 @@
+"""What every file a process keeps learned state in does alike (the file-side twin of
+:mod:`~sk_toolfilter.store.synced_table`): written at most every ``every_seconds`` after a change and on
+``flush``, off the event loop when one runs (a request never waits on the disk), one write at a time in
+this process and under a lock file across processes, each write merged with what the other processes
+wrote since (the subclass's ``_merge_and_write``), atomically replaced; a file that cannot be written is
+one warning and what is learned stays in memory.
+
+Subclasses: :class:`~sk_toolfilter.selection.learning_file.LearningFile` (learning from use, ``.npz``),
+:class:`~sk_toolfilter.selection.co_usage.CoUsageFile` (co-usage, JSON).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.retrieval.cache import exclusive_lock
+
+logger = library_logger(__name__)
+
+State = TypeVar("State")
+
+
+class SyncedFile(Generic[State]):
+    """A process's `State` kept in a file several processes share (see the module docstring)."""
+
+    what = "state file"
+    """What the file keeps, as its warnings name it (``learning file``, ``co-usage file``)."""
+
+    def __init__(self, path: str | Path, every_seconds: float = 30.0) -> None:
+        self.path = Path(path).expanduser()
+        self.every_seconds = every_seconds
+        self._last_write = time.monotonic()
+        self._writing: asyncio.Future[None] | None = None
+        self._lock = threading.Lock()  # one writer at a time in this process (the lock file guards the others)
+        self._warned: set[str] = set()
+
+    @property
+    def _lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    def changed(self, state: State) -> None:
+        """`state` changed: write it when ``every_seconds`` passed since the last write (off the event loop
+        when one runs; never two writes at once)."""
+        if time.monotonic() - self._last_write < self.every_seconds:
+            return
+        if self._writing is not None and not self._writing.done():
+            return
+        self._last_write = time.monotonic()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush(state)
+            return
+        self._writing = loop.run_in_executor(None, self.flush, state)
+
+    def flush(self, state: State) -> None:
+        """Write now if anything changed since the last write (merged with the other writers' state)."""
+        with self._lock:
+            if not self._pending(state):
+                return
+            self._last_write = time.monotonic()
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with exclusive_lock(self._lock_path):
+                    self._merge_and_write(state)
+            except OSError as exc:
+                self._warn_once("write", f"cannot be written ({exc.strerror or exc}); what is learned stays in memory")
+
+    def _warn_once(self, what: str, reason: str) -> None:
+        """One warning per kind of trouble (``read``, ``write``, …) for the life of this process."""
+        if what not in self._warned:
+            self._warned.add(what)
+            logger.warning("sk-toolfilter: %s %s: %s", self.what, self.path, reason)
+
+    def _pending(self, state: State) -> bool:
+        """Whether `state` has anything the file does not (under ``_lock``)."""
+        raise NotImplementedError
+
+    def _merge_and_write(self, state: State) -> None:
+        """Read what the others wrote, merge it into `state`, write the file (under both locks)."""
+        raise NotImplementedError
