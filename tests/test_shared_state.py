@@ -22,7 +22,7 @@ REPLICA = textwrap.dedent(
         pass
     learned, store = CoUsage(), CoUsageFile(path, every_seconds=0)
     for i in range(50):
-        learned.learn([Turn(f"{name} request {i}", [f"{name}-open", f"{name}-tool_{i % 7}"])])
+        learned.count([Turn(f"{name} request {i}", [f"{name}-open", f"{name}-tool_{i % 7}"])])
         store.changed(learned)  # no event loop: written (merged) at once, 50 writes per replica
     store.flush(learned)
     print(len(learned.turns()))
@@ -56,7 +56,7 @@ def test_a_deeply_nested_co_usage_file_starts_empty_with_one_warning(tmp_path, c
     learned = CoUsage()
     assert CoUsageFile(path).load_into(learned) == 0
     assert "nested too deeply" in caplog.text and str(path) in caplog.text
-    learned.learn([Turn("lock the doors", ["Car-lock", "Car-brake"])])
+    learned.count([Turn("lock the doors", ["Car-lock", "Car-brake"])])
     store = CoUsageFile(path, every_seconds=0)
     store.changed(learned)
     assert json.loads(path.read_text())["turns"][0][1] == ["Car-lock", "Car-brake"]

@@ -60,7 +60,7 @@ class CoUsage:
     def __len__(self) -> int:
         return len(self._seen)
 
-    def learn(self, turns: Iterable[Turn]) -> int:
+    def count(self, turns: Iterable[Turn]) -> int:
         """Count every turn not seen before; returns how many were new."""
         added = 0
         with self._lock:

@@ -1,6 +1,6 @@
 """One request, read top to bottom.
 
-    read the conversation ─▶ learn from its completed turns (co-usage, learning from use) ─▶ snapshot
+    read the conversation ─▶ learn from its completed turns (co-usage, learning from use: one step) ─▶ snapshot
     ─▶ the pipeline's stages (first stage ─▶ second stage ─▶ cut ─▶ all fit | agent loop ─▶ pins ─▶ cap)
     ─▶ wire order ─▶ span
 
@@ -116,10 +116,9 @@ class RequestPath:
     def read(
         self, history: ChatHistory, allowed: set[str] | None, strategy: QueryStrategy | None, *, explained: bool = True
     ) -> SelectionRequest:
-        """Read the conversation: its query, the tools its pin sources keep on offer, the current and
-        previous turns; learn from its completed turns on the way. `explained`: see :class:`SelectionRequest`."""
+        """Read the conversation: its query, the tools its pin sources keep on offer, the current, previous
+        and completed turns (what :meth:`learn_from_turns` learns). `explained`: see :class:`SelectionRequest`."""
         completed, turn = split_turns(history)
-        self.learn(completed)
         query = build_query(history, strategy or self.config.query_strategy)
         pins = [pin for source in list(self.conversation_pins.values()) for pin in source(history)]
         previous = completed[-1] if completed else None
@@ -139,16 +138,6 @@ class RequestPath:
         if conversation is not None:
             return scope, fingerprint(catalog, "conversation", str(conversation))
         return scope, None if history is None else fingerprint(catalog, "opening", *conversation_opening(history))
-
-    def learn(self, completed: Sequence[Turn]) -> None:
-        """Co-usage learns from the completed turns (kept in its file when one is set); the shared table
-        gets what this replica learned and gives what the others did."""
-        loop = self.config.agent_loop
-        learned = loop.enabled and loop.co_usage and self.co_usage.learn(completed) > 0
-        if learned and self.co_usage_file is not None:
-            self.co_usage_file.changed(self.co_usage)
-        if self.co_usage_table is not None:
-            self.co_usage_table.tick(self.co_usage)
 
     async def share(self, store: SharedIndex) -> None:
         """With a shared store: co-usage and learning from use (when on) learn from, and share with, the
@@ -217,9 +206,17 @@ class RequestPath:
         index, discovery = self.upkeep.catalog.index, set(self.upkeep.catalog.discovery_names)
         return index, turn, lambda n: learning.permits(n, index, discovery, allowed), scope, talk
 
-    async def learn_from_use(self, request: SelectionRequest) -> None:
-        """Learning from use remembers the completed turns (their vectors and the tools called that were
-        in the catalog, visible and allowed here); tools the catalog lost are forgotten first."""
+    async def learn_from_turns(self, request: SelectionRequest) -> None:
+        """The one step where a request teaches: its conversation's completed turns are counted by co-usage
+        (which tools are used together; its file and table kept in step) and remembered by learning from
+        use (request vectors and the tools called that were in the catalog, visible and allowed here;
+        tools the catalog lost are forgotten first)."""
+        loop = self.config.agent_loop
+        counted = loop.enabled and loop.co_usage and self.co_usage.count(request.completed) > 0
+        if counted and self.co_usage_file is not None:
+            self.co_usage_file.changed(self.co_usage)
+        if self.co_usage_table is not None:
+            self.co_usage_table.tick(self.co_usage)
         learning = self.learning
         if learning is None or not learning.enabled:
             return
@@ -246,7 +243,7 @@ class RequestPath:
         with self.telemetry.selection() as record:
             await self.upkeep.refresh()
             upkeep = self.upkeep
-            await self.learn_from_use(request)
+            await self.learn_from_turns(request)
             snapshot = take_snapshot(upkeep.catalog, request.allowed, upkeep.gone(), upkeep.exists)
             selection = await self.selector.run(request, snapshot)
             if self.telemetry.enabled:
