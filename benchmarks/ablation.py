@@ -73,7 +73,7 @@ async def main() -> None:
                 index = ToolIndex(
                     index.tools, embeddings=index.embeddings, embedding_service=service, bm25_config=config.bm25
                 )
-            metrics = (await evaluate_method(index, queries, config.search_method, config)).metrics
+            metrics = (await evaluate_method(index, queries, config.search_method, config, first_request=False)).metrics
             cells.append(f"{metrics['recall@5']:.3f}")
             sent.append(metrics["mean_tools_sent"])
             recall_sent.append(metrics["recall_sent"])

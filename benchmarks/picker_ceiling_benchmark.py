@@ -59,11 +59,13 @@ async def ceiling_rows(data: Path, limit: int):  # type: ignore[no-untyped-def]
             print(f"{model}: {name}", file=sys.stderr, flush=True)
             index = await catalog_index(folder, service)
             queries = load_queries(folder / "dev.jsonl")[:limit]
-            first = await evaluate_method(index, queries, "hybrid", config, (5,))
+            first = await evaluate_method(index, queries, "hybrid", config, (5,), first_request=False)
             cells = [f"{first.metrics['recall@5']:.3f} / {first.metrics['complete@5']:.3f}"]
             for shortlist in SHORTLISTS:
                 picked = picking_config(config.updated(rerank={"shortlist": shortlist}))
-                oracle = await evaluate_method(index, queries, "hybrid", picked, (5,), rerank="oracle")
+                oracle = await evaluate_method(
+                    index, queries, "hybrid", picked, (5,), rerank="oracle", first_request=False
+                )
                 cells.append(f"{oracle.metrics['recall@5']:.3f} / {oracle.metrics['complete@5']:.3f}")
             yield f"| {name} | {model} | {len(queries)} | " + " | ".join(cells) + " |"
 

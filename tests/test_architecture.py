@@ -127,4 +127,4 @@ def test_the_manager_keeps_construction_lifecycle_and_thin_verbs_only():
     assert manager.end_lineno - manager.lineno + 1 <= 250  # type: ignore[operator]
     path = ast.parse((PACKAGE / "selection" / "request_path.py").read_text())
     steps = {n.name for n in ast.walk(path) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
-    assert {"offer", "read", "learn", "select"} <= steps
+    assert {"offer", "read", "learn_from_turns", "select"} <= steps

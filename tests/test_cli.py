@@ -97,6 +97,8 @@ def test_eval_writes_each_querys_hits_and_lists_the_misses_with_what_was_sent(tm
     ]
     queries.write_text("".join(json.dumps(line) + "\n" for line in lines))
     argv = ["eval", "--tools", str(FIXTURES / "tools.jsonl"), "--queries", str(queries), "--methods", "bm25"]
+    # one tool per request (three would all fit the budget, and the app would send all three)
+    argv += ["--set", "top_k=1", "--set", "agent_loop.max_tools=1"]
     assert main([*argv, "--out", str(tmp_path / "e")]) == 0
     outcomes = {q["id"]: q for q in json.loads((tmp_path / "e" / "eval.json").read_text())["queries"]["bm25"]}
     assert outcomes["hit"]["missing"] == [] and "support-open_ticket" in outcomes["hit"]["sent"]

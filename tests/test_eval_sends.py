@@ -1,6 +1,7 @@
-"""``eval`` measures what the app sends: for every query, the tools eval lists as sent are the tools
-``filter_tools`` returns and the Semantic Kernel wrapper puts on the wire for the same words, with the
-same agent file (the agent loop's budget, its lookups, the discovery tools included)."""
+"""``eval`` measures what the app sends: for every query, the tools eval lists as sent are the tools the
+Semantic Kernel wrapper puts on the wire for the same words as a first request (and ``sk-toolfilter
+search`` selects), with the same agent file (the agent loop's budget, its lookups, the discovery tools
+included)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def labelled_queries(path: Path) -> list[str]:
     return [q for q, _ in rows]
 
 
-def test_eval_lists_as_sent_exactly_what_filter_tools_and_the_wrapper_send(tmp_path, capsys):
+def test_eval_lists_as_sent_exactly_what_the_wrapper_sends_for_every_query(tmp_path, capsys):
     from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
     from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
     from semantic_kernel.contents import ChatHistory
@@ -54,9 +55,9 @@ def test_eval_lists_as_sent_exactly_what_filter_tools_and_the_wrapper_send(tmp_p
         async with await open_toolset(AGENT) as toolset:
             service = wrap_chat_service(offline_chat_service(transport), toolset.manager)
             for text in texts:
-                assert await toolset.manager.filter_tools(text) == sent_by_eval[text], text
                 history = ChatHistory()
                 history.add_user_message(text)
+                assert (await toolset.manager.select_for_history(history)).names == sent_by_eval[text], text
                 transport.queue(text_reply())
                 await service.get_chat_message_contents(history, settings, kernel=toolset.kernel)
                 assert sorted(transport.tool_names()) == sorted(sent_by_eval[text]), text

@@ -266,7 +266,7 @@ def test_eval_learn_measures_each_method_cold_and_learned(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "learned 40 requests from 40 lines" in out
     methods = json.loads((tmp_path / "out" / "eval.json").read_text())["methods"]
-    assert list(methods) == ["hybrid", "hybrid +learned"]
+    assert list(methods) == ["hybrid", "hybrid, learned from use"]
 
 
 def test_learn_without_a_learning_file_is_a_usage_error_naming_the_setting(tmp_path, capsys):

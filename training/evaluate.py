@@ -47,7 +47,7 @@ async def evaluate_model(
         index = await ToolIndex.build(tools, service, cache=cache)
         results[name] = {}
         for method in methods:
-            result = await evaluate_method(index, queries, method, config)  # type: ignore[arg-type]
+            result = await evaluate_method(index, queries, method, config, first_request=False)  # type: ignore[arg-type]
             results[name][method] = {k: round(v, 4) for k, v in result.metrics.items() if not k.startswith("p")}
         print(
             f"{name:14}" + "".join(f"  {m} r@5 {results[name][m]['recall@5']:.3f}" for m in methods),

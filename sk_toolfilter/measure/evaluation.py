@@ -20,9 +20,11 @@ from sk_toolfilter.measure.metrics import complete_at_k, ndcg_at_k, recall_at_k,
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.usage import UsageMemory
 from sk_toolfilter.selection.manager import ToolFilterManager
-from sk_toolfilter.selection.pipeline import StageOutcome
+from sk_toolfilter.selection.pipeline import Selection, StageOutcome
 
 if TYPE_CHECKING:
+    from semantic_kernel.contents import ChatHistory
+
     from sk_toolfilter.selection.pipeline import SecondStage
 
 
@@ -118,14 +120,17 @@ async def evaluate_method(
     rerank: RerankMode = "none",
     picker: SecondStage | None = None,
     memory: UsageMemory | None = None,
+    first_request: bool = True,
 ) -> MethodResult:
     """Send every query through a :class:`ToolFilterManager` on `index` configured as `config` with
-    `method` (:func:`eval_manager`): what is ``sent`` is what ``filter_tools`` and the adapters send for
-    the same words; rank metrics read its first-stage ranking (strict: only gold names count). With
-    `tool_tokens` (schema tokens per index position), also the mean ``tokens_sent``.
+    `method` (:func:`eval_manager`) as the first request of a conversation: what is ``sent`` is what the
+    SK wrapper and the Agent Framework middleware send for the same words (``sk-toolfilter search`` too:
+    the agent loop's budget and lookups included); rank metrics read its first-stage ranking (strict: only
+    gold names count). With `tool_tokens` (schema tokens per index position), also the mean ``tokens_sent``.
     ``rerank="oracle"``: reordered by :func:`oracle_pick` (``rerank.shortlist`` deep, ``top_k`` picked);
     ``"llm"``: `picker` is the manager's second stage (its tokens counted: ``picker_tokens``). `memory`:
-    learning from use reads it (`` +learned from use``)."""
+    learning from use reads it (``, learned from use``). ``first_request=False``: each query ranked bare
+    (no turn, so no agent loop), as the benchmarks and the training pipeline compare first stages."""
     manager = eval_manager(index, config, method, picker if rerank == "llm" else None, memory)
     shortlist = config.rerank.shortlist if rerank != "none" else 0
     rows: list[dict[str, float]] = []
@@ -135,21 +140,15 @@ async def evaluate_method(
     per_query: list[dict[str, Any]] = []
     for done, item in enumerate(queries, 1):
         started = time.perf_counter()
-        selection = await manager.select(item.query)
+        if first_request:
+            selection = await manager.select_for_history(one_message(item.query))
+        else:  # the first stage and its cut alone (no turn, so no agent loop): what the benchmarks compare
+            selection = await manager.select(item.query)
         latencies.append((time.perf_counter() - started) * 1000)  # the second stage's time included
-        ranked = [t.full_name for t in selection.ranking.tools]
-        sent = selection.names
-        outcome = selection.second_stage
-        if rerank == "oracle":
-            sent = oracle_pick(ranked, item.gold, shortlist, config.top_k) or sent
-            ranked = picked_first(ranked, sent)
-        elif outcome is not None:
-            stage.update(_stage_counts(outcome))
-            if outcome.picked is not None:
-                ranked = picked_first(ranked, outcome.picked)
+        ranked, sent = _ranked_and_sent(selection, item, rerank, shortlist, config.top_k, stage)
         row = _query_row(item, ranked, sent, ks, index, tool_tokens)
         if rerank == "llm":
-            cost = outcome.cost if outcome is not None else {}
+            cost = selection.second_stage.cost if selection.second_stage is not None else {}
             row["picker_tokens"] = cost.get("input_tokens", 0.0) + cost.get("output_tokens", 0.0)
         rows.append(row)
         categories.setdefault(item.category, []).append(row)
@@ -166,9 +165,34 @@ async def evaluate_method(
     return MethodResult(name, metrics, by_category, stages, per_query)
 
 
+def _ranked_and_sent(
+    selection: Selection, item: LabelledQuery, rerank: RerankMode, shortlist: int, top_k: int, stage: Counter[str]
+) -> tuple[list[str], list[str]]:
+    """(the ranking the metrics read, the tools sent) of one query: the selection's, the oracle's pick
+    first (``rerank="oracle"``), or the second stage's pick first (its outcome counted in `stage`)."""
+    ranked, sent, outcome = [t.full_name for t in selection.ranking.tools], selection.names, selection.second_stage
+    if rerank == "oracle":
+        sent = oracle_pick(ranked, item.gold, shortlist, top_k) or sent
+        return picked_first(ranked, sent), sent
+    if outcome is not None:
+        stage.update(_stage_counts(outcome))
+        if outcome.picked is not None:
+            ranked = picked_first(ranked, outcome.picked)
+    return ranked, sent
+
+
 LEARNED_FROM_USE = ", learned from use"
 """What a row measured with learning from use adds to its name (``hybrid, learned from use``): never
 to be read as the learned ranker (``rerank: learned``, ``hybrid+learned@30``)."""
+
+
+def one_message(text: str) -> ChatHistory:
+    """A conversation whose one message is the user's `text` (what an adapter sees on a first request)."""
+    from semantic_kernel.contents import ChatHistory
+
+    history = ChatHistory()
+    history.add_user_message(text)
+    return history
 
 
 def eval_manager(
@@ -229,12 +253,13 @@ def misses(result: MethodResult) -> list[dict[str, Any]]:
     return [q for q in result.queries if q["missing"]]
 
 
-def miss_line(query: dict[str, Any], code: str = "") -> str:
+def miss_line(query: dict[str, Any], markdown: bool = False) -> str:
     """One miss, e.g. ``q7 'unsubscribe jane': missing Crm-record_opt_out (rank 2); sent Crm-add_to_campaign``
-    (`code`: the quote around names, ````` in markdown)."""
+    (`markdown`: the id in bold, names in backticks)."""
+    code, bold = ("`", "**") if markdown else ("", "")
     missing = ", ".join(f"{code}{g}{code} (rank {query['rank'][g] or '-'})" for g in query["missing"])
     sent = ", ".join(f"{code}{n}{code}" for n in query["sent"]) or "nothing"
-    return f"{query['id']} {shorten(query['query'], 120)!r}: missing {missing}; sent {sent}"
+    return f"{bold}{query['id']}{bold} {shorten(query['query'], 120)!r}: missing {missing}; sent {sent}"
 
 
 def misses_heading(result: MethodResult) -> str:
@@ -250,7 +275,7 @@ def misses_markdown(result: MethodResult, shown: int = 50) -> list[str]:
     """eval.md's list of `result`'s misses (queries whose gold tools were not all sent), with what was sent."""
     missed = misses(result)
     lines = [f"### {misses_heading(result)}", ""]
-    lines += [f"- {miss_line(q, '`')}" for q in missed[:shown]]
+    lines += [f"- {miss_line(q, markdown=True)}" for q in missed[:shown]]
     if len(missed) > shown:
         lines.append(f"- and {len(missed) - shown} more (eval.json lists every query)")
     return [*lines, ""]

@@ -201,8 +201,7 @@ async def _rank_one(
     )
     learned_note = None
     if learned_stage and len(order) > 1:
-        learned_note = _learned_note(len(set(order) - set(named)), config.rerank.shortlist)
-        order, positional = _learned_second_stage(index, query, scored, final, order, named, config)
+        order, positional, learned_note = _learned_second_stage(index, query, scored, final, order, named, config)
     order, positional, learned, learning_note = _learned_order(
         index, memory if learning else None, order, final, positional, named, vectors, mask
     )
@@ -216,8 +215,7 @@ async def _rank_one(
     ranked = _scored_tools(index, whole, order, final, set(named), second, positional)
     if fill and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
         ranked += _filling(index, whole, order, cosines, mask, limit - len(order))
-    rerank_note = second.note if second is not None else None
-    rerank_note = learned_note or rerank_note
+    rerank_note = learned_note or (second.note if second is not None else None)
     return Ranking(
         query,
         config.search_method,
@@ -247,9 +245,10 @@ def _learned_second_stage(
     order: list[int],
     named: list[int],
     config: ToolFilterConfig,
-) -> tuple[list[int], list[float]]:
+) -> tuple[list[int], list[float], str]:
     """``rerank: learned``: the shortlist reordered by the learned ranker over the first stage's own
-    evidence; the first stage's scores position by position (the cut decides how many as before)."""
+    evidence; the first stage's scores position by position (the cut decides how many as before); what
+    ``explain`` says it did."""
     ranker = load_learned_ranker(config.rerank.model)
     named_set = set(named)
     unnamed = [i for i in order if i not in named_set]
@@ -259,7 +258,8 @@ def _learned_second_stage(
     rows = candidate_features(view, index.vectors_of(head), index.tools, len(index))
     ranked = [head[i] for i in np.argsort(-ranker.scores(rows), kind="stable")]
     positional = [float(final[i]) for i in unnamed]
-    return named + ranked + unnamed[len(head) :], positional
+    note = _learned_note(len(head), min(config.rerank.shortlist, ranker.shortlist))
+    return named + ranked + unnamed[len(head) :], positional, note
 
 
 def _learned_order(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -26,6 +25,7 @@ from sk_toolfilter.selection.offer import Offer
 from sk_toolfilter.selection.pipeline import (
     SecondStage,
     Selection,
+    SelectionRequest,
 )
 from sk_toolfilter.selection.provider_search import refuse_in_semantic_kernel
 from sk_toolfilter.selection.query import QueryStrategy
@@ -238,15 +238,10 @@ class ToolFilterManager:
         """Rank, cut by threshold and ``top_k``, then add pinned tools. Never raises for a query.
 
         `allowed` narrows everything (e.g. the caller's own filters); `extra_pins` are ``(name, reason)``
-        pairs such as tools found with discovery. The ``agent_loop`` policy applies within `turn` (the
-        current user turn: the turn's tools stay and tools used together with the best-ranked ones are
-        added, within one budget per request); without one, `query` opens its own turn, as
-        :meth:`filter_tools` and the adapters read a first request. With telemetry on, one span each."""
-        request = self._path.text_request(query, allowed)
-        if turn is not None:
-            request = dataclasses.replace(request, turn=turn)
-        request = dataclasses.replace(request, extra_pins=extra_pins, previous_turn=previous_turn)
-        return await self._path.select(request)
+        pairs such as tools found with discovery. With `turn` (the current user turn of an agent loop)
+        the ``agent_loop`` policy applies: the turn's tools stay and tools used together with the
+        best-ranked ones are added, within one budget per request. With telemetry on, one span each."""
+        return await self._path.select(SelectionRequest(query, allowed, extra_pins, turn, previous_turn))
 
     async def select_for_history(
         self,
@@ -261,15 +256,13 @@ class ToolFilterManager:
         return await self._path.select(self._path.read(history, allowed, strategy))
 
     async def filter_tools(self, query: str) -> list[str]:
-        """Full names (``Plugin-function``) to send for `query`: ranked best first, then pinned tools. `query`
-        is read as the first request of a conversation whose one user message it is: the names the SK
-        wrapper and the Agent Framework middleware send for the same words (the agent loop included)."""
-        return (await self._path.select(self._path.text_request(query, None, explained=False))).names
+        """Full names (``Plugin-function``) to send for `query`, best first, then pins: :meth:`select`'s. A bare
+        query has no turn (no agent loop): what the adapters send is :meth:`select_for_history`'s."""
+        return (await self._path.select(SelectionRequest(query, explained=False))).names
 
     async def explain(self, query: str) -> list[ToolDecision]:
-        """Per ranked tool: the score of each method, and why it was kept or cut (for `query` as
-        :meth:`filter_tools` and the adapters read it: the first request of a conversation)."""
-        return (await self._path.select(self._path.text_request(query, None))).decisions
+        """Per ranked tool: the score of each method, and why it was kept or cut."""
+        return (await self.select(query)).decisions
 
     async def offer(
         self, conversation: str | ChatHistory, on_offer: Sequence[str], *, strategy: QueryStrategy | None = None

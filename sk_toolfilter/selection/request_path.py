@@ -25,7 +25,7 @@ from sk_toolfilter.selection.learning import Learning, current_context, fingerpr
 from sk_toolfilter.selection.offer import Offer, selected_offer, visible_offer
 from sk_toolfilter.selection.pipeline import Selection, SelectionRequest, take_snapshot
 from sk_toolfilter.selection.provider_search import wire_plan
-from sk_toolfilter.selection.query import MAX_QUERY_CHARS, QueryStrategy, build_query
+from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.selector import Selector
 from sk_toolfilter.selection.span import SpanWriter
 from sk_toolfilter.selection.sticky import StickyLists
@@ -91,7 +91,7 @@ class RequestPath:
         started = time.perf_counter()
         allowed = set(on_offer)
         if isinstance(conversation, str):
-            selection = await self.select(self.text_request(conversation, allowed, explained=False))
+            selection = await self.select(SelectionRequest(conversation, allowed, explained=False))
         else:
             selection = await self.select(self.read(conversation, allowed, strategy, explained=False))
         order = None
@@ -101,17 +101,6 @@ class RequestPath:
         unknown = [n for n in on_offer if n not in index and not self.policy.is_hidden(n)]
         seconds = time.perf_counter() - started
         return selected_offer(on_offer, selection, order, unknown, self.config.max_tools_total, seconds)
-
-    def text_request(self, text: str, allowed: set[str] | None, *, explained: bool = True) -> SelectionRequest:
-        """A request given as text (``filter_tools``, ``explain``, ``offer``, ``eval``): the first request of a
-        conversation whose one message is `text`, read as :meth:`read` reads a history: the same query, the
-        turn it opens (the agent loop's budget, lookups and co-usage apply), the scope the context names.
-        The same words sent through an adapter get the same tools."""
-        request = text.strip()
-        scope, conversation = self.learning_keys(None)
-        turn = Turn(request) if request else None
-        query = request[:MAX_QUERY_CHARS]
-        return SelectionRequest(query, allowed, turn=turn, explained=explained, scope=scope, conversation=conversation)
 
     def read(
         self, history: ChatHistory, allowed: set[str] | None, strategy: QueryStrategy | None, *, explained: bool = True
