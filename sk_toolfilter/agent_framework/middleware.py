@@ -74,9 +74,8 @@ class ToolFilterMiddleware(ChatMiddleware):
         # Entries the filter cannot rank (hosted tools) are the caller's explicit choice: they stay on offer.
         passthrough = [t for t in tools if id(t) not in ranked]
         with context_from_arguments(self.manager.config.learning, context.kwargs):
-            history = await self._select(context, list(by_name))
-        offer = self.last_offer
-        deferred = offer.deferred if offer is not None else ()
+            history, offer = await self._select(context, list(by_name))
+        deferred = offer.deferred
         # provider search: the rest goes deferred (the client marks it)
         kept = [*(by_name[n] for n in self.last_selection), *(by_name[n] for n in deferred), *passthrough]
         options["tools"] = kept or None
@@ -102,13 +101,13 @@ class ToolFilterMiddleware(ChatMiddleware):
         elif context.result is not None:
             capture(context.result)
 
-    async def _select(self, context: ChatContext, names: list[str]) -> ChatHistory:
+    async def _select(self, context: ChatContext, names: list[str]) -> tuple[ChatHistory, Offer]:
         history = to_chat_history(context.messages)
         offer = await self.manager.offer(history, names, strategy=self.query_strategy)
         self.last_offer = offer
         self.last_selection_seconds = offer.seconds
         self.last_selection = list(offer.names)
-        return history
+        return history, offer
 
 
 class ToolGuardMiddleware(FunctionMiddleware):

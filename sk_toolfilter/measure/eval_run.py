@@ -102,9 +102,10 @@ async def _open_target(
 
     spec = load_agent_file(args.agent)
     config = apply_overrides(spec.tool_filtering, args.set)
-    opened = config.search_method if methods == ["bm25"] or config.search_method != "bm25" else "hybrid"
+    # vectors for every method but bm25 alone (an agent that ranks with bm25 is opened with hybrid)
+    vectors_method = config.search_method if config.search_method != "bm25" else "hybrid"
     open_with = config.updated(
-        search_method="bm25" if methods == ["bm25"] else opened,
+        search_method="bm25" if methods == ["bm25"] else vectors_method,
         rerank=RerankConfig(),
         learning={**config.learning.model_dump(), "enabled": False},
     )

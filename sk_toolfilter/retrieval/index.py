@@ -102,6 +102,7 @@ class ToolIndex:
         self._small_talk: SmallTalkVectors | None = None
         self._small_talk_lock = asyncio.Lock()
         self._exemplar_task: asyncio.Task[tuple[CatalogVectors, CatalogVectors] | None] | None = None
+        self._shipped: dict[tuple[str, int], dict[str, np.ndarray]] = {}
         self.small_talk_store: SmallTalkStore | None = None
         """Where small-talk vectors this index embeds are kept for the other replicas (the shared store)."""
         self.vectors_pending: str | None = None
@@ -198,7 +199,15 @@ class ToolIndex:
 
     def _uses_shipped(self, service: EmbeddingService) -> bool:
         dims = self._vectors.shape[1] if self._vectors is not None else 0
-        return bool(shipped_exemplar_variants(embedding_model_id(query_encoder(service)), dims))
+        return bool(self._shipped_variants(embedding_model_id(query_encoder(service)), dims))
+
+    def _shipped_variants(self, model_id: str, dims: int) -> dict[str, np.ndarray]:
+        """:func:`shipped_exemplar_variants`, read from disk once per index (the store check at build and
+        the first request's small talk ask the same)."""
+        key = (model_id, dims)
+        if key not in self._shipped:
+            self._shipped[key] = shipped_exemplar_variants(model_id, dims)
+        return self._shipped[key]
 
     @classmethod
     async def build_from_kernel(
@@ -392,7 +401,7 @@ class ToolIndex:
         :mod:`~sk_toolfilter.retrieval.numerics`), or None: none shipped for this model, or none agrees
         (then they are embedded here like another model's)."""
         model_id = embedding_model_id(encoder)
-        variants = shipped_exemplar_variants(model_id, dims)
+        variants = self._shipped_variants(model_id, dims)
         if not variants:
             return None
 

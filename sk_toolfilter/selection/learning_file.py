@@ -22,7 +22,7 @@ from sk_toolfilter.basics.input_files import open_regular
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.retrieval.cache import exclusive_lock, write_atomically
 from sk_toolfilter.retrieval.usage import MAX_TOOLS_PER_REQUEST, SHARED_SCOPE, LearnedRow, UsageMemory
-from sk_toolfilter.store.synced_file import SyncedFile
+from sk_toolfilter.store.synced_file import SyncedFile, off_the_loop
 
 logger = library_logger(__name__)
 
@@ -138,12 +138,7 @@ class LearningFile(SyncedFile[UsageMemory]):
         if now < self._next_check or (self._checking is not None and not self._checking.done()):
             return
         self._next_check = now + self.every_seconds
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._check(memory)
-            return
-        self._checking = loop.run_in_executor(None, self._check, memory)
+        self._checking = off_the_loop(self._check, memory)
 
     def _check(self, memory: UsageMemory) -> None:
         try:

@@ -251,7 +251,7 @@ class SharedCatalog:
             batch = list(new_records[start : start + READ_BATCH])
             await self._bounded("writing tool records", tools.upsert(batch), scale=len(batch) / READ_BATCH)
         blob = image() if image is not None else b""
-        parts = [blob[i : i + IMAGE_PART_BYTES] for i in range(0, len(blob), IMAGE_PART_BYTES)]
+        parts = _image_parts(blob)
         del blob
         published = CatalogVersion(
             image_parts=len(parts),
@@ -325,7 +325,7 @@ class SharedCatalog:
         buffer = io.BytesIO()
         np.savez(buffer, allow_pickle=False, vectors=np.asarray(vectors, dtype=np.float32))
         blob = buffer.getvalue()
-        parts = [blob[i : i + IMAGE_PART_BYTES] for i in range(0, len(blob), IMAGE_PART_BYTES)]
+        parts = _image_parts(blob)
         rows, dims = vectors.shape
         described = CatalogVersion("small-talk", "", self.model_id, dims, rows, "", image_parts=len(parts))
         catalogs = await self._catalog_collection()
@@ -385,6 +385,11 @@ class SharedCatalog:
             ) from None
         except Exception as exc:
             raise IndexStoreError(f"index store: {doing} for catalog {self.name!r} failed: {_reason(exc)}") from exc
+
+
+def _image_parts(blob: bytes) -> list[bytes]:
+    """`blob` in rows of at most :data:`IMAGE_PART_BYTES` (a catalog's image, the small-talk vectors)."""
+    return [blob[i : i + IMAGE_PART_BYTES] for i in range(0, len(blob), IMAGE_PART_BYTES)]
 
 
 def _one(row: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -23,6 +24,16 @@ from sk_toolfilter.retrieval.cache import exclusive_lock
 logger = library_logger(__name__)
 
 State = TypeVar("State")
+
+
+def off_the_loop(call: Callable[[State], None], state: State) -> asyncio.Future[None] | None:
+    """`call(state)` in the default executor when an event loop runs (the future), else now (None)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        call(state)
+        return None
+    return loop.run_in_executor(None, call, state)
 
 
 class SyncedFile(Generic[State]):
@@ -51,12 +62,7 @@ class SyncedFile(Generic[State]):
         if self._writing is not None and not self._writing.done():
             return
         self._last_write = time.monotonic()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush(state)
-            return
-        self._writing = loop.run_in_executor(None, self.flush, state)
+        self._writing = off_the_loop(self.flush, state)
 
     def flush(self, state: State) -> None:
         """Write now if anything changed since the last write (merged with the other writers' state)."""
