@@ -125,6 +125,17 @@ def _events(reply: dict[str, Any]) -> bytes:
     started = {**reply, "status": "in_progress", "output": []}
     events: list[dict[str, Any]] = [{"type": "response.created", "response": started}]
     for index, item in enumerate(reply["output"]):
+        if item["type"] == "function_call":  # its arguments arrive as deltas, as the API streams them
+            events.append(
+                {"type": "response.output_item.added", "output_index": index, "item": {**item, "arguments": ""}}
+            )
+            for kind, key in (("delta", "delta"), ("done", "arguments")):
+                events.append(
+                    {"type": f"response.function_call_arguments.{kind}", "item_id": item["id"], "output_index": index,
+                     key: item["arguments"]}
+                )  # fmt: skip
+            events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+            continue
         events.append({"type": "response.output_item.added", "output_index": index, "item": item})
         if item["type"] == "message":
             text = item["content"][0]["text"]
@@ -202,3 +213,16 @@ class ScriptedResponsesServer:
 
     def tools(self, request_index: int = -1) -> list[dict[str, Any]]:
         return list(self.requests[request_index].get("tools") or [])
+
+
+def client_tool_search(query: Any, call_id: str = "call_search_1") -> dict[str, Any]:
+    """A tool search the client executes (``execution: "client"``): the model's query, to be answered with
+    a ``tool_search_output`` of the same ``call_id``."""
+    return {
+        "type": "tool_search_call",
+        "id": f"tsc_{call_id}",
+        "call_id": call_id,
+        "execution": "client",
+        "arguments": {"query": query},
+        "status": "completed",
+    }

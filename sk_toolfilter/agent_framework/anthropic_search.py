@@ -27,8 +27,12 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ToolFilterError(f"Agent Framework's Anthropic client is not installed: {install_line('anthropic')}") from exc
 
-from sk_toolfilter.agent_framework.provider_search import deferred_names
+import httpx2
+
+from sk_toolfilter.agent_framework.provider_search import deferred_tools
 from sk_toolfilter.selection.provider_search import ANTHROPIC_SEARCH_TOOL, check_model, with_deferred
+from sk_toolfilter.selection.search_answer import ANTHROPIC_CLIENT_SEARCH_TOOL
+from sk_toolfilter.wire.anthropic_messages import MessagesWire
 
 
 class ToolSearchAnthropicClient(AnthropicClient):
@@ -41,13 +45,17 @@ class ToolSearchAnthropicClient(AnthropicClient):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_model("anthropic", self.model)
+        # The filter answers the search on the wire (search: filter); inert for any other request.
+        wire = httpx2.AsyncClient(transport=MessagesWire())
+        self.anthropic_client = self.anthropic_client.with_options(http_client=wire)
 
     def _prepare_tools_for_anthropic(self, options: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
         prepared = super()._prepare_tools_for_anthropic(options, *args, **kwargs)
-        deferred = deferred_names(options.get("tools"))
-        if not prepared or deferred is None or "tools" not in prepared:
+        mark = deferred_tools(options.get("tools"))
+        if not prepared or mark is None or "tools" not in prepared:
             return prepared
-        return {**prepared, "tools": with_deferred(prepared["tools"], deferred, "custom", ANTHROPIC_SEARCH_TOOL)}
+        search_tool = ANTHROPIC_CLIENT_SEARCH_TOOL if mark.answered else ANTHROPIC_SEARCH_TOOL
+        return {**prepared, "tools": with_deferred(prepared["tools"], mark.names, "custom", search_tool)}
 
     def _prepare_message_for_anthropic(self, message: Message) -> dict[str, Any]:
         prepared = dict(super()._prepare_message_for_anthropic(message))

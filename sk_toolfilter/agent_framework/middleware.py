@@ -17,9 +17,12 @@ from agent_framework import ChatContext, ChatMiddleware, FunctionInvocationConte
 from sk_toolfilter.agent_framework.messages import to_chat_history
 from sk_toolfilter.agent_framework.provider_search import check_client, mark_deferred
 from sk_toolfilter.agent_framework.tools import function_tools
+from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.selection.learning import context_from_arguments
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.refusals import refusal, report_refusal
+from sk_toolfilter.selection.search_answer import SearchSession
+from sk_toolfilter.wire.call import WireCall, set_call
 
 if TYPE_CHECKING:
     from semantic_kernel.contents import ChatHistory
@@ -67,6 +70,7 @@ class ToolFilterMiddleware(ChatMiddleware):
         if not functions:
             self.last_selection = []
             mark_deferred((), ())
+            set_call(None)
             await call_next()
             return
         by_name = {f.name: f for f, _ in functions}
@@ -82,10 +86,29 @@ class ToolFilterMiddleware(ChatMiddleware):
         if not kept:
             options.pop("tool_choice", None)
         context.options = options  # a copy: the next call of the loop starts from the agent's full list
-        mark_deferred(deferred, kept)
+        answered = search.enabled and search.search == "filter" and bool(deferred)
+        if answered and context.stream and getattr(context.client, "tool_search_provider", None) == "anthropic":
+            raise ConfigError(
+                "tool_filtering.provider_search.search: filter answers Claude's searches on non-streamed runs only "
+                "(the answer needs the whole reply): run without streaming, or set search: provider"
+            )
+        mark_deferred(deferred, kept, answered=answered)
+        set_call(WireCall(session=self._search_session(context, offer, set(by_name))) if answered else None)
         _OFFERED.set((id(self.manager), frozenset([*self.last_selection, *deferred])))
         await call_next()
         self._capture(context, history, set(by_name))
+
+    def _search_session(self, context: ChatContext, offer: Offer, allowed: set[str]) -> SearchSession:
+        """The filter's search desk for this model call: it answers among the deferred tools and learns,
+        within the run's scope, when the model calls a tool it found."""
+        manager = self.manager
+
+        def learn(query: str, name: str) -> None:
+            with context_from_arguments(manager.config.learning, context.kwargs):
+                manager.capture(query, [name], allowed=allowed)
+
+        results = manager.config.provider_search.results
+        return SearchSession(manager, tuple(offer.names), tuple(offer.deferred), results, learn)
 
     def _capture(self, context: ChatContext, history: ChatHistory, allowed: set[str]) -> None:
         """Learning from use: the response's function calls teach the turn they answer, now (streamed:

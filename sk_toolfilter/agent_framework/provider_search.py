@@ -16,40 +16,64 @@ for the tool objects of that call only.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from agent_framework import Content
 from agent_framework_openai import OpenAIChatClient
 
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model, with_deferred
+from sk_toolfilter.selection.search_answer import OPENAI_CLIENT_SEARCH_TOOL
+from sk_toolfilter.wire.openai_responses import ResponsesWire, search_input
 
 
 @dataclass(frozen=True)
 class DeferredTools:
     """What one model call defers: the names, and the identity of the tool objects it sends (a mark
-    left by another agent's call is never applied to this one)."""
+    left by another agent's call is never applied to this one); `answered`: the filter answers the
+    search (``search: filter``: the client-executed search tool goes on the wire)."""
 
     names: frozenset[str]
     tools: frozenset[int]
+    answered: bool = False
 
 
 _DEFERRED: ContextVar[DeferredTools | None] = ContextVar("sk_toolfilter_af_deferred", default=None)
 
 
-def mark_deferred(names: Sequence[str], sent: Sequence[Any]) -> None:
-    """Tell the client which of `sent` (this model call's tool objects) go deferred."""
-    _DEFERRED.set(DeferredTools(frozenset(names), frozenset(id(t) for t in sent)) if names else None)
+def mark_deferred(names: Sequence[str], sent: Sequence[Any], *, answered: bool = False) -> None:
+    """Tell the client which of `sent` (this model call's tool objects) go deferred; `answered`: the
+    filter answers the search."""
+    marked = DeferredTools(frozenset(names), frozenset(id(t) for t in sent), answered) if names else None
+    _DEFERRED.set(marked)
 
 
-def deferred_names(tools: Any) -> frozenset[str] | None:
-    """The names to send deferred with `tools` (a client's tool list for one request), or None when
-    the filter marked nothing for these tool objects."""
+def deferred_tools(tools: Any) -> DeferredTools | None:
+    """What to send deferred with `tools` (a client's tool list for one request), or None when the
+    filter marked nothing for these tool objects."""
     mark = _DEFERRED.get()
-    return mark.names if mark is not None and _same_tools(tools, mark) else None
+    return mark if mark is not None and _same_tools(tools, mark) else None
+
+
+def _client_search_call(content: Content) -> dict[str, Any] | None:
+    """A client-executed search call as the Responses input item it was (the wire transport pairs it
+    with the filter's answer), or None for any other content."""
+    properties = content.additional_properties or {}
+    openai = properties.get("openai") if isinstance(properties.get("openai"), dict) else {}
+    if not _is_tool_search_call(content) or (openai or {}).get("execution", properties.get("execution")) != "client":
+        return None
+    arguments = content.arguments
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            arguments = {}
+    return search_input({"call_id": content.call_id, "arguments": arguments})
 
 
 def _is_tool_search_call(content: Content) -> bool:
@@ -77,15 +101,23 @@ class ToolSearchOpenAIChatClient(OpenAIChatClient):
     def __init__(self, model: str | None = None, **kwargs: Any) -> None:
         super().__init__(model, **kwargs)
         check_model("openai", self.model)
+        # The filter answers the search on the wire (search: filter); inert for any other request.
+        # (the openai SDK takes an httpx client as well as its own httpx2 one)
+        self.client = self.client.with_options(http_client=httpx.AsyncClient(transport=ResponsesWire()))  # type: ignore[arg-type]
 
     def _prepare_tools_for_openai(self, tools: Any) -> list[Any]:
         prepared = list(super()._prepare_tools_for_openai(tools))
-        deferred = deferred_names(tools)
-        return prepared if deferred is None else with_deferred(prepared, deferred, "function", OPENAI_SEARCH_TOOL)
+        mark = deferred_tools(tools)
+        if mark is None:
+            return prepared
+        search_tool = OPENAI_CLIENT_SEARCH_TOOL if mark.answered else OPENAI_SEARCH_TOOL
+        return with_deferred(prepared, mark.names, "function", search_tool)
 
     def _prepare_content_for_openai(self, role: Any, content: Content, **kwargs: Any) -> dict[str, Any]:
         if _is_tool_search_call(content):
-            return {}  # left out of the replay (see the class docstring); an empty item is skipped
+            # A search the filter answered is replayed (the transport puts its answer back after it);
+            # the provider's own is left out (see the class docstring; an empty item is skipped).
+            return _client_search_call(content) or {}
         return dict(super()._prepare_content_for_openai(role, content, **kwargs))
 
 

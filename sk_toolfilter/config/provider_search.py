@@ -18,11 +18,34 @@ class ProviderSearchConfig(StrictConfig):
     tools are not sent (one way to find tools, not two). Only for clients and models that support it
     (Agent Framework's OpenAI Responses client with gpt-5.4 or later, its Anthropic client with Claude 4.5
     or later); anything else is an error at start.
+
+    ``search: filter`` answers the model's search with this library's ranking (OpenAI's ``tool_search``
+    with ``execution: "client"``; Anthropic's custom search tool answered with ``tool_reference``
+    blocks): :mod:`sk_toolfilter.selection.search_answer`. Within a conversation the loaded tools and
+    their order stay as its first request sent them (the cached prefix); found tools arrive in the
+    conversation, after it.
     """
 
     enabled: bool = Field(default=False, description="Send the tools not selected as deferred, with the search tool.")
     provider: Literal["auto", "openai", "anthropic"] = Field(
         default="auto", description="Whose tool search: auto reads it from the agent's chat client."
+    )
+    search: Literal["provider", "filter"] = Field(
+        default="provider",
+        description="Who answers the model's tool search: provider (OpenAI's hosted search, Anthropic's BM25) or "
+        "filter (this library's ranking and learning from use, through OpenAI's client-executed tool_search or "
+        "Anthropic's custom search tool with tool_reference results).",
+    )
+    results: int = Field(
+        default=5,
+        ge=1,
+        le=20,
+        description="search: filter — tools loaded per search answer (the filter's first, among the deferred ones).",
+    )
+    unit: Literal["tool", "plugin"] = Field(
+        default="tool",
+        description="What is deferred: each function (tool), or each plugin / MCP server as one OpenAI namespace "
+        "of at most 9 functions, larger ones split (plugin; OpenAI only).",
     )
     loaded: int | None = Field(
         default=None,

@@ -17,48 +17,28 @@ the wire by an httpx transport of the agent's own OpenAI client — public surfa
 
 from __future__ import annotations
 
-import json
 import weakref
 from collections.abc import AsyncIterator
-from contextvars import ContextVar
 from typing import Any
 
 import httpx
 
 from sk_toolfilter.basics.errors import ConfigError
-from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model, with_deferred
+from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model
+from sk_toolfilter.selection.search_answer import OPENAI_CLIENT_SEARCH_TOOL, SearchSession
+from sk_toolfilter.wire.call import WireCall, wire_call
+from sk_toolfilter.wire.openai_responses import ResponsesWire
 
-_DEFERRED: ContextVar[frozenset[str] | None] = ContextVar("sk_toolfilter_sk_deferred", default=None)
 _CLIENTS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-class DeferringTransport(httpx.AsyncBaseTransport):
-    """Sets ``defer_loading: true`` on the Responses request's functions that :func:`invoke_with_provider_search`
-    deferred for this task, and adds the ``tool_search`` tool; every other request passes unchanged."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport | None = None) -> None:
-        self.inner = inner or httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        deferred = _DEFERRED.get()
-        if deferred and request.method == "POST" and request.url.path.endswith("/responses"):
-            body = json.loads(await request.aread())
-            body["tools"] = with_deferred(body.get("tools") or [], deferred, "function", OPENAI_SEARCH_TOOL)
-            content = json.dumps(body).encode()
-            headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
-            request = httpx.Request(request.method, request.url, headers=headers, content=content)
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 def provider_search_openai_client(*, transport: httpx.AsyncBaseTransport | None = None, **options: Any) -> Any:
-    """An ``AsyncOpenAI`` client (`options`: api_key, base_url, …) whose requests go through a
-    :class:`DeferringTransport` (over `transport`, by default a plain HTTP transport)."""
+    """An ``AsyncOpenAI`` client (`options`: api_key, base_url, …) whose requests go through the
+    :class:`~sk_toolfilter.wire.openai_responses.ResponsesWire` (over `transport`, by default plain HTTP):
+    deferred tools, and with ``search: filter`` the model's searches answered by the filter."""
     from openai import AsyncOpenAI
 
-    client = AsyncOpenAI(http_client=httpx.AsyncClient(transport=DeferringTransport(transport)), **options)  # type: ignore[arg-type]
+    client = AsyncOpenAI(http_client=httpx.AsyncClient(transport=ResponsesWire(transport)), **options)  # type: ignore[arg-type]
     _CLIENTS.add(client)
     return client
 
@@ -96,12 +76,22 @@ async def invoke_with_provider_search(
     kernel = kwargs.get("kernel") or agent.kernel
     names = [f.fully_qualified_name for f in kernel.get_full_list_of_function_metadata()]
     offer = await manager.offer(history, names)
-    deferred = offer.deferred
     on_wire = offer.on_wire or ["-none-"]  # [] would allow all
     behavior = FunctionChoiceBehavior.Auto(filters={"included_functions": on_wire})
-    token = _DEFERRED.set(frozenset(deferred))
-    try:
+    with wire_call(_wire_call(manager, offer) if search.enabled and offer.deferred else None):
         async for item in agent.invoke(messages, thread=thread, function_choice_behavior=behavior, **kwargs):
             yield item
-    finally:
-        _DEFERRED.reset(token)
+
+
+def _wire_call(manager: Any, offer: Any) -> WireCall:
+    """What the transport does for this ``invoke``: defer, with the provider's search tool or (``search:
+    filter``) the client-executed one and the filter's search desk, learning within the caller's scope."""
+    search = manager.config.provider_search
+    if search.search != "filter":
+        return WireCall(frozenset(offer.deferred), OPENAI_SEARCH_TOOL)
+
+    def learn(query: str, name: str) -> None:
+        manager.capture(query, [name])
+
+    session = SearchSession(manager, tuple(offer.names), tuple(offer.deferred), search.results, learn)
+    return WireCall(frozenset(offer.deferred), OPENAI_CLIENT_SEARCH_TOOL, session)

@@ -84,7 +84,7 @@ def check_model(provider: str, model: str | None) -> None:
         )
 
 
-def with_deferred(tools: Sequence[Any], deferred: Collection[str], kind: str, search_tool: dict[str, str]) -> list[Any]:
+def with_deferred(tools: Sequence[Any], deferred: Collection[str], kind: str, search_tool: dict[str, Any]) -> list[Any]:
     """A request's tool entries with ``defer_loading: true`` on the entries of type `kind` (``function``
     for OpenAI, ``custom`` for Anthropic) named in `deferred`, then the provider's `search_tool`."""
     marked = [

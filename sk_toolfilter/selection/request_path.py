@@ -95,8 +95,10 @@ class RequestPath:
         else:
             selection = await self.select(self.read(conversation, allowed, strategy, explained=False))
         order = None
-        if self.config.selection_mode == "sticky" and not isinstance(conversation, str):
-            order = self.sticky.update(conversation, selection.names)  # the wire order, kept per conversation
+        search = self.config.provider_search
+        frozen = search.enabled and search.search == "filter"  # found tools arrive in the conversation
+        if (self.config.selection_mode == "sticky" or frozen) and not isinstance(conversation, str):
+            order = self.sticky.update(conversation, selection.names, grow=not frozen)  # wire order, per conversation
         index = self.upkeep.catalog.index
         unknown = [n for n in on_offer if n not in index and not self.policy.is_hidden(n)]
         seconds = time.perf_counter() - started

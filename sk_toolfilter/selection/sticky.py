@@ -55,18 +55,20 @@ class StickyLists:
         self._tick = 0
         self._lock = threading.Lock()
 
-    def update(self, history: ChatHistory, selected: Sequence[str]) -> list[str]:
+    def update(self, history: ChatHistory, selected: Sequence[str], *, grow: bool = True) -> list[str]:
         """Add `selected` to the conversation's list (new names at the end); return the list to send.
 
         Beyond ``max_tools`` the least recently selected names leave (never ones selected now), a
         quarter of the list at once: every eviction breaks the cached prefix, so evict rarely.
+        `grow` False: a conversation's list stays exactly as its first request made it (provider tool
+        search: every later tool is found and arrives in the conversation, after the cached prefix).
         """
         fingerprints = prefix_fingerprints(history) or ["(empty)"]
         with self._lock:
             self._tick += 1
             parent = next((fp for fp in reversed(fingerprints) if fp in self._lists), None)
             loaded = dict(self._lists[parent]) if parent is not None else {}  # the parent stays as it was
-            for name in selected:
+            for name in selected if grow or parent is None else ():
                 loaded[name] = self._tick  # dict keeps first-insertion order; the value is last use
             if len(loaded) > max(self.max_tools, len(selected)):
                 target = max(self.max_tools - self.max_tools // 4, len(selected))

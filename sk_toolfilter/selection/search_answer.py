@@ -1,0 +1,195 @@
+"""The filter answers the provider's tool search (``provider_search.search: filter``), framework-neutral.
+
+With provider tool search, the tools the filter did not load go deferred; the model searches when none
+of its loaded tools fits. ``search: filter`` puts this library behind that search: OpenAI's
+``tool_search`` with ``execution: "client"`` (the model emits a ``tool_search_call``; the client
+answers with a ``tool_search_output`` holding the definitions to load) and Anthropic's custom search
+tool (its ``tool_result`` holds ``tool_reference`` blocks to deferred tools). A
+:class:`SearchSession` is one model call's search desk: it ranks the model's query with the manager's
+own ranking path (first stage, learning from use, the agent's visibility) among the tools this call
+may use, answers with the first ``provider_search.results`` not already loaded, and learns when the
+model then calls a tool it found. The wire transports (:mod:`sk_toolfilter.wire`) apply it.
+
+Bounds (what a model or a provider may send): arguments are read from at most
+:data:`MAX_ARGUMENT_CHARS` characters, a query keeps :data:`MAX_QUERY_CHARS` with control characters
+as spaces, arguments that are not a JSON object with a text ``query`` search for nothing (an empty
+answer), a repeated ``call_id`` is answered once, at most :data:`MAX_SEARCHES_PER_CALL` searches are
+answered within one model call, and no answer ever names a tool outside the call's deferred tools
+(hidden and excluded tools are never deferred).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+SEARCH_TOOL_NAME = "tool_search"
+"""The search tool's name on the wire (Anthropic's custom tool; OpenAI names its own ``tool_search``)."""
+
+SEARCH_DESCRIPTION = (
+    "Search the tools you can load when none of your tools fits the task. Describe what you need to do in a "
+    "few words; the best-matching tools are loaded for your next step."
+)
+SEARCH_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "What you need to do, in a few words"}},
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+OPENAI_CLIENT_SEARCH_TOOL: dict[str, Any] = {
+    "type": "tool_search",
+    "execution": "client",
+    "description": SEARCH_DESCRIPTION,
+    "parameters": SEARCH_PARAMETERS,
+}
+"""OpenAI Responses: tool search executed by the client (this library), never deferred itself."""
+
+ANTHROPIC_CLIENT_SEARCH_TOOL: dict[str, Any] = {
+    "type": "custom",
+    "name": SEARCH_TOOL_NAME,
+    "description": SEARCH_DESCRIPTION,
+    "input_schema": SEARCH_PARAMETERS,
+}
+"""Anthropic: a custom search tool whose results are ``tool_reference`` blocks (never deferred itself)."""
+
+MAX_ARGUMENT_CHARS = 10_000
+"""A search call's arguments are read from at most this many characters (a 1 MB query is cut first)."""
+MAX_QUERY_CHARS = 500
+"""A search query is a few words: longer ones are cut to this many characters."""
+MAX_SEARCHES_PER_CALL = 3
+"""Searches answered within one model call; past them the response goes back to the framework as it is."""
+MAX_REMEMBERED = 1024
+"""Answers kept per manager (by ``call_id``): the replay of a stateless conversation and learning read them."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+class SearchRanker(Protocol):
+    """What a search session reads of the manager: its ranking for a text among allowed tools."""
+
+    async def select(self, query: str, *, allowed: set[str] | None = None) -> Any: ...
+
+
+def search_query(arguments: object) -> str:
+    """The text query of a search call's `arguments` (a JSON object, or its text), bounded: read from at
+    most :data:`MAX_ARGUMENT_CHARS` characters, control characters as spaces, cut to
+    :data:`MAX_QUERY_CHARS`; "" when there is none (not an object, no text ``query``, unreadable)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments[:MAX_ARGUMENT_CHARS])
+        except (ValueError, RecursionError):
+            return ""
+    query = arguments.get("query") if isinstance(arguments, dict) else None
+    if not isinstance(query, str):
+        return ""
+    return " ".join(_CONTROL.sub(" ", query[:MAX_ARGUMENT_CHARS]).split())[:MAX_QUERY_CHARS]
+
+
+@dataclass
+class SearchAnswer:
+    """One search the filter answered: its call, the model's query, the tools it loads (best first)."""
+
+    call_id: str
+    query: str
+    names: tuple[str, ...]
+    learned: set[str] = field(default_factory=set)
+    """Found tools the model then called (each learned once)."""
+
+
+class _Answers:
+    """One manager's answers by ``call_id`` (bounded, oldest first out; thread-safe)."""
+
+    def __init__(self) -> None:
+        self._answers: OrderedDict[str, SearchAnswer] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, call_id: str) -> SearchAnswer | None:
+        with self._lock:
+            return self._answers.get(call_id)
+
+    def put(self, answer: SearchAnswer) -> None:
+        with self._lock:
+            self._answers[answer.call_id] = answer
+            self._answers.move_to_end(answer.call_id)
+            while len(self._answers) > MAX_REMEMBERED:
+                self._answers.popitem(last=False)
+
+
+_BY_MANAGER: weakref.WeakKeyDictionary[Any, _Answers] = weakref.WeakKeyDictionary()
+_BY_MANAGER_LOCK = threading.Lock()
+
+
+def _answers_of(manager: Any) -> _Answers:
+    with _BY_MANAGER_LOCK:
+        answers = _BY_MANAGER.get(manager)
+        if answers is None:
+            answers = _BY_MANAGER[manager] = _Answers()
+        return answers
+
+
+async def rank_for_search(manager: SearchRanker, query: str, usable: Collection[str]) -> list[str]:
+    """The tools the filter ranks first for `query` among `usable` (the manager's ranking path: first
+    stage, learning from use, visibility), best first; tools without evidence are not listed."""
+    if not query.strip() or not usable:
+        return []
+    selection = await manager.select(query, allowed=set(usable))
+    return [t.full_name for t in selection.ranking.tools if t.evidence and t.full_name in usable]
+
+
+@dataclass
+class SearchSession:
+    """One model call's tool search answered by the filter.
+
+    `loaded`: the tools the call sends loaded; `deferred`: every other tool it may use (the only tools an
+    answer may name); `results`: tools per answer; `learn(query, tool)`: learning from use, called when the
+    model calls a tool a search of this session (or of an earlier call it replays) found."""
+
+    manager: SearchRanker
+    loaded: tuple[str, ...]
+    deferred: tuple[str, ...]
+    results: int
+    learn: Callable[[str, str], None] | None = None
+    given: list[SearchAnswer] = field(default_factory=list)
+    """The answers this model call gave or replayed, in order."""
+
+    def __post_init__(self) -> None:
+        self._deferred = frozenset(self.deferred)
+        self._answers = _answers_of(self.manager)
+
+    async def answer(self, call_id: str, arguments: object) -> SearchAnswer:
+        """The answer to one search call: the same call answered before (a replay, a repeated
+        ``call_id``) gets the same tools; else the filter's first `results` deferred tools for its query."""
+        known = self._answers.get(call_id) if call_id else None
+        if known is not None:
+            answer = SearchAnswer(call_id, known.query, self.permitted(known.names), known.learned)
+        else:
+            query = search_query(arguments)
+            ranked = await rank_for_search(self.manager, query, (*self.loaded, *self.deferred))
+            answer = SearchAnswer(call_id, query, self.permitted(ranked)[: self.results])
+            if call_id:
+                self._answers.put(answer)
+        if all(a.call_id != answer.call_id for a in self.given):
+            self.given.append(answer)
+        return answer
+
+    def permitted(self, names: Iterable[object]) -> tuple[str, ...]:
+        """`names` this call may load through a search (deferred here), once each, in order (anything
+        else — a hidden or unknown tool, not a name at all — is left out)."""
+        return tuple(dict.fromkeys(n for n in names if isinstance(n, str) and n in self._deferred))
+
+    def called(self, names: Sequence[str]) -> None:
+        """The model called `names`: a tool a search of this call found is learned with that search's query."""
+        if self.learn is None:
+            return
+        for answer in self.given:
+            for name in names:
+                if name in answer.names and name not in answer.learned and answer.query:
+                    answer.learned.add(name)
+                    self.learn(answer.query, name)

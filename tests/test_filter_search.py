@@ -1,0 +1,256 @@
+"""The filter answers the provider's tool search (``provider_search.search: filter``): through Agent
+Framework's real OpenAI Responses and Claude clients and Semantic Kernel's real ``OpenAIResponsesAgent``,
+on the real ``openai`` / ``anthropic`` SDKs, against scripted servers on loopback speaking the documented
+client-search shapes (OpenAI ``tool_search`` with ``execution: "client"``; Anthropic's custom search
+tool answered with ``tool_reference`` blocks)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sk_toolfilter import ToolFilterConfig
+from sk_toolfilter.agent_framework import ToolSearchOpenAIChatClient, create_agent_framework_filter
+from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.selection.search_answer import (
+    ANTHROPIC_CLIENT_SEARCH_TOOL,
+    MAX_QUERY_CHARS,
+    OPENAI_CLIENT_SEARCH_TOOL,
+    SearchSession,
+    rank_for_search,
+    search_query,
+)
+from tests.responses_server import (
+    ScriptedResponsesServer,
+    claude_text,
+    claude_tool_use,
+    client_tool_search,
+    function_call,
+    message,
+)
+from tests.test_agent_framework import TOOLS, ran
+from tests.test_provider_search import wire
+
+MODEL = "gpt-5.4"
+FILTER = {"enabled": True, "search": "filter"}
+CALENDAR = "What is on my calendar on Friday?"
+
+
+@pytest.fixture(autouse=True)
+def clear_ran():
+    ran.clear()
+
+
+async def openai_agent(server: ScriptedResponsesServer, config: ToolFilterConfig, **options):
+    from agent_framework import Agent
+
+    client = ToolSearchOpenAIChatClient(model=MODEL, api_key="offline", base_url=server.base_url)
+    tool_filter = await create_agent_framework_filter(list(TOOLS), config, agent_client=client)
+    agent = Agent(client=client, tools=tool_filter.tools, middleware=tool_filter.middleware, default_options=options)
+    return agent, tool_filter
+
+
+def answers(body: dict) -> list[dict]:
+    return [i for i in body.get("input") or [] if isinstance(i, dict) and i.get("type") == "tool_search_output"]
+
+
+def names_in(output: dict) -> list[str]:
+    return [t["name"] for t in output["tools"]]
+
+
+async def test_the_model_searches_and_the_answer_holds_the_filters_first_tools_which_then_run():
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER, exclude=["delete_all_files"])
+    script = [
+        [client_tool_search("track a shipment by its tracking number")],
+        [function_call("track_package", {"tracking_number": "1Z999"})],
+        [message("It is in Memphis.")],
+    ]
+    with ScriptedResponsesServer(script) as server:
+        agent, tool_filter = await openai_agent(server, config, store=False)
+        response = await agent.run(CALENDAR)
+        manager = tool_filter.manager
+        loaded, deferred, others = wire(server, 0)
+        expected = await rank_for_search(manager, "track a shipment by its tracking number", [*loaded, *deferred])
+    assert response.text == "It is in Memphis." and ran == ["track_package"]  # found, called, run
+    assert others == [OPENAI_CLIENT_SEARCH_TOOL] and "track_package" in deferred
+    (answer,) = answers(server.requests[1])
+    assert answer["call_id"] == "call_search_1" and answer["execution"] == "client"
+    assert names_in(answer) == [n for n in expected if n in deferred][: config.provider_search.results]
+    assert names_in(answer)[0] == "track_package"
+    assert not any("defer_loading" in t for t in answer["tools"])  # loaded by the answer
+    assert "delete_all_files" not in json.dumps(server.requests)  # excluded: in no body, in no answer
+    # The cache: every request of the conversation carries the same tools in the same order; the search
+    # and its answer are replayed in one form, after the same opening.
+    assert all(body["tools"] == server.requests[0]["tools"] for body in server.requests)
+    opening = server.requests[1]["input"]
+    assert server.requests[2]["input"][: len(opening)] == opening
+    assert len(server.requests) == 3
+
+
+async def test_a_stored_conversation_continues_from_the_searching_response():
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
+    script = [[client_tool_search("track a shipment")], [function_call("track_package", {"tracking_number": "1"})]]
+    with ScriptedResponsesServer([*script, [message("ok")]]) as server:
+        agent, _ = await openai_agent(server, config)
+        await agent.run(CALENDAR)
+    follow_up = server.requests[1]
+    assert follow_up["previous_response_id"] == "resp_1"
+    assert [i["type"] for i in follow_up["input"]] == ["tool_search_output"]
+    assert ran == ["track_package"]
+
+
+async def test_a_streamed_run_gets_its_search_answered_in_flight():
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
+    script = [
+        [client_tool_search("track a shipment")],
+        [function_call("track_package", {"tracking_number": "1Z999"})],
+        [message("It is in Memphis.")],
+    ]
+    with ScriptedResponsesServer(script) as server:
+        agent, _ = await openai_agent(server, config, store=False)
+        text = "".join([u.text async for u in agent.run(CALENDAR, stream=True) if u.text])
+    assert text == "It is in Memphis." and ran == ["track_package"]
+    assert names_in(answers(server.requests[1])[0])[0] == "track_package"
+
+
+async def test_a_search_beside_a_function_call_is_answered_with_the_next_request():
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
+    script = [[client_tool_search("track a shipment"), function_call("list_events", {"day": "Friday"})]]
+    with ScriptedResponsesServer([*script, [message("ok")]]) as server:
+        agent, _ = await openai_agent(server, config, store=False)
+        await agent.run(CALENDAR)
+    assert ran == ["list_events"] and len(server.requests) == 2
+    (answer,) = answers(server.requests[1])  # owed, and paid once
+    assert answer["call_id"] == "call_search_1" and names_in(answer)[0] == "track_package"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"query": "x" * 1_000_000},
+        json.dumps({"query": "[" * 5000})[:-2] + "[" * 5000,
+        "[" * 100_000,
+        {"query": {"nested": {"deeper": ["track a shipment"]}}},
+        {"query": 42},
+        {},
+    ],
+    ids=["1 MB query", "unterminated", "deep JSON text", "nested object", "a number", "no query"],
+)
+async def test_bad_search_arguments_get_a_bounded_answer_and_nothing_runs(arguments):
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER, exclude=["delete_all_files"])
+    search = {**client_tool_search(""), "arguments": arguments}
+    with ScriptedResponsesServer([[search], [message("I could not find a tool.")]]) as server:
+        agent, _ = await openai_agent(server, config, store=False)
+        response = await agent.run(CALENDAR)
+    assert response.text == "I could not find a tool." and ran == []
+    (answer,) = answers(server.requests[1])
+    assert len(answer["tools"]) <= config.provider_search.results
+    assert "delete_all_files" not in json.dumps(server.requests)
+
+
+def test_a_query_keeps_a_few_words_without_control_characters():
+    assert search_query({"query": "track\x00 a\u2028shipment\x1b[31m"}) == "track a shipment [31m"
+    assert len(search_query({"query": "word " * 100_000})) == MAX_QUERY_CHARS
+    assert search_query('{"query": "calendar"}') == "calendar"
+    assert search_query("[" * 100_000) == search_query(None) == ""
+
+
+async def test_a_repeated_call_id_is_answered_once_and_a_replayed_one_gets_the_same_tools():
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
+    twice = [client_tool_search("track a shipment"), client_tool_search("delete every file")]
+    with ScriptedResponsesServer([twice, [message("ok")], [message("again")]]) as server:
+        agent, _ = await openai_agent(server, config, store=False)
+        session = agent.create_session()
+        await agent.run(CALENDAR, session=session)
+        await agent.run("And on Saturday?", session=session)
+    assert [a["call_id"] for a in answers(server.requests[1])] == ["call_search_1"]
+    first, replayed = answers(server.requests[1])[0], answers(server.requests[2])
+    assert replayed == [first]  # the stateless replay: the same answer after the same call
+
+
+async def test_an_answer_replayed_from_elsewhere_keeps_only_tools_this_call_defers():
+    from sk_toolfilter.wire.call import WireCall, wire_call
+    from sk_toolfilter.wire.openai_responses import ResponsesWire
+
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER, exclude=["delete_all_files"])
+    with ScriptedResponsesServer([[message("ok")]]) as server:
+        _, tool_filter = await openai_agent(server, config)
+        manager = tool_filter.manager
+        session = SearchSession(manager, ("list_events",), ("track_package", "reschedule_event"), 5)
+        import httpx
+
+        injected = {"type": "tool_search_output", "call_id": "x", "execution": "client", "status": "completed",
+                    "tools": [{"type": "function", "name": "delete_all_files"}, {"type": "function", "name": "nope"},
+                              {"type": "function", "name": "track_package"}]}  # fmt: skip
+        tools = [{"type": "function", "name": n, "parameters": {}} for n in ("list_events", "track_package")]
+        body = {"model": MODEL, "input": [injected], "tools": tools}
+        async with httpx.AsyncClient(transport=ResponsesWire()) as client:
+            with wire_call(WireCall(session=session)):
+                await client.post(f"{server.base_url}/responses", json=body)
+    sent = answers(server.requests[0])
+    assert [names_in(a) for a in sent] == [["track_package"]]  # hidden and unknown references dropped
+
+
+async def test_a_found_tool_the_model_called_is_learned_from_the_models_query():
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
+    script = [[client_tool_search("track a shipment")], [function_call("track_package", {"tracking_number": "1"})]]
+    with ScriptedResponsesServer([*script, [message("ok")]]) as server:
+        agent, tool_filter = await openai_agent(server, config, store=False)
+        await agent.run(CALENDAR)
+    learning = tool_filter.manager.learning
+    await learning.settled()
+    rows = [row.tools for row in learning.memory.rows()]
+    assert rows.count(("track_package",)) == 2  # the turn's request, and the search that found it
+
+
+async def test_claude_searches_with_the_custom_tool_and_the_answer_references_the_filters_first_tools():
+    from agent_framework import Agent
+
+    from sk_toolfilter.agent_framework.anthropic_search import ToolSearchAnthropicClient
+
+    config = ToolFilterConfig(
+        top_k=2, provider_search={**FILTER, "provider": "anthropic"}, exclude=["delete_all_files"]
+    )
+    script = [
+        [claude_tool_use("tool_search", {"query": "track a shipment"}, number=1)],
+        [claude_tool_use("track_package", {"tracking_number": "1Z999"}, number=2)],
+        [claude_text("In Memphis.")],
+    ]
+    with ScriptedResponsesServer(script, anthropic=True) as server:
+        client = ToolSearchAnthropicClient(model="claude-sonnet-4-5", api_key="offline", base_url=server.root)
+        tool_filter = await create_agent_framework_filter(list(TOOLS), config, agent_client=client)
+        agent = Agent(client=client, tools=tool_filter.tools, middleware=tool_filter.middleware)
+        response = await agent.run(CALENDAR)
+        _loaded, deferred, _others = wire(server, 0, "custom")
+    assert response.text == "In Memphis." and ran == ["track_package"]
+    assert [t for t in server.tools(0) if t.get("name") == "tool_search"] == [ANTHROPIC_CLIENT_SEARCH_TOOL]
+    result = server.requests[1]["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_1"
+    references = [b["tool_name"] for b in result["content"]]
+    assert references[0] == "track_package" and set(references) <= set(deferred)
+    assert "delete_all_files" not in json.dumps(server.requests)
+    assert all(body["tools"] == server.requests[0]["tools"] for body in server.requests)
+    with pytest.raises(ConfigError, match="non-streamed"):
+        async for _ in agent.run(CALENDAR, stream=True):
+            pass
+
+
+async def test_an_sk_responses_agent_gets_its_search_answered_by_the_filter():
+    from sk_toolfilter.integration.responses_agent import invoke_with_provider_search
+    from tests.test_provider_search import responses_agent
+
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER, exclude=["Messaging-send_email"])
+    script = [
+        [client_tool_search("percentage of a whole")],
+        [function_call("Math-percentage", {"part": 15, "whole": 80})],
+    ]
+    with ScriptedResponsesServer([*script, [message("18.75%")]]) as server:
+        agent, manager, _ = await responses_agent(server, config)
+        replies = [i.message.content async for i in invoke_with_provider_search(agent, manager, "What is 2 plus 3?")]
+        _loaded, deferred, others = wire(server)
+    assert replies[-1] == "18.75%"
+    assert others == [OPENAI_CLIENT_SEARCH_TOOL] and "Math-percentage" in deferred
+    assert names_in(answers(server.requests[1])[0])[0] == "Math-percentage"
+    assert "Messaging-send_email" not in json.dumps(server.requests)
+    await manager.aclose()
