@@ -20,17 +20,25 @@ def billed_tool_tokens(
     tokens_per_request: Sequence[int],
     cached_fraction: float = OPENAI_CACHED_FRACTION,
 ) -> float:
-    """Tool tokens of a conversation's requests as billed: when a request's tools list starts with the
-    previous request's (the same list, or it with tools appended), that part is billed at
-    `cached_fraction` and the rest in full; any other request is billed in full. The whole prompt is
-    assumed long enough to be cached (OpenAI: 1,024 tokens; a conversation with some history is)."""
-    billed, previous, previous_tokens = 0.0, None, 0
+    """Tool tokens of a conversation's requests as billed: the cached part (:func:`cache_split`) at
+    `cached_fraction`, the rest in full."""
+    uncached, cached = cache_split(tools_per_request, tokens_per_request)
+    return cached * cached_fraction + uncached
+
+
+def cache_split(tools_per_request: Sequence[Sequence[str]], tokens_per_request: Sequence[int]) -> tuple[int, int]:
+    """(uncached, cached) tool tokens of a conversation's requests: when a request's tools list starts
+    with the previous request's (the same list, or it with tools appended), that part is a cached prefix
+    and the rest new input; any other request is uncached. The whole prompt is assumed long enough to be
+    cached (OpenAI: 1,024 tokens; a conversation with some history is)."""
+    uncached = cached = 0
+    previous: list[str] | None = None
+    previous_tokens = 0
     for tools, tokens in zip(tools_per_request, tokens_per_request, strict=True):
         names = list(tools)
-        # The previous list again, or the previous list with tools appended (sticky lists): that part is a
-        # cached prefix; the tools after it are new input.
         extends = previous is not None and names[: len(previous)] == previous
-        cached = min(previous_tokens, tokens) if extends else 0
-        billed += cached * cached_fraction + (tokens - cached)
+        hit = min(previous_tokens, tokens) if extends else 0
+        cached += hit
+        uncached += tokens - hit
         previous, previous_tokens = names, tokens
-    return billed
+    return uncached, cached

@@ -6,15 +6,29 @@ guide); and the ``tool_search`` tool. With Claude, from what Anthropic documents
 not be included in initial system prompt" (``defer_loading``), so only the loaded schemas and the search
 tool count (on the same JSON, with the report's tokenizer: Claude's own tokenizer differs). A tool the
 model then finds is loaded later: that cost depends on the model's searches and is not counted.
-Measured figures need a live key."""
+With ``search: filter`` the same, with the client-executed search tool in place of the provider's (its
+description and parameters are on the wire); and within a conversation the loaded tools stay as its
+first request sent them, so the tools prefix is cached from the second request on
+(:func:`conversation_cache`). Measured figures need a live key."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter.basics.tokenizer import count_json_tokens
-from sk_toolfilter.selection.provider_search import ANTHROPIC_SEARCH_TOOL, OPENAI_SEARCH_TOOL, WirePlan
+from sk_toolfilter.measure.caching import cache_split
+from sk_toolfilter.selection.provider_search import (
+    ANTHROPIC_SEARCH_TOOL,
+    OPENAI_SEARCH_TOOL,
+    AgentTools,
+    WirePlan,
+    wire_plan,
+)
+from sk_toolfilter.selection.search_answer import ANTHROPIC_CLIENT_SEARCH_TOOL, OPENAI_CLIENT_SEARCH_TOOL
+
+if TYPE_CHECKING:
+    from sk_toolfilter.config.provider_search import ProviderSearchConfig
 
 
 def provider_search_tools(
@@ -32,8 +46,37 @@ def provider_search_tools(
     return shown, deferred
 
 
-def provider_search_tokens(every_tool: Sequence[dict[str, Any]], plan: WirePlan, encoding: str) -> tuple[int, int]:
-    """(estimated tool tokens with OpenAI, with Claude) of one request sent as `plan` says."""
+def provider_search_tokens(
+    every_tool: Sequence[dict[str, Any]], plan: WirePlan, encoding: str, *, answered: bool = False
+) -> tuple[int, int]:
+    """(estimated tool tokens with OpenAI, with Claude) of one request sent as `plan` says; `answered`:
+    the filter answers the search (its client-executed search tool instead of the provider's)."""
     shown, deferred = provider_search_tools(every_tool, plan)
-    openai = count_json_tokens([*shown, *deferred, OPENAI_SEARCH_TOOL], encoding)
-    return openai, count_json_tokens([*shown, ANTHROPIC_SEARCH_TOOL], encoding)
+    openai_tool = OPENAI_CLIENT_SEARCH_TOOL if answered else OPENAI_SEARCH_TOOL
+    claude_tool = ANTHROPIC_CLIENT_SEARCH_TOOL if answered else ANTHROPIC_SEARCH_TOOL
+    openai = count_json_tokens([*shown, *deferred, openai_tool], encoding)
+    return openai, count_json_tokens([*shown, claude_tool], encoding)
+
+
+def conversation_cache(
+    manager: AgentTools,
+    every_tool: Sequence[dict[str, Any]],
+    selections: Sequence[Sequence[str]],
+    tokens_filtering: Sequence[int],
+    config: ProviderSearchConfig,
+    encoding: str,
+) -> dict[str, tuple[int, int]]:
+    """(uncached, cached) OpenAI tool tokens over a conversation's requests, per way of sending them:
+    ``filtering`` (each request's selection; `tokens_filtering` its tokens), ``provider search`` (each
+    selection loaded, the rest deferred: the list changes when the selection does) and ``filter-answered
+    search`` (the first request's selection loaded for the whole conversation, the rest deferred)."""
+    names = [t["function"]["name"] for t in every_tool]
+    plans = [wire_plan(manager, names, list(selection), config) for selection in selections]
+    hosted = [provider_search_tokens(every_tool, plan, encoding)[0] for plan in plans]
+    first = plans[0] if plans else WirePlan((), ())
+    answered = provider_search_tokens(every_tool, first, encoding, answered=True)[0]
+    return {
+        "filtering": cache_split(selections, tokens_filtering),
+        "provider search": cache_split([p.on_wire_order for p in plans], hosted),
+        "filter-answered search": cache_split([first.on_wire_order] * len(plans), [answered] * len(plans)),
+    }

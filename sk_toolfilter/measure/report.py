@@ -20,7 +20,7 @@ from sk_toolfilter.basics.errors import UnknownToolError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.tokenizer import count_json_tokens, count_tokens
 from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_service
-from sk_toolfilter.measure.provider_search_tokens import provider_search_tokens
+from sk_toolfilter.measure.provider_search_tokens import conversation_cache, provider_search_tokens
 from sk_toolfilter.measure.report_html import render_chart_svg, render_html, share_percent
 from sk_toolfilter.measure.token_report import (
     ConversationReport,
@@ -102,6 +102,16 @@ async def build_token_report(
         if progress is not None:
             progress(done, len(queries))
     played = await _play_conversation(conversation, send, transport, encoding) if conversation else None
+    if played is not None and provider_search and rows:
+        every_tool = transport.requests[0].get("tools") or []  # the first query's unfiltered request
+        played.wire_modes = conversation_cache(
+            manager,
+            every_tool,
+            played.tools_per_request,
+            played.tools_tokens_per_request,
+            manager.config.provider_search,
+            encoding,
+        )
     return TokenReport(
         agent=spec.name,
         model=spec.model.name,
@@ -150,6 +160,7 @@ def _estimate_provider_search(row: QueryReport, off: dict[str, Any], manager: To
     row.tools_tokens_provider_search, row.tools_tokens_provider_search_claude = provider_search_tokens(
         every_tool, plan, encoding
     )
+    row.tools_tokens_filter_search = provider_search_tokens(every_tool, plan, encoding, answered=True)[0]
     row.tools_deferred = len(plan.deferred)
 
 

@@ -34,6 +34,8 @@ class QueryReport:
     """The same with Claude (deferred tools documented as not in the prompt)."""
     tools_deferred: int = 0
     """Tools that would go deferred with provider tool search."""
+    tools_tokens_filter_search: int | None = None
+    """Estimated OpenAI tool tokens with ``search: filter`` (the client-executed search tool's definition)."""
     picker_tried: bool = False
     """Whether the picker was tried (False when every candidate fit, or for small talk)."""
     picker_fallback: str = ""
@@ -71,6 +73,9 @@ class ConversationReport:
     turns: list[str]
     tools_per_request: list[list[str]]
     tools_tokens_per_request: list[int]
+    wire_modes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """With ``report --provider-search``: (uncached, cached) OpenAI tool tokens over the conversation per
+    way of sending (:func:`~sk_toolfilter.measure.provider_search_tokens.conversation_cache`)."""
 
     def billed_tokens(
         self, catalog_tokens: int, cached_fraction: float = OPENAI_CACHED_FRACTION
@@ -142,6 +147,7 @@ class TokenReport:
             "tools_tokens_provider_search_claude": claude,
             "provider_search_claude_saved_percent": round(100.0 * (off - claude) / off, 2) if off else 0.0,
             "mean_tools_deferred": round(sum(q.tools_deferred for q in self.queries) / len(self.queries), 2),
+            "tools_tokens_filter_search": sum(q.tools_tokens_filter_search or 0 for q in self.queries),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -195,8 +201,10 @@ def provider_search_line(report: TokenReport) -> str | None:
         f"off; the model still sees each of the {number(t['mean_tools_deferred'])} deferred tools per request by name "
         f"and description), Claude {t['tools_tokens_provider_search_claude']:,} "
         f"({t['provider_search_claude_saved_percent']:.1f}%; deferred tools are not in the prompt) — the selection's "
-        "schemas in full and the search tool; tools the model finds later are not counted. Documented behaviour, "
-        "not measured against a live endpoint (report --provider-search --live measures OpenAI)"
+        "schemas in full and the search tool; tools the model finds later are not counted. With search: filter "
+        f"(the filter answers the search) OpenAI {t['tools_tokens_filter_search']:,} (its search tool's definition "
+        "is on the wire). Documented behaviour, not measured against a live endpoint (report --provider-search "
+        "--live measures OpenAI)"
     )
 
 
@@ -206,7 +214,14 @@ def caching_line(report: TokenReport) -> str:
     catalog = report.queries[0].tools_tokens_off if report.queries else 0
     off, on = report.conversation.billed_tokens(catalog)
     saved = f"{100 * (off - on) / off:.1f}% saved" if off else "n/a"
-    return (
+    line = (
         f"With prompt caching (a repeated tools prefix billed at {OPENAI_CACHED_FRACTION:.0%}, OpenAI's published "
         f"rate for cached input): the conversation's tool tokens cost {off:,.0f} off → {on:,.0f} on ({saved})"
     )
+    modes = report.conversation.wire_modes
+    if modes:
+        split = ", ".join(
+            f"{mode} {cached:,} cached / {uncached:,} uncached" for mode, (uncached, cached) in modes.items()
+        )
+        line += f"; tool tokens over the conversation (OpenAI, estimated): {split}"
+    return line
