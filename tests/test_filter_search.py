@@ -254,3 +254,98 @@ async def test_an_sk_responses_agent_gets_its_search_answered_by_the_filter():
     assert names_in(answers(server.requests[1])[0])[0] == "Math-percentage"
     assert "Messaging-send_email" not in json.dumps(server.requests)
     await manager.aclose()
+
+
+# ---------------------------------------------------------------- namespaces (provider_search.unit: plugin)
+
+
+def namespaced_call(namespace: str, name: str, arguments: dict, number: int = 1) -> dict:
+    return {**function_call(name, arguments, number), "namespace": namespace}
+
+
+async def test_each_plugin_goes_as_a_namespace_and_a_namespaced_call_runs_its_function():
+    from sk_toolfilter.integration.responses_agent import invoke_with_provider_search
+    from tests.test_provider_search import responses_agent
+
+    config = ToolFilterConfig(top_k=2, provider_search={**FILTER, "unit": "plugin"}, exclude=["Messaging-send_email"])
+    script = [
+        [client_tool_search("percentage of a whole")],
+        [namespaced_call("Math", "percentage", {"part": 15, "whole": 80})],
+    ]
+    with ScriptedResponsesServer([*script, [message("18.75%")]]) as server:
+        agent, manager, _ = await responses_agent(server, config)
+        replies = [i.message.content async for i in invoke_with_provider_search(agent, manager, "What is 2 plus 3?")]
+    assert replies[-1] == "18.75%"  # {namespace: Math, name: percentage} ran Math-percentage
+    tools = server.tools(0)
+    spaces = [t for t in tools if t["type"] == "namespace"]
+    assert {s["name"].split("_")[0] for s in spaces} >= {"Math", "Messaging"}
+    assert all(1 <= len(s["tools"]) <= 9 and all(f.get("defer_loading") for f in s["tools"]) for s in spaces)
+    assert all("-" not in f["name"] for s in spaces for f in s["tools"])  # each under its name in the plugin
+    loaded = [t["name"] for t in tools if t["type"] == "function"]
+    assert loaded and all(not t.get("defer_loading") for t in tools if t["type"] == "function")
+    (answer,) = answers(server.requests[1])
+    assert answer["tools"][0]["type"] == "namespace" and answer["tools"][0]["name"] == "Math"
+    assert answer["tools"][0]["tools"][0]["name"] == "percentage"
+    replayed = [i for i in server.requests[2]["input"] if i.get("type") == "function_call"]
+    assert [(i["namespace"], i["name"]) for i in replayed] == [("Math", "percentage")]
+    assert "send_email" not in json.dumps(server.requests)
+    await manager.aclose()
+
+
+async def test_agent_framework_does_not_map_a_namespaced_call_by_itself(monkeypatch):
+    """Pins the Agent Framework behaviour the transport works around: a function call's ``namespace`` is
+    not read, so ``{namespace: Math, name: percentage}`` finds no tool. When Agent Framework maps it itself,
+    this test fails and the mapping can go."""
+    from agent_framework import Agent
+    from semantic_kernel import Kernel
+
+    from sk_toolfilter.agent_framework import kernel_function_tool
+    from sk_toolfilter.demo import MathPlugin
+    from sk_toolfilter.wire.namespaces import Namespaces
+
+    kernel = Kernel()
+    kernel.add_plugin(MathPlugin(), "Math")
+    tools = [kernel_function_tool(f, kernel) for f in kernel.plugins["Math"]]
+    config = ToolFilterConfig(top_k=1, provider_search={"enabled": True, "unit": "plugin"})
+    script = [[namespaced_call("Math", "percentage", {"part": 15, "whole": 80})], [message("done")]]
+
+    async def run() -> list[dict]:
+        with ScriptedResponsesServer([*script]) as server:
+            client = ToolSearchOpenAIChatClient(model=MODEL, api_key="offline", base_url=server.base_url)
+            tool_filter = await create_agent_framework_filter(tools, config, agent_client=client)
+            agent = Agent(client=client, tools=tool_filter.tools, middleware=tool_filter.middleware)
+            await agent.run("What is 2 plus 3?", options={"store": False})
+        return [i for i in server.requests[1]["input"] if i.get("type") == "function_call_output"]
+
+    (mapped,) = await run()
+    assert "18.75" in json.dumps(mapped)  # with the transport's mapping, Math-percentage ran
+    monkeypatch.setattr(Namespaces, "incoming", lambda self, item: item)
+    (unmapped,) = await run()
+    assert "18.75" not in json.dumps(unmapped)  # Agent Framework alone: no such tool
+
+
+def test_namespaces_with_claude_and_filter_search_in_semantic_kernel_chat_are_refused_at_start():
+    from sk_toolfilter.selection.provider_search import check_mode, refuse_in_semantic_kernel
+
+    with pytest.raises(ConfigError, match="Claude has no namespaces"):
+        check_mode("anthropic", "plugin")
+    check_mode("openai", "plugin")
+    with pytest.raises(ConfigError, match="Semantic Kernel's chat completion connector"):
+        refuse_in_semantic_kernel(ToolFilterConfig(provider_search=FILTER).provider_search)
+
+
+def test_validate_checks_the_model_for_a_filter_answered_search_like_load_agent(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    from sk_toolfilter.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "instructions", tmp_path / "instructions")
+    text = (root / "agent.yaml").read_text().replace("name: ", "framework: agent-framework\nname: ", 1)
+    block = "  provider_search: {enabled: true, search: filter, unit: plugin}\n"
+    (tmp_path / "agent.yaml").write_text(text.replace("tool_filtering:\n", "tool_filtering:\n" + block, 1))
+    assert main(["validate", str(tmp_path / "agent.yaml")]) == 2
+    assert "gpt-4o-mini" in capsys.readouterr().err  # no tool search: named before anything starts
+    (tmp_path / "agent.yaml").write_text((tmp_path / "agent.yaml").read_text().replace("gpt-4o-mini", "gpt-5.4"))
+    assert main(["validate", str(tmp_path / "agent.yaml")]) == 0

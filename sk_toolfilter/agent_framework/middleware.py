@@ -23,6 +23,7 @@ from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.refusals import refusal, report_refusal
 from sk_toolfilter.selection.search_answer import SearchSession
 from sk_toolfilter.wire.call import WireCall, set_call
+from sk_toolfilter.wire.namespaces import plugin_of
 
 if TYPE_CHECKING:
     from semantic_kernel.contents import ChatHistory
@@ -66,7 +67,7 @@ class ToolFilterMiddleware(ChatMiddleware):
         functions = function_tools(tools)
         search = self.manager.config.provider_search
         if search.enabled:  # before anything is sent: a client without tool search is an error, never a 400
-            check_client(context.client, options.get("model"), search.provider)
+            check_client(context.client, options.get("model"), search.provider, search.unit)
         if not functions:
             self.last_selection = []
             mark_deferred((), ())
@@ -93,7 +94,9 @@ class ToolFilterMiddleware(ChatMiddleware):
                 "(the answer needs the whole reply): run without streaming, or set search: provider"
             )
         mark_deferred(deferred, kept, answered=answered)
-        set_call(WireCall(session=self._search_session(context, offer, set(by_name))) if answered else None)
+        session = self._search_session(context, offer, set(by_name)) if answered else None
+        spaces = plugin_of(self.manager) if search.enabled and search.unit == "plugin" else None
+        set_call(WireCall(session=session, plugin_of=spaces) if session or spaces else None)
         _OFFERED.set((id(self.manager), frozenset([*self.last_selection, *deferred])))
         await call_next()
         self._capture(context, history, set(by_name))

@@ -27,7 +27,7 @@ from agent_framework import Content
 from agent_framework_openai import OpenAIChatClient
 
 from sk_toolfilter.basics.errors import ConfigError
-from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model, with_deferred
+from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_mode, check_model, with_deferred
 from sk_toolfilter.selection.search_answer import OPENAI_CLIENT_SEARCH_TOOL
 from sk_toolfilter.wire.openai_responses import ResponsesWire, search_input
 
@@ -126,10 +126,10 @@ def _same_tools(tools: Any, mark: DeferredTools) -> bool:
     return {id(t) for t in items if t is not None and not isinstance(t, dict)} <= mark.tools
 
 
-def check_client(client: Any, model: str | None = None, provider: str = "auto") -> None:
+def check_client(client: Any, model: str | None = None, provider: str = "auto", unit: str = "tool") -> None:
     """A :class:`ConfigError` unless `client` can send deferred tools (this library's
     :class:`ToolSearchOpenAIChatClient` or ``ToolSearchAnthropicClient``), of `provider` unless "auto",
-    for `model` (by default its own)."""
+    for `model` (by default its own), deferred by `unit` (namespaces: OpenAI only)."""
     found = getattr(type(client), "tool_search_provider", None)
     if found is None:
         raise ConfigError(
@@ -144,3 +144,4 @@ def check_client(client: Any, model: str | None = None, provider: str = "auto") 
             f"{type(client).__name__} ({found}'s tool search): set provider: {found} (or auto)"
         )
     check_model(found, model or client.model)
+    check_mode(found, unit)

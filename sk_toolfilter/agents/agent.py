@@ -25,7 +25,7 @@ from sk_toolfilter.integration.service import FilteredChatCompletion, wrap_chat_
 from sk_toolfilter.integration.setup import create_tool_filter
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
 from sk_toolfilter.selection.manager import ToolFilterManager
-from sk_toolfilter.selection.provider_search import check_model, refuse_in_semantic_kernel
+from sk_toolfilter.selection.provider_search import check_mode, check_model, refuse_in_semantic_kernel
 
 if TYPE_CHECKING:
     from semantic_kernel.agents import ChatCompletionAgent
@@ -374,6 +374,8 @@ def check_at_start(spec: AgentSpec, framework: Framework | None = None, chat_ser
                 "pass a ToolSearchAnthropicClient as load_agent's chat_service, or set provider: openai (or auto)"
             )
         check_model("openai", spec.model.name)
+    if search.enabled:
+        check_mode(search.provider, search.unit)
     if chosen == "semantic-kernel" and chat_service is None:
         from semantic_kernel.connectors.ai.open_ai import (
             AzureChatPromptExecutionSettings,
@@ -426,7 +428,7 @@ def _agent_framework_agent(tools: Toolset, chat_client: Any) -> LoadedAgentFrame
 
         if chat_client is None:  # the model block's OpenAI endpoint, on the Responses API
             chat_client = ToolSearchOpenAIChatClient(model=spec.model.name, async_client=openai_client(spec.model))
-        check_client(chat_client, provider=search.provider)
+        check_client(chat_client, provider=search.provider, unit=search.unit)
     client = chat_client or create_agent_framework_client(spec.model)
     tool_filter = kernel_filter(tools.manager, tools.kernel)
     agent = Agent(

@@ -27,6 +27,7 @@ from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model
 from sk_toolfilter.selection.search_answer import OPENAI_CLIENT_SEARCH_TOOL, SearchSession
 from sk_toolfilter.wire.call import WireCall, wire_call
+from sk_toolfilter.wire.namespaces import plugin_of
 from sk_toolfilter.wire.openai_responses import ResponsesWire
 
 _CLIENTS: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -87,11 +88,12 @@ def _wire_call(manager: Any, offer: Any) -> WireCall:
     """What the transport does for this ``invoke``: defer, with the provider's search tool or (``search:
     filter``) the client-executed one and the filter's search desk, learning within the caller's scope."""
     search = manager.config.provider_search
+    spaces = plugin_of(manager) if search.unit == "plugin" else None
     if search.search != "filter":
-        return WireCall(frozenset(offer.deferred), OPENAI_SEARCH_TOOL)
+        return WireCall(frozenset(offer.deferred), OPENAI_SEARCH_TOOL, plugin_of=spaces)
 
     def learn(query: str, name: str) -> None:
         manager.capture(query, [name])
 
     session = SearchSession(manager, tuple(offer.names), tuple(offer.deferred), search.results, learn)
-    return WireCall(frozenset(offer.deferred), OPENAI_CLIENT_SEARCH_TOOL, session)
+    return WireCall(frozenset(offer.deferred), OPENAI_CLIENT_SEARCH_TOOL, session, spaces)

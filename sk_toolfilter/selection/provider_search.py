@@ -96,6 +96,15 @@ def with_deferred(tools: Sequence[Any], deferred: Collection[str], kind: str, se
     return [*marked, dict(search_tool)]
 
 
+def check_mode(provider: str, unit: str) -> None:
+    """A :class:`ConfigError` for a way of deferring `provider` does not have (namespaces are OpenAI's)."""
+    if unit == "plugin" and provider == "anthropic":
+        raise ConfigError(
+            "tool_filtering.provider_search.unit: plugin defers each plugin as one OpenAI namespace; Claude has no "
+            "namespaces: set unit: tool, or use an OpenAI Responses client"
+        )
+
+
 def refuse_in_semantic_kernel(config: ProviderSearchConfig) -> None:
     """A :class:`ConfigError` when provider search is on for a Semantic Kernel request path (its chat
     completion connector has no deferred tools: docs/integrations/semantic-kernel.md)."""

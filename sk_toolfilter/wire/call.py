@@ -9,17 +9,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from sk_toolfilter.selection.search_answer import SearchSession
+from sk_toolfilter.wire.namespaces import PluginOf
 
 
 @dataclass(frozen=True)
 class WireCall:
     """One model call: the tools a transport marks deferred with `search_tool` beside them (Semantic
     Kernel, whose connector has no field for them; Agent Framework's clients mark them themselves:
-    `deferred` empty), and the search session when the filter answers the search (else None)."""
+    `deferred` empty), the search session when the filter answers the search (else None), and with
+    ``unit: plugin`` each tool's plugin (:mod:`sk_toolfilter.wire.namespaces`; else None)."""
 
     deferred: frozenset[str] = frozenset()
     search_tool: dict[str, Any] | None = None
     session: SearchSession | None = None
+    plugin_of: PluginOf | None = None
 
 
 _CALL: ContextVar[WireCall | None] = ContextVar("sk_toolfilter_wire_call", default=None)

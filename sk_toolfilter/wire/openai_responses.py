@@ -33,6 +33,7 @@ from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.selection.provider_search import with_deferred
 from sk_toolfilter.selection.search_answer import MAX_SEARCHES_PER_CALL, SearchAnswer, SearchSession
 from sk_toolfilter.wire.call import current_call
+from sk_toolfilter.wire.namespaces import Namespaces
 from sk_toolfilter.wire.replies import RESENT_HEADERS, json_reply, rewritten_reply, usage_sum, with_body
 
 logger = library_logger(__name__)
@@ -56,31 +57,38 @@ class ResponsesWire(httpx.AsyncBaseTransport):
         body = json.loads(await request.aread())
         if call.deferred and call.search_tool is not None:
             body["tools"] = with_deferred(body.get("tools") or [], call.deferred, "function", call.search_tool)
-        if call.session is None:
+        spaces = Namespaces(call.plugin_of) if call.plugin_of is not None else None
+        session = call.session
+        if session is None and spaces is None:
             return await self.send(request, body)
-        body["input"] = [*self._pending.pop(str(body.get("previous_response_id")), []), *_items(body.get("input"))]
-        body["input"] = await _paired(body["input"], body, call.session)
+        if session is not None:
+            owed = self._pending.pop(str(body.get("previous_response_id")), [])
+            body["input"] = await _paired([*owed, *_items(body.get("input"))], body, session)
         if body.get("stream"):
-            first = await self.send(request, body)
+            first = await self.send(request, body, spaces)
             if first.status_code != 200:
                 return first
-            stream = _Spliced(self, request, body, call.session, first)
+            stream = _Spliced(self, request, body, first, session, spaces)
             return httpx.Response(200, headers=_headers(first), stream=stream, extensions=first.extensions)
-        return await self._answered(request, body, call.session)
+        return await self._answered(request, body, session, spaces)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
 
-    async def send(self, request: httpx.Request, body: dict[str, Any]) -> httpx.Response:
-        """`request` with `body` as its JSON content."""
-        return await self.inner.handle_async_request(with_body(request, body))
+    async def send(
+        self, request: httpx.Request, body: dict[str, Any], spaces: Namespaces | None = None
+    ) -> httpx.Response:
+        """`request` with `body` as its JSON content (in namespace form with `spaces`)."""
+        return await self.inner.handle_async_request(with_body(request, spaces.outgoing(body) if spaces else body))
 
-    async def _answered(self, request: httpx.Request, body: dict[str, Any], session: SearchSession) -> httpx.Response:
-        response = await self.send(request, body)
+    async def _answered(
+        self, request: httpx.Request, body: dict[str, Any], session: SearchSession | None, spaces: Namespaces | None
+    ) -> httpx.Response:
+        response = await self.send(request, body, spaces)
         replies: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
         while True:
             await response.aread()
-            reply = json_reply(response)
+            reply = _incoming(json_reply(response), spaces)
             if reply is None:  # an error: the framework reads it as it is
                 return response
             step = await _answers(reply, body, session, answering=len(replies) < MAX_SEARCHES_PER_CALL)
@@ -90,7 +98,7 @@ class ResponsesWire(httpx.AsyncBaseTransport):
             if not step.continues:
                 break
             body = _follow_up(body, reply, step.outputs)
-            response = await self.send(request, body)
+            response = await self.send(request, body, spaces)
         return rewritten_reply(response, _merged(replies))
 
     def _owe(self, reply: dict[str, Any], outputs: list[dict[str, Any]]) -> None:
@@ -108,8 +116,12 @@ class _Step:
         self.outputs, self.continues, self.owed = outputs, continues, owed
 
 
-async def _answers(reply: dict[str, Any], body: dict[str, Any], session: SearchSession, *, answering: bool) -> _Step:
+async def _answers(
+    reply: dict[str, Any], body: dict[str, Any], session: SearchSession | None, *, answering: bool
+) -> _Step:
     """Answer `reply`'s client searches (each ``call_id`` once); learning reads the functions it calls."""
+    if session is None:
+        return _Step([], False, False)
     output = [i for i in reply.get("output") or [] if isinstance(i, dict)]
     session.called([str(i.get("name")) for i in output if i.get("type") == "function_call"])
     searches = _client_searches(output)
@@ -247,6 +259,13 @@ def _merged(replies: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[
     return last
 
 
+def _incoming(reply: dict[str, Any] | None, spaces: Namespaces | None) -> dict[str, Any] | None:
+    """A reply with its namespaced function calls under their full names."""
+    if reply is None or spaces is None or not isinstance(reply.get("output"), list):
+        return reply
+    return {**reply, "output": [spaces.incoming(i) for i in reply["output"]]}
+
+
 def _headers(response: httpx.Response) -> list[tuple[str, str]]:
     return [(k, v) for k, v in response.headers.multi_items() if k.lower() not in RESENT_HEADERS]
 
@@ -258,10 +277,11 @@ class _Spliced(httpx.AsyncByteStream):
     ``response.completed`` carries the merged output and the summed usage."""
 
     def __init__(
-        self, wire: ResponsesWire, request: httpx.Request, body: dict[str, Any], session: SearchSession,
-        first: httpx.Response,
+        self, wire: ResponsesWire, request: httpx.Request, body: dict[str, Any], first: httpx.Response,
+        session: SearchSession | None, spaces: Namespaces | None,
     ) -> None:  # fmt: skip
-        self.wire, self.request, self.body, self.session, self.response = wire, request, body, session, first
+        self.wire, self.request, self.body, self.response = wire, request, body, first
+        self.session, self.spaces = session, spaces
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         replies: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
@@ -274,8 +294,10 @@ class _Spliced(httpx.AsyncByteStream):
                 if replies and kind in ("response.created", "response.in_progress"):
                     continue
                 if kind == "response.completed":
-                    completed = event
+                    completed = {**event, "response": _incoming(event.get("response") or {}, self.spaces)}
                     continue
+                if self.spaces is not None and "item" in event:
+                    event["item"] = self.spaces.incoming(event["item"])
                 if isinstance(event.get("output_index"), int):
                     event["output_index"] += offset
                 event["sequence_number"] = sequence
@@ -291,7 +313,7 @@ class _Spliced(httpx.AsyncByteStream):
                 self.wire._owe(reply, step.outputs)
             if step.continues:
                 body = _follow_up(body, reply, step.outputs)
-                following = await self.wire.send(self.request, body)
+                following = await self.wire.send(self.request, body, self.spaces)
                 if following.status_code == 200:
                     offset += len(reply.get("output") or []) + len(step.outputs)
                     response = following
