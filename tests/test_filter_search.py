@@ -150,8 +150,8 @@ async def test_bad_search_arguments_get_a_bounded_answer_and_nothing_runs(argume
 
 
 def test_a_query_keeps_a_few_words_without_control_characters():
-    assert search_query({"query": "track\x00 a\u2028shipment\x1b[31m"}) == "track a shipment [31m"
-    assert len(search_query({"query": "word " * 100_000})) == MAX_QUERY_CHARS
+    assert search_query({"query": "track\x00a\u2028shipment\x1b[31m\nnow"}) == "track a shipment [31m\nnow"
+    assert len(search_query({"query": "word " * 100_000})) <= MAX_QUERY_CHARS
     assert search_query('{"query": "calendar"}') == "calendar"
     assert search_query("[" * 100_000) == search_query(None) == ""
 
@@ -349,3 +349,22 @@ def test_validate_checks_the_model_for_a_filter_answered_search_like_load_agent(
     assert "gpt-4o-mini" in capsys.readouterr().err  # no tool search: named before anything starts
     (tmp_path / "agent.yaml").write_text((tmp_path / "agent.yaml").read_text().replace("gpt-4o-mini", "gpt-5.4"))
     assert main(["validate", str(tmp_path / "agent.yaml")]) == 0
+
+
+async def test_every_answer_is_the_filters_ranking_for_the_same_text():
+    """For each sample query of the bundled agent, as the model's search query: the answer (k = 1, 3, 5)
+    is the first k tools of the filter's ranking for that text — one ranking path, so the answers'
+    recall@k is the filter's (benchmarks/filter_search_benchmark.py measures it on BFCL)."""
+    from pathlib import Path
+
+    from sk_toolfilter.agents.agent import open_toolset
+
+    async with await open_toolset(Path(__file__).resolve().parents[1] / "agent.yaml") as toolset:
+        manager = toolset.manager
+        visible = tuple(t.full_name for t in manager.index.tools if manager.find_visible_tool(t.full_name))
+        for number, sample in enumerate(toolset.spec.sample_queries):
+            ranked = [t.full_name for t in (await manager.select(sample.query)).ranking.tools if t.evidence]
+            for k in (1, 3, 5):
+                session = SearchSession(manager, (), visible, k)
+                answer = await session.answer(f"q{number}-{k}", {"query": sample.query})
+                assert list(answer.names) == [n for n in ranked if n in visible][:k], sample.query

@@ -29,6 +29,8 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sk_toolfilter.retrieval.search import MAX_QUERY_CHARS as RANKED_QUERY_CHARS
+
 SEARCH_TOOL_NAME = "tool_search"
 """The search tool's name on the wire (Anthropic's custom tool; OpenAI names its own ``tool_search``)."""
 
@@ -59,16 +61,17 @@ ANTHROPIC_CLIENT_SEARCH_TOOL: dict[str, Any] = {
 }
 """Anthropic: a custom search tool whose results are ``tool_reference`` blocks (never deferred itself)."""
 
-MAX_ARGUMENT_CHARS = 10_000
+MAX_QUERY_CHARS = RANKED_QUERY_CHARS
+"""A query keeps what a ranking reads of any text (20,000 characters): an answer is the filter's ranking
+for the same text."""
+MAX_ARGUMENT_CHARS = 2 * MAX_QUERY_CHARS
 """A search call's arguments are read from at most this many characters (a 1 MB query is cut first)."""
-MAX_QUERY_CHARS = 500
-"""A search query is a few words: longer ones are cut to this many characters."""
 MAX_SEARCHES_PER_CALL = 3
 """Searches answered within one model call; past them the response goes back to the framework as it is."""
 MAX_REMEMBERED = 1024
 """Answers kept per manager (by ``call_id``): the replay of a stateless conversation and learning read them."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")  # tabs and line breaks stay
 
 
 class SearchRanker(Protocol):
@@ -79,8 +82,8 @@ class SearchRanker(Protocol):
 
 def search_query(arguments: object) -> str:
     """The text query of a search call's `arguments` (a JSON object, or its text), bounded: read from at
-    most :data:`MAX_ARGUMENT_CHARS` characters, control characters as spaces, cut to
-    :data:`MAX_QUERY_CHARS`; "" when there is none (not an object, no text ``query``, unreadable)."""
+    most :data:`MAX_ARGUMENT_CHARS` characters, control characters (but tabs and line breaks) as spaces,
+    cut to :data:`MAX_QUERY_CHARS`; "" when there is none (not an object, no text ``query``, unreadable)."""
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments[:MAX_ARGUMENT_CHARS])
@@ -89,7 +92,7 @@ def search_query(arguments: object) -> str:
     query = arguments.get("query") if isinstance(arguments, dict) else None
     if not isinstance(query, str):
         return ""
-    return " ".join(_CONTROL.sub(" ", query[:MAX_ARGUMENT_CHARS]).split())[:MAX_QUERY_CHARS]
+    return _CONTROL.sub(" ", query[:MAX_QUERY_CHARS]).strip()
 
 
 @dataclass
