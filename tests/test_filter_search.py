@@ -170,8 +170,8 @@ async def test_a_repeated_call_id_is_answered_once_and_a_replayed_one_gets_the_s
 
 
 async def test_an_answer_replayed_from_elsewhere_keeps_only_tools_this_call_defers():
-    from sk_toolfilter.wire.call import WireCall, wire_call
-    from sk_toolfilter.wire.openai_responses import ResponsesWire
+    from sk_toolfilter.provider_wire.call import WireCall, wire_call
+    from sk_toolfilter.provider_wire.openai_responses import ResponsesWire
 
     config = ToolFilterConfig(top_k=2, provider_search=FILTER, exclude=["delete_all_files"])
     with ScriptedResponsesServer([[message("ok")]]) as server:
@@ -301,7 +301,7 @@ async def test_agent_framework_does_not_map_a_namespaced_call_by_itself(monkeypa
 
     from sk_toolfilter.agent_framework import kernel_function_tool
     from sk_toolfilter.demo import MathPlugin
-    from sk_toolfilter.wire.namespaces import Namespaces
+    from sk_toolfilter.provider_wire.namespaces import Namespaces
 
     kernel = Kernel()
     kernel.add_plugin(MathPlugin(), "Math")

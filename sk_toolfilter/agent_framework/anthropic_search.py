@@ -30,9 +30,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 import httpx2
 
 from sk_toolfilter.agent_framework.provider_search import deferred_tools
+from sk_toolfilter.provider_wire.anthropic_messages import MessagesWire
 from sk_toolfilter.selection.provider_search import ANTHROPIC_SEARCH_TOOL, check_model, with_deferred
 from sk_toolfilter.selection.search_answer import ANTHROPIC_CLIENT_SEARCH_TOOL
-from sk_toolfilter.wire.anthropic_messages import MessagesWire
 
 
 class ToolSearchAnthropicClient(AnthropicClient):

@@ -18,12 +18,12 @@ from sk_toolfilter.agent_framework.messages import to_chat_history
 from sk_toolfilter.agent_framework.provider_search import check_client, mark_deferred
 from sk_toolfilter.agent_framework.tools import function_tools
 from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.provider_wire.call import WireCall, set_call
+from sk_toolfilter.provider_wire.namespaces import plugin_of
 from sk_toolfilter.selection.learning import context_from_arguments
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.refusals import refusal, report_refusal
 from sk_toolfilter.selection.search_answer import SearchSession
-from sk_toolfilter.wire.call import WireCall, set_call
-from sk_toolfilter.wire.namespaces import plugin_of
 
 if TYPE_CHECKING:
     from semantic_kernel.contents import ChatHistory

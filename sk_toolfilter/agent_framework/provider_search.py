@@ -27,9 +27,9 @@ from agent_framework import Content
 from agent_framework_openai import OpenAIChatClient
 
 from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.provider_wire.openai_responses import ResponsesWire, search_input
 from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_mode, check_model, with_deferred
 from sk_toolfilter.selection.search_answer import OPENAI_CLIENT_SEARCH_TOOL
-from sk_toolfilter.wire.openai_responses import ResponsesWire, search_input
 
 
 @dataclass(frozen=True)

@@ -24,18 +24,18 @@ from typing import Any
 import httpx
 
 from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.provider_wire.call import WireCall, wire_call
+from sk_toolfilter.provider_wire.namespaces import plugin_of
+from sk_toolfilter.provider_wire.openai_responses import ResponsesWire
 from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model
 from sk_toolfilter.selection.search_answer import OPENAI_CLIENT_SEARCH_TOOL, SearchSession
-from sk_toolfilter.wire.call import WireCall, wire_call
-from sk_toolfilter.wire.namespaces import plugin_of
-from sk_toolfilter.wire.openai_responses import ResponsesWire
 
 _CLIENTS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def provider_search_openai_client(*, transport: httpx.AsyncBaseTransport | None = None, **options: Any) -> Any:
     """An ``AsyncOpenAI`` client (`options`: api_key, base_url, …) whose requests go through the
-    :class:`~sk_toolfilter.wire.openai_responses.ResponsesWire` (over `transport`, by default plain HTTP):
+    :class:`~sk_toolfilter.provider_wire.openai_responses.ResponsesWire` (over `transport`, by default plain HTTP):
     deferred tools, and with ``search: filter`` the model's searches answered by the filter."""
     from openai import AsyncOpenAI
 

@@ -8,7 +8,7 @@ tool (its ``tool_result`` holds ``tool_reference`` blocks to deferred tools). A
 :class:`SearchSession` is one model call's search desk: it ranks the model's query with the manager's
 own ranking path (first stage, learning from use, the agent's visibility) among the tools this call
 may use, answers with the first ``provider_search.results`` not already loaded, and learns when the
-model then calls a tool it found. The wire transports (:mod:`sk_toolfilter.wire`) apply it.
+model then calls a tool it found. The wire transports (:mod:`sk_toolfilter.provider_wire`) apply it.
 
 Bounds (what a model or a provider may send): arguments are read from at most
 :data:`MAX_ARGUMENT_CHARS` characters, a query keeps :data:`MAX_QUERY_CHARS` with control characters

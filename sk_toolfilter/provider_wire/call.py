@@ -8,8 +8,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from sk_toolfilter.provider_wire.namespaces import PluginOf
 from sk_toolfilter.selection.search_answer import SearchSession
-from sk_toolfilter.wire.namespaces import PluginOf
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class WireCall:
     """One model call: the tools a transport marks deferred with `search_tool` beside them (Semantic
     Kernel, whose connector has no field for them; Agent Framework's clients mark them themselves:
     `deferred` empty), the search session when the filter answers the search (else None), and with
-    ``unit: plugin`` each tool's plugin (:mod:`sk_toolfilter.wire.namespaces`; else None)."""
+    ``unit: plugin`` each tool's plugin (:mod:`sk_toolfilter.provider_wire.namespaces`; else None)."""
 
     deferred: frozenset[str] = frozenset()
     search_tool: dict[str, Any] | None = None

@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx2  # the ``anthropic`` SDK's HTTP package (a fork of httpx with the same API)
 
+from sk_toolfilter.provider_wire.call import current_call
+from sk_toolfilter.provider_wire.replies import json_reply, rewritten_reply, usage_sum, with_body
 from sk_toolfilter.selection.search_answer import MAX_SEARCHES_PER_CALL, SEARCH_TOOL_NAME, SearchAnswer, SearchSession
-from sk_toolfilter.wire.call import current_call
-from sk_toolfilter.wire.replies import json_reply, rewritten_reply, usage_sum, with_body
 
 NO_MATCH = "No tool matched this search. Describe the task in other words, or answer without a tool."
 

@@ -1,7 +1,7 @@
 """The OpenAI Responses wire: deferred tools, and the client-executed ``tool_search`` answered by the filter.
 
 An httpx transport under the ``openai`` SDK client of Agent Framework's Responses client and of Semantic
-Kernel's ``OpenAIResponsesAgent``. For the model call in progress (:mod:`sk_toolfilter.wire.call`):
+Kernel's ``OpenAIResponsesAgent``. For the model call in progress (:mod:`sk_toolfilter.provider_wire.call`):
 
 - Semantic Kernel's requests get ``defer_loading: true`` and the search tool (Agent Framework's client
   marks its own);
@@ -30,11 +30,11 @@ from typing import Any
 import httpx
 
 from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.provider_wire.call import current_call
+from sk_toolfilter.provider_wire.namespaces import Namespaces
+from sk_toolfilter.provider_wire.replies import RESENT_HEADERS, json_reply, rewritten_reply, usage_sum, with_body
 from sk_toolfilter.selection.provider_search import with_deferred
 from sk_toolfilter.selection.search_answer import MAX_SEARCHES_PER_CALL, SearchAnswer, SearchSession
-from sk_toolfilter.wire.call import current_call
-from sk_toolfilter.wire.namespaces import Namespaces
-from sk_toolfilter.wire.replies import RESENT_HEADERS, json_reply, rewritten_reply, usage_sum, with_body
 
 logger = library_logger(__name__)
 
