@@ -63,9 +63,7 @@ def deferred_tools(tools: Any) -> DeferredTools | None:
 def _client_search_call(content: Content) -> dict[str, Any] | None:
     """A client-executed search call as the Responses input item it was (the wire transport pairs it
     with the filter's answer), or None for any other content."""
-    properties = content.additional_properties or {}
-    openai = properties.get("openai") if isinstance(properties.get("openai"), dict) else {}
-    if not _is_tool_search_call(content) or (openai or {}).get("execution", properties.get("execution")) != "client":
+    if not _is_tool_search_call(content) or _openai_property(content, "execution") != "client":
         return None
     arguments = content.arguments
     if isinstance(arguments, str):
@@ -77,10 +75,15 @@ def _client_search_call(content: Content) -> dict[str, Any] | None:
 
 
 def _is_tool_search_call(content: Content) -> bool:
+    item_type = _openai_property(content, "item_type")
+    return content.type == "function_call" and bool(content.hosted) and item_type == "tool_search_call"
+
+
+def _openai_property(content: Content, key: str) -> Any:
+    """What Agent Framework noted of a Responses item (its ``openai`` properties, else the legacy flat ones)."""
     properties = content.additional_properties or {}
     openai = properties.get("openai") if isinstance(properties.get("openai"), dict) else {}
-    item_type = (openai or {}).get("item_type", properties.get("item_type"))
-    return content.type == "function_call" and bool(content.hosted) and item_type == "tool_search_call"
+    return (openai or {}).get(key, properties.get(key))
 
 
 class ToolSearchOpenAIChatClient(OpenAIChatClient):

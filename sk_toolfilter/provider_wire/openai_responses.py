@@ -91,21 +91,30 @@ class ResponsesWire(httpx.AsyncBaseTransport):
             reply = _incoming(json_reply(response), spaces)
             if reply is None:  # an error: the framework reads it as it is
                 return response
-            step = await _answers(reply, body, session, answering=len(replies) < MAX_SEARCHES_PER_CALL)
-            replies.append((reply, step.outputs))
-            if step.owed:
-                self._owe(reply, step.outputs)
-            if not step.continues:
+            following = await self.step(body, reply, session, replies)
+            if following is None:
                 break
-            body = _follow_up(body, reply, step.outputs)
+            body = following
             response = await self.send(request, body, spaces)
         return rewritten_reply(response, _merged(replies))
 
-    def _owe(self, reply: dict[str, Any], outputs: list[dict[str, Any]]) -> None:
-        if reply.get("id") and outputs:
-            self._pending[str(reply["id"])] = outputs
+    async def step(
+        self,
+        body: dict[str, Any],
+        reply: dict[str, Any],
+        session: SearchSession | None,
+        replies: list[tuple[dict[str, Any], list[dict[str, Any]]]],
+    ) -> dict[str, Any] | None:
+        """One reply of a model call (streamed or not): answer its searches, add it to `replies`, owe the
+        answers to the next request when it also calls functions; the request that continues it now, or
+        None when the reply goes back to the framework."""
+        step = await _answers(reply, body, session, answering=len(replies) < MAX_SEARCHES_PER_CALL)
+        replies.append((reply, step.outputs))
+        if step.owed and reply.get("id") and body.get("store") is not False:  # stateless: the replay pairs it
+            self._pending[str(reply["id"])] = step.outputs
             while len(self._pending) > _PENDING_MAX:
                 self._pending.popitem(last=False)
+        return _follow_up(body, reply, step.outputs) if step.continues else None
 
 
 class _Step:
@@ -307,15 +316,12 @@ class _Spliced(httpx.AsyncByteStream):
             if completed is None:
                 return  # the stream ended without completing: nothing to answer
             reply = completed.get("response") or {}
-            step = await _answers(reply, body, self.session, answering=len(replies) < MAX_SEARCHES_PER_CALL)
-            replies.append((reply, step.outputs))
-            if step.owed:
-                self.wire._owe(reply, step.outputs)
-            if step.continues:
-                body = _follow_up(body, reply, step.outputs)
+            continued = await self.wire.step(body, reply, self.session, replies)
+            if continued is not None:
+                body = continued
                 following = await self.wire.send(self.request, body, self.spaces)
                 if following.status_code == 200:
-                    offset += len(reply.get("output") or []) + len(step.outputs)
+                    offset += len(reply.get("output") or []) + len(replies[-1][1])
                     response = following
                     continue
                 await following.aclose()
