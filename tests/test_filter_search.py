@@ -368,3 +368,30 @@ async def test_every_answer_is_the_filters_ranking_for_the_same_text():
                 session = SearchSession(manager, (), visible, k)
                 answer = await session.answer(f"q{number}-{k}", {"query": sample.query})
                 assert list(answer.names) == [n for n in ranked if n in visible][:k], sample.query
+
+
+async def test_a_search_is_ranked_and_learned_within_the_runs_scope(monkeypatch, caplog):
+    """The wire answers outside the middleware's own blocks: the run's learning context (its tenant) is
+    entered around the ranking and the learning, so a scoped agent's search reads and teaches its tenant."""
+    from sk_toolfilter.selection import search_answer
+    from sk_toolfilter.selection.learning import current_context
+
+    seen: list[object] = []
+    ranking = search_answer.rank_for_search
+
+    async def watched(manager, query, usable):
+        seen.append(current_context()[0])
+        return await ranking(manager, query, usable)
+
+    monkeypatch.setattr(search_answer, "rank_for_search", watched)
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER, learning={"scope": "tenant_id"})
+    script = [[client_tool_search("track a shipment")], [function_call("track_package", {"tracking_number": "1"})]]
+    with ScriptedResponsesServer([*script, [message("ok")]]) as server:
+        agent, tool_filter = await openai_agent(server, config, store=False)
+        await agent.run(CALENDAR, client_kwargs={"tenant_id": "acme"})
+    learning = tool_filter.manager.learning
+    await learning.settled()
+    assert seen == ["acme"]
+    rows = learning.memory.rows()
+    assert [row.tools for row in rows].count(("track_package",)) == 2 and len({row.scope for row in rows}) == 1
+    assert "named no" not in caplog.text  # no request of the run went unscoped

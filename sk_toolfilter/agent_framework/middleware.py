@@ -9,6 +9,7 @@ turn (and of a streamed turn) passes :class:`ToolFilterMiddleware`. It replaces 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -102,16 +103,18 @@ class ToolFilterMiddleware(ChatMiddleware):
         self._capture(context, history, set(by_name))
 
     def _search_session(self, context: ChatContext, offer: Offer, allowed: set[str]) -> SearchSession:
-        """The filter's search desk for this model call: it answers among the deferred tools and learns,
-        within the run's scope, when the model calls a tool it found."""
+        """The filter's search desk for this model call: it answers among the deferred tools and learns
+        when the model calls a tool it found, both within the run's scope (its learning context)."""
         manager = self.manager
 
         def learn(query: str, name: str) -> None:
-            with context_from_arguments(manager.config.learning, context.kwargs):
-                manager.capture(query, [name], allowed=allowed)
+            manager.capture(query, [name], allowed=allowed)
+
+        def within() -> AbstractContextManager[Any]:
+            return context_from_arguments(manager.config.learning, context.kwargs)
 
         results = manager.config.provider_search.results
-        return SearchSession(manager, tuple(offer.names), tuple(offer.deferred), results, learn)
+        return SearchSession(manager, tuple(offer.names), tuple(offer.deferred), results, learn, within)
 
     def _capture(self, context: ChatContext, history: ChatHistory, allowed: set[str]) -> None:
         """Learning from use: the response's function calls teach the turn they answer, now (streamed:

@@ -26,6 +26,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -152,13 +153,16 @@ class SearchSession:
 
     `loaded`: the tools the call sends loaded; `deferred`: every other tool it may use (the only tools an
     answer may name); `results`: tools per answer; `learn(query, tool)`: learning from use, called when the
-    model calls a tool a search of this session (or of an earlier call it replays) found."""
+    model calls a tool a search of this session (or of an earlier call it replays) found; `within()`: the
+    run's learning context (its scope), entered around each ranking and each learning — the wire answers
+    outside the adapter's own ``with`` blocks."""
 
     manager: SearchRanker
     loaded: tuple[str, ...]
     deferred: tuple[str, ...]
     results: int
     learn: Callable[[str, str], None] | None = None
+    within: Callable[[], AbstractContextManager[Any]] = nullcontext
     given: list[SearchAnswer] = field(default_factory=list)
     """The answers this model call gave or replayed, in order."""
 
@@ -174,7 +178,8 @@ class SearchSession:
             answer = SearchAnswer(call_id, known.query, self.permitted(known.names), known.learned)
         else:
             query = search_query(arguments)
-            ranked = await rank_for_search(self.manager, query, (*self.loaded, *self.deferred))
+            with self.within():
+                ranked = await rank_for_search(self.manager, query, (*self.loaded, *self.deferred))
             answer = SearchAnswer(call_id, query, self.permitted(ranked)[: self.results])
             if call_id:
                 self._answers.put(answer)
@@ -195,4 +200,5 @@ class SearchSession:
             for name in names:
                 if name in answer.names and name not in answer.learned and answer.query:
                     answer.learned.add(name)
-                    self.learn(answer.query, name)
+                    with self.within():
+                        self.learn(answer.query, name)
