@@ -138,30 +138,87 @@ async def main() -> None:
         await multi_part(args.data / "seal_tools")
 
 
-async def real_requests(data: Path, n_queries: int = 300) -> None:
+async def real_requests(data: Path, n_queries: int = 300, rounds: int = 7) -> None:
     """Real catalogs and requests: the seal_tools and bfcl dev catalogs as one (5,363 tools), the first
     `n_queries` bfcl dev requests (real vocabularies, several parts), the embedding service instant.
-    ``filter_tools`` p50 against the one-thread float32 matrix-vector product over the same catalog."""
+
+    Paired against the floor, because this 2-core host's speed moves by tens of percent within a minute:
+    each round times the one-thread float32 matrix-vector product over the same catalog (a worker
+    process started with one BLAS thread: 40 products, median), then the p50 of every request, and
+    divides the two; the figures are the medians over `rounds` rounds."""
     tools = [t for name in ("seal_tools", "bfcl") for t, _ in load_catalog(data / name / "tools.jsonl")]
     lines = (data / "bfcl" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
     queries = [json.loads(line)["query"] for line in lines[:n_queries]]
-    floor = one_thread_floor([len(tools)])[len(tools)]
     print(
-        f"Real requests: {len(tools):,} tools (seal_tools + bfcl), {len(queries)} bfcl dev requests, instant embeddings"
+        f"Real requests: {len(tools):,} tools (seal_tools + bfcl), {len(queries)} bfcl dev requests, instant "
+        f"embeddings; medians of {rounds} rounds, each paired with the floor measured just before it"
     )
-    print("| method | vectors | filter_tools p50 ms | p95 ms | matvec ms (1 thread, float32) | ratio |")
-    print("|---|---|---:|---:|---:|---:|")
-    for method, precision in (("hybrid", "float32"), ("hybrid", "int8"), ("semantic", "float32"), ("bm25", "-")):
-        index = await ToolIndex.build(
-            tools, InstantEmbeddings(), precision="int8" if precision == "int8" else "float32"
+    print("| method | vectors | filter_tools p50 ms | matvec ms (1 thread, float32) | ratio (paired) | ratio range |")
+    print("|---|---|---:|---:|---:|---|")
+    with FloorWorker(len(tools)) as floor:
+        for method, precision in (("hybrid", "float32"), ("hybrid", "int8"), ("semantic", "float32"), ("bm25", "-")):
+            index = await ToolIndex.build(
+                tools, InstantEmbeddings(), precision="int8" if precision == "int8" else "float32"
+            )
+            manager = ToolFilterManager(index, ToolFilterConfig(search_method=method))
+            await selection_times(manager, queries[:20])  # warm-up
+            rows = [_paired(floor.measure(), (await selection_times(manager, queries))[0]) for _ in range(rounds)]
+            print(_paired_row(method, precision, rows), flush=True)
+            if method == "hybrid" and precision == "float32":  # what an adapter does for a first request
+                rows = [_paired(floor.measure(), (await first_request_times(manager, queries))[0]) for _ in range(3)]
+                print(_paired_row("hybrid, first request (agent loop)", precision, rows), flush=True)
+
+
+def _paired(floor: float, p50: float) -> tuple[float, float, float]:
+    return p50, floor, p50 / floor
+
+
+def _paired_row(method: str, precision: str, rows: list[tuple[float, float, float]]) -> str:
+    p50, floor, ratio = (statistics.median(column) for column in zip(*rows, strict=True))
+    low, high = min(r[2] for r in rows), max(r[2] for r in rows)
+    return f"| {method} | {precision} | {p50:.3f} | {floor:.3f} | {ratio:.2f}x | {low:.2f}x–{high:.2f}x |"
+
+
+FLOOR_WORKER = """
+import sys, statistics, time
+import numpy as np
+e = np.random.default_rng(0).standard_normal((int(sys.argv[1]), 384)).astype(np.float32)
+q = e[0].copy()
+for _ in sys.stdin:
+    times = []
+    for _ in range(40):
+        t = time.perf_counter(); e @ q; times.append((time.perf_counter() - t) * 1000)
+    print(statistics.median(times), flush=True)
+"""
+
+
+class FloorWorker:
+    """A process with one BLAS thread that times the floor (a float32 matrix-vector product over
+    `size` tools) whenever asked, so each measurement sits next to the one it is compared with."""
+
+    def __init__(self, size: int) -> None:
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", FLOOR_WORKER, str(size)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
-        manager = ToolFilterManager(index, ToolFilterConfig(search_method=method))
-        p50, p95 = await selection_times(manager, queries)
-        print(f"| {method} | {precision} | {p50:.3f} | {p95:.3f} | {floor:.3f} | {p50 / floor:.1f}x |", flush=True)
-        if method == "hybrid" and precision == "float32":  # what an adapter does for a first request
-            p50, p95 = await first_request_times(manager, queries)
-            print(f"| hybrid, first request (agent loop) | float32 | {p50:.3f} | {p95:.3f} | {floor:.3f} "
-                  f"| {p50 / floor:.1f}x |", flush=True)  # fmt: skip
+
+    def measure(self) -> float:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.write("\n")
+        self._process.stdin.flush()
+        return float(self._process.stdout.readline())
+
+    def __enter__(self) -> FloorWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        self._process.wait()
 
 
 async def first_request_times(manager: ToolFilterManager, queries: list[str]) -> tuple[float, float]:

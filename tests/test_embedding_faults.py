@@ -227,3 +227,57 @@ async def test_a_service_error_that_quotes_the_request_never_reaches_logs_or_the
     reason = selection.ranking.fallback_reason or ""
     assert "ValueError" in reason and "hunter2pass" not in reason
     assert caplog.records and not any("hunter2pass" in r.getMessage() for r in caplog.records)
+
+
+# --- the timeout around one service call -------------------------------------------------------------
+class StepService:
+    """Answers after `block` seconds of work in the caller's thread, then waiting on `release` (None:
+    answers inline, without waiting)."""
+
+    def __init__(self, block: float = 0.0, release: asyncio.Event | None = None) -> None:
+        self.block, self.release, self.started = block, release, asyncio.Event()
+
+    async def generate_embeddings(self, texts, settings=None, **kwargs):
+        time.sleep(self.block)
+        self.started.set()
+        if self.release is not None:
+            await self.release.wait()
+        return [[1.0, 0.0, 0.0] for _ in texts]
+
+
+async def test_a_service_answering_inline_and_one_answering_after_waiting_both_give_vectors():
+    from sk_toolfilter.retrieval.encoders import embed_texts
+
+    release = asyncio.Event()
+    release.set()
+    assert (await embed_texts(StepService(), ["a", "b"], timeout=5.0)).shape == (2, 3)
+    assert (await embed_texts(StepService(release=release), ["a"], timeout=5.0)).shape == (1, 3)
+
+
+async def test_the_timeout_counts_from_the_call_not_from_the_services_first_wait():
+    from sk_toolfilter.retrieval.encoders import embed_texts
+
+    # 0.3 s of work before its first wait, against a 0.1 s timeout: over before it waits, although the
+    # wait itself ends at once (a timer started at the first wait would let it answer).
+    service = StepService(block=0.3, release=asyncio.Event())
+
+    async def release_once_started() -> None:
+        await service.started.wait()
+        service.release.set()
+
+    releaser = asyncio.ensure_future(release_once_started())
+    with pytest.raises(EmbeddingServiceError, match=r"did not answer within 0\.1s"):
+        await embed_texts(service, ["a"], timeout=0.1)
+    await releaser
+
+
+async def test_cancelling_a_request_while_its_service_waits_cancels_it_and_is_not_a_service_failure():
+    from sk_toolfilter.retrieval.encoders import embed_texts
+
+    service = StepService(release=asyncio.Event())
+    task = asyncio.ensure_future(embed_texts(service, ["a"], timeout=30.0))
+    await service.started.wait()
+    await asyncio.sleep(0)  # the service is now waiting on its event
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

@@ -35,7 +35,9 @@ class QueryBatcher:
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         loop = asyncio.get_running_loop()
-        queue = self._queues.setdefault(loop, _Queue())
+        queue = self._queues.get(loop)
+        if queue is None:
+            queue = self._queues[loop] = _Queue()
         if not queue.draining:
             # Nothing in flight: this request calls the service itself (no task hop when idle); the
             # requests that arrive meanwhile queue up and go out together when it returns.

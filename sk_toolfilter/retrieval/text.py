@@ -87,12 +87,25 @@ def _stem(word: str) -> str:
 
 def tokenize(text: str, *, stem: bool = True, drop_stopwords: bool = True) -> list[str]:
     """Lexical tokens of `text`, in order, duplicates kept."""
+    key = (text, stem, drop_stopwords)
+    recent = _recent_texts.get(key)
+    if recent is not None:
+        return list(recent)
     tokens: list[str] = []
     known = _run_tokens.entries.get  # a kept run is one lookup, not one call (half the time of a request's words)
     for run in _WORD_RUN.findall(text):
         found = known((run, stem, drop_stopwords))
         tokens.extend(found[0] if found is not None else _run_tokens(run, stem, drop_stopwords))
+    if len(_recent_texts) >= RECENT_TEXTS:
+        _recent_texts.pop(next(iter(_recent_texts)), None)  # the oldest (a lost race only costs a miss)
+    _recent_texts[key] = tuple(tokens)
     return tokens
+
+
+RECENT_TEXTS = 4
+"""Texts whose tokens are kept whole, newest last: a request is read by BM25 and by the small-talk check
+(the same tokens, one pass). Bounded in entries, each at most a request's bounded length."""
+_recent_texts: dict[tuple[str, bool, bool], tuple[str, ...]] = {}
 
 
 @bounded_text_cache(max_bytes=16 << 20)
@@ -249,6 +262,8 @@ def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
     >>> split_request_intents("Determine the median and variance of 3, 4, 5.")
     []
     """
+    if min_sentences > 1 and _one_plain_sentence(request):
+        return []
     request, listed = _list_items(request)
     sentences = _single_spaced(split_query_parts(request))
     intents = [step for sentence in sentences for step in _steps(sentence)]
@@ -257,6 +272,19 @@ def split_request_intents(request: str, min_sentences: int = 3) -> list[str]:
     if listed:  # a lead-in ("Please:", "Do the following:") is no item: it joins the first one
         intents = [" ".join(item.split()) for item in _pieces(_LINE_BREAK, "\n".join(intents))]
     return intents if stepped or added or listed or len(sentences) >= min_sentences else []
+
+
+def _one_plain_sentence(request: str) -> bool:
+    """Whether `request` is one sentence without a list or a step (what most requests are), read in one
+    search instead of the patterns: no line boundary (``str.splitlines``'), ``;`` or ``)`` (no part
+    boundary, no list), no sentence mark before a space (one part) and, in ASCII, none of the words a
+    step starts with."""
+    if _NOT_PLAIN.search(request) is not None:
+        return False
+    return request.isascii() and not any(key in request.lower() for key in _STEP_KEYS)
+
+
+_NOT_PLAIN = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029;)]|[.!?]\\s")
 
 
 def clean_text(text: str) -> str:
