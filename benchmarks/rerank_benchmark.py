@@ -49,7 +49,7 @@ async def main(shortlists: list[int], n: int, data: Path, reranker: str | None) 
     rows.append(
         ("rerank: learned (top 30)", await selection_p50(index, ToolFilterConfig(rerank="learned"), queries, "l"))
     )
-    for size in shortlists:
+    for size in shortlists if reranker else []:  # (no reranker is in the repository: bring one)
         config = ToolFilterConfig(rerank={"type": "cross-encoder", "shortlist": size, "model": reranker})
         rows.append(
             (f"rerank: cross-encoder, shortlist {size}", await selection_p50(index, config, queries, str(size)))
@@ -71,8 +71,9 @@ if __name__ == "__main__":
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "benchmarks")
     parser.add_argument(
         "--reranker",
-        default=str(Path(__file__).resolve().parents[1] / "training" / "experiments" / "minilm-l2-rerank-v1"),
-        help="a reranker folder (default: the last one trained, training/experiments/minilm-l2-rerank-v1)",
+        default=None,
+        help="a reranker folder for the cross-encoder rows (none is in the repository: training.experiments."
+        "train_reranker, then export_reranker); without it only the first stage and rerank: learned are timed",
     )
     args = parser.parse_args()
     asyncio.run(main([int(s) for s in args.shortlists.split(",")], args.queries, args.data, args.reranker))

@@ -3,7 +3,7 @@ complete@5 and complete@5 of requests needing 3+ tools, first stage alone vs bot
 
     python -m training.multi_tool_sets --checkout callnavi=PATH ... --out MULTI      # the public sets
     python -m training.rerank_shortlists --multi MULTI --out DATA                    # first-stage shortlists
-    python -m training.rerank_lodo --data DATA --out FOLDS -- --epochs 1             # one reranker per fold
+    python -m training.experiments.rerank_lodo --data DATA --out FOLDS -- --epochs 1             # one reranker per fold
     python benchmarks/rerank_folds_benchmark.py --folds FOLDS
 
 Each fold holds out one family (the four dev sets; CallNavi; NESTFUL + RestBench + ACEBench), never in
@@ -19,13 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.rerank_folds import evaluate, load_folds, table
+from training.experiments.rerank_folds import evaluate, load_folds, table
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--folds", type=Path, required=True, help="training.rerank_lodo's output folder")
+    parser.add_argument("--folds", type=Path, required=True, help="training.experiments.rerank_lodo's output folder")
     args = parser.parse_args()
     folds = load_folds(args.folds)
     if not folds:
-        raise SystemExit(f"no <fold>/scores.jsonl under {args.folds} (run training.rerank_lodo first)")
+        raise SystemExit(f"no <fold>/scores.jsonl under {args.folds} (run training.experiments.rerank_lodo first)")
     print(table(folds, evaluate(folds)))

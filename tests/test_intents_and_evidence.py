@@ -489,7 +489,7 @@ def test_names_numbers_quotations_and_other_scripts_are_content_marks():
 
 
 async def test_a_short_request_naming_someone_is_ranked_even_when_it_reads_like_an_exemplar(files_kernel, monkeypatch):
-    from sk_toolfilter.retrieval import search
+    from sk_toolfilter.retrieval import first_stage
 
     files_kernel.add_plugin(Memory(), "Memory")
     manager = await create_tool_filter(files_kernel, ToolFilterConfig())
@@ -501,7 +501,7 @@ async def test_a_short_request_naming_someone_is_ranked_even_when_it_reads_like_
     ]
     for request in [*requests, "Where is Bob from?", "How old is Carol?"]:  # the last two: one subject word
         assert not any("small talk" in d.reason for d in await manager.explain(request)), request
-    monkeypatch.setattr(search, "content_marks", lambda request: [])  # without the names: judged small talk
+    monkeypatch.setattr(first_stage, "content_marks", lambda request: [])  # without the names: judged small talk
     for request in requests:
         assert any("small talk (like" in d.reason for d in await manager.explain(request)), request
 

@@ -165,7 +165,8 @@ def _write(path: Path, value) -> None:
 
 def test_the_second_stage_pipeline_converts_trains_measures_and_exports_a_loadable_reranker(tmp_path):
     from sk_toolfilter.retrieval.rerank import CrossEncoder, resolve_reranker
-    from training import export_reranker, multi_tool_sets, rerank_folds, train_reranker
+    from training import multi_tool_sets
+    from training.experiments import export_reranker, rerank_folds, train_reranker
 
     # 1. A CallNavi-shaped checkout and a RestBench-shaped one: catalogs and labelled requests.
     callnavi = tmp_path / "callnavi"

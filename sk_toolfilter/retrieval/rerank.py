@@ -31,9 +31,9 @@ RERANK_MAX_TOKENS = 64
 """Tokens of one (request, tool) pair; the longer side is cut first."""
 
 RERANKER_MODEL_ID = "minilm-l2-rerank-v1"
-"""The last cross-encoder trained here (``training/train_reranker.py``). It no longer ships: leave one
-catalog out it did not gain (docs: the second stage), so its files live in the repository at
-``training/experiments/minilm-l2-rerank-v1`` and ``rerank: cross-encoder`` needs ``rerank.model``."""
+"""The last cross-encoder trained here (``training/experiments/train_reranker.py``). Leave one catalog out
+it did not gain (docs: the second stage): it is in neither the package nor the repository (its record:
+``training/experiments/minilm-l2-rerank-v1.md``), and ``rerank: cross-encoder`` needs ``rerank.model``."""
 
 
 class CrossEncoder:
@@ -123,8 +123,8 @@ def resolve_reranker(name: str | None) -> LocalModel:
         raise ConfigError(
             "tool_filtering.rerank: type cross-encoder needs rerank.model, a folder with a reranker's model.json: "
             "none ships with sk-toolfilter (leave one catalog out it did not gain; rerank: learned costs no model). "
-            f"python -m training.train_reranker trains one; the last one trained is {RERANKER_MODEL_ID} in the "
-            "repository's training/experiments/"
+            "python -m training.experiments.train_reranker trains one and training.experiments.export_reranker writes "
+            "its folder (the repository's training/experiments/NOTEBOOK.md: how the last one was made and measured)"
         )
     key = name.strip()
     shipped = MODELS_DIR / key / "model.json"

@@ -16,25 +16,10 @@ import numpy as np
 from sk_toolfilter.basics.errors import EmbeddingServiceError
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
-from sk_toolfilter.retrieval.candidate_features import FirstStagePass, candidate_features, load_learned_ranker
-from sk_toolfilter.retrieval.fusion import (
-    float32_threshold,
-    normalize_by_max,
-    normalize_cosine,
-    rank_order,
-    reciprocal_rank_fusion,
-    zscore_blend,
-)
+from sk_toolfilter.retrieval.first_stage import WEAK_WORD_MARGIN, FirstStage, TextScores, first_stage
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
-from sk_toolfilter.retrieval.rerank import SecondStage, rerank_lists
-from sk_toolfilter.retrieval.small_talk import (
-    MAX_CLEAR_SUBJECT_WORDS,
-    MAX_SUBJECT_WORDS,
-    content_marks,
-    judge_small_talk,
-    subject_words,
-)
+from sk_toolfilter.retrieval.reorderings import Ordered, reorderings
 from sk_toolfilter.retrieval.text import split_request_intents
 from sk_toolfilter.retrieval.usage import ScopedUsage, UsageMemory
 
@@ -178,123 +163,39 @@ async def _rank_one(
     fill: bool,
     memory: UsageMemory | ScopedUsage | None = None,
 ) -> Ranking:
-    """One text's ranking from its vectors (:func:`rank_many`)."""
-    query, vectors = request.query, request.vectors
-    scored = [
-        _score_text(index, text, None if vectors is None else vectors[i], config, mask)
-        for i, text in enumerate(request.texts)
-    ]
-    whole = scored[0]
-    cosines = whole.raw.get("semantic")
-    best = whole.top.get("semantic")
-    no_tool_reason = await _small_talk_reason(index, query, vectors, cosines, best, mask, config)
-    final = whole.final if len(scored) == 1 else np.maximum.reduce([s.final for s in scored])
-    named = [i for i in index.name_matcher.named_in(query) if mask is None or mask[i]]
-    learning = memory is not None and len(memory) > 0 and vectors is not None and no_tool_reason is None
-    # The learned ranker reads cosines: it waits while the request falls back to BM25.
-    learned_stage = config.rerank.type == "learned" and no_tool_reason is None and vectors is not None
-    depth = limit
-    if limit is not None and (learning or learned_stage):
-        depth = max(limit, memory.rule.depth if learning and memory is not None else 0, config.rerank.shortlist)
-    order, second, positional = await _ordered(
-        index, query, scored, final, named, depth, config if no_tool_reason is None else None
-    )
-    learned_note = None
-    if learned_stage and len(order) > 1:
-        order, positional, learned_note = _learned_second_stage(index, query, scored, final, order, named, config)
-    order, positional, learned, learning_note = _learned_order(
-        index, memory if learning else None, order, final, positional, named, vectors, mask
-    )
-    order = order[:limit]
+    """One text's ranking from its vectors (:func:`rank_many`): the first stage, then each reordering
+    (:mod:`sk_toolfilter.retrieval.reorderings`) over as many tools as the deepest of them reads."""
+    first = await first_stage(index, request.query, request.texts, request.vectors, config, mask)
+    steps, reads = reorderings(first, config, memory)
+    depth = limit if limit is None or not reads else max(limit, reads)
+    ordered = Ordered(first.order(depth))
+    for step in steps:
+        ordered = await step(first, ordered, depth)
+    order, cosines = ordered.order[:limit], first.cosines
     without_evidence = []
     if not order and cosines is not None:
-        without_evidence = _closest_without_evidence(
-            index, cosines, mask, config, whole.raw.get("bm25"), no_tool_reason
-        )
-    order = list(dict.fromkeys([*named, *order]))[:limit]
-    ranked = _scored_tools(index, whole, order, final, set(named), second, positional)
-    if fill and limit is not None and len(order) < limit and cosines is not None and no_tool_reason is None:
-        ranked += _filling(index, whole, order, cosines, mask, limit - len(order))
-    rerank_note = learned_note or (second.note if second is not None else None)
+        bm25 = first.whole.raw.get("bm25")
+        without_evidence = _closest_without_evidence(index, cosines, mask, config, bm25, first.no_tool_reason)
+    order = list(dict.fromkeys([*first.named, *order]))[:limit]
+    ranked = _scored_tools(index, first, order, ordered)
+    if fill and limit is not None and len(order) < limit and cosines is not None and first.no_tool_reason is None:
+        ranked += _filling(index, first.whole, order, cosines, mask, limit - len(order))
     return Ranking(
-        query,
+        request.query,
         config.search_method,
-        whole.method,
+        first.whole.method,
         ranked,
         request.fallback_reason,
-        no_tool_reason,
+        first.no_tool_reason,
         without_evidence,
-        rerank_note,
-        learned,
-        learning_note,
+        ordered.rerank_note,
+        ordered.learned,
+        ordered.learning_note,
     )
-
-
-def _learned_note(ranked: int, shortlist: int) -> str:
-    """What the learned ranker did, in ``explain``'s words: its shortlist, and how many tools filled it."""
-    if ranked >= shortlist:
-        return f"the learned ranker ordered the first stage's top {shortlist}"
-    return f"the learned ranker ordered the first stage's top {shortlist} (only {ranked} matched the request)"
-
-
-def _learned_second_stage(
-    index: ToolIndex,
-    query: str,
-    scored: list[_TextScores],
-    final: np.ndarray,
-    order: list[int],
-    named: list[int],
-    config: ToolFilterConfig,
-) -> tuple[list[int], list[float], str]:
-    """``rerank: learned``: the shortlist reordered by the learned ranker over the first stage's own
-    evidence; the first stage's scores position by position (the cut decides how many as before); what
-    ``explain`` says it did."""
-    ranker = load_learned_ranker(config.rerank.model)
-    named_set = set(named)
-    unnamed = [i for i in order if i not in named_set]
-    head = unnamed[: min(config.rerank.shortlist, ranker.shortlist)]
-    whole = scored[0].raw
-    view = FirstStagePass(query, head, final, [s.final for s in scored[1:]], whole.get("semantic"), whole.get("bm25"))
-    rows = candidate_features(view, index.vectors_of(head), index.tools, len(index))
-    ranked = [head[i] for i in np.argsort(-ranker.scores(rows), kind="stable")]
-    positional = [float(final[i]) for i in unnamed]
-    note = _learned_note(len(head), min(config.rerank.shortlist, ranker.shortlist))
-    return named + ranked + unnamed[len(head) :], positional, note
-
-
-def _learned_order(
-    index: ToolIndex,
-    memory: UsageMemory | ScopedUsage | None,
-    order: list[int],
-    final: np.ndarray,
-    positional: list[float],
-    named: list[int],
-    vectors: np.ndarray | None,
-    mask: np.ndarray | None,
-) -> tuple[list[int], list[float], dict[str, str], str | None]:
-    """The order after learning from use (none without `memory` or request `vectors`), the first stage's
-    scores position by position (unnamed tools; what the cut reads), why each tool that moved up did,
-    and why nothing did (or None)."""
-    if memory is None or vectors is None or not order:
-        return order, positional, {}, None
-    named_set = set(named)
-    unnamed = [i for i in order if i not in named_set]
-    scores = positional or [float(final[i]) for i in unnamed]
-    names = [index.tools[i].full_name for i in unnamed]
-
-    def permitted(name: str) -> bool:
-        return name in index and (mask is None or bool(mask[index.position(name)]))
-
-    reordered = memory.reorder(names, scores, vectors[0], permitted)
-    if not reordered.moved:
-        return order, positional, {}, reordered.note
-    learned_order = [index.position(n) for n in reordered.names]
-    scores = scores + [0.0] * (len(learned_order) - len(scores))  # a tool that entered: the list grew
-    return named + learned_order, scores, {n: e.describe() for n, e in reordered.moved.items()}, None
 
 
 def _filling(
-    index: ToolIndex, whole: _TextScores, order: list[int], cosines: np.ndarray, mask: np.ndarray | None, count: int
+    index: ToolIndex, whole: TextScores, order: list[int], cosines: np.ndarray, mask: np.ndarray | None, count: int
 ) -> list[ScoredTool]:
     """The closest tools without evidence that fill a short ranking (``evidence=False``, never sent)."""
     filling = _closest_left_out(order, cosines, mask, count)
@@ -323,82 +224,17 @@ async def _request_vectors(
         return None, reason
 
 
-async def _small_talk_reason(
-    index: ToolIndex,
-    query: str,
-    vectors: np.ndarray | None,
-    cosines: np.ndarray | None,
-    best: float | None,
-    mask: np.ndarray | None,
-    config: ToolFilterConfig,
-) -> str | None:
-    """Why the request has no real evidence for any tool (small talk), or None; `best`: the highest cosine."""
-    if vectors is None or cosines is None or config.no_tool_margin is None:
-        return None
-    subjects = subject_words(query)
-    short = len(subjects) <= max(MAX_SUBJECT_WORDS, MAX_CLEAR_SUBJECT_WORDS)
-    small_talk = await index.small_talk_vectors() if short else None
-    if small_talk is None:
-        return None
-    verdict = judge_small_talk(
-        vectors[0],
-        small_talk,
-        cosines if mask is None else cosines[mask],
-        config.no_tool_margin,
-        subject_count=len(subjects),
-        marks=lambda: content_marks(query),  # found only when the verdict depends on them
-        best_tool=best if mask is None else None,  # (masked: the best allowed tool's, not known yet)
-    )
-    return verdict.reason() if verdict is not None else None
-
-
-async def _ordered(
-    index: ToolIndex,
-    query: str,
-    scored: list[_TextScores],
-    final: np.ndarray,
-    named: list[int],
-    limit: int | None,
-    config: ToolFilterConfig | None,
-) -> tuple[list[int], SecondStage | None, list[float]]:
-    """The catalog positions in ranking order (intents interleaved), reordered by the cross-encoder
-    when ``rerank: cross-encoder`` (`config` None: no second stage, e.g. small talk); with it, the
-    first stage's scores of the unnamed tools, position by position (what the cut reads)."""
-    rerank = config.rerank if config is not None and config.rerank.type == "cross-encoder" else None
-    depth = limit if rerank is None or limit is None else max(limit, rerank.shortlist)
-    lists = [rank_order(s.final, depth).tolist() for s in scored]
-    order = lists[0] if len(lists) == 1 else _interleave(lists)
-    if rerank is None or len(order) <= 1:
-        return order[:limit], None, []
-    second = await rerank_lists(index, query, lists, order[: rerank.shortlist], rerank)
-    first_stage_scores: list[float] = []
-    if second.lists is not None:  # the scores the cut would have seen, named tools (always first) aside
-        named_set = set(named)
-        first_stage_scores = [float(final[i]) for i in order[:limit] if i not in named_set]
-        reordered = second.lists[0] if len(lists) == 1 else _interleave(second.lists)
-        kept = set(reordered)
-        order = reordered + [i for i in order if i not in kept]  # beyond the shortlist: first-stage order
-    return order[:limit], second, first_stage_scores
-
-
-def _scored_tools(
-    index: ToolIndex,
-    whole: _TextScores,
-    order: list[int],
-    final: np.ndarray,
-    named: set[int],
-    second: SecondStage | None,
-    positional: list[float],
-) -> list[ScoredTool]:
+def _scored_tools(index: ToolIndex, first: FirstStage, order: list[int], ordered: Ordered) -> list[ScoredTool]:
     """The ranked tools with their final and per-method scores (a named tool scores 1.0)."""
-    if positional or (second is not None and second.lists is not None):
+    named, second = set(first.named), ordered.second
+    if ordered.positional or (second is not None and second.lists is not None):
         # The second stage or learning decides the order; the first stage's scores, position by position,
         # decide how many are sent (the cut sees the score sequence it would have seen).
-        unnamed = iter(positional)
+        unnamed = iter(ordered.positional)
         finals = [1.0 if i in named else next(unnamed, 0.0) for i in order]
     else:
-        finals = final[order].tolist()
-    method_scores = whole.method_scores_of(order)
+        finals = first.final[order].tolist()
+    method_scores = first.whole.method_scores_of(order)
     if second is not None and second.scores:
         for i, scores in zip(order, method_scores, strict=True):
             if i in second.scores:
@@ -490,99 +326,3 @@ def _closest_left_out(order: list[int], cosines: np.ndarray, mask: np.ndarray | 
         values = cosines[candidates]
         candidates = candidates[values >= np.partition(values, len(values) - count)[len(values) - count]]
     return candidates[np.lexsort((candidates, -cosines[candidates]))][:count].tolist()
-
-
-@dataclass(slots=True)  # built per ranked text: a frozen one costs 4x to build
-class _TextScores:
-    """One query text's scores: the method used, the final [0, 1] scores, each method's raw scores
-    (masked), and how each method's raw score becomes its [0, 1] score (``(raw - offset) / top``,
-    clipped at 0) — applied only to the tools that are reported, not to the whole catalog."""
-
-    method: str
-    final: np.ndarray
-    raw: dict[str, np.ndarray]
-    scale: dict[str, tuple[float, float]]
-    top: dict[str, float]
-    """Each method's best raw score."""
-
-    def method_scores_of(self, tools: list[int]) -> list[dict[str, float]]:
-        """Each method's [0, 1] score of each of `tools` (what ``normalize_by_max`` / ``normalize_cosine``
-        give), computed for these tools only (in Python floats: a ranking's few tools cost less than the
-        numpy calls, and the arithmetic is the same float64 one)."""
-        columns = [
-            [max(value - offset, 0.0) / top for value in self.raw[m][tools].tolist()] if top > 0 else [0.0] * len(tools)
-            for m, (offset, top) in self.scale.items()
-        ]
-        if len(columns) == 2:  # hybrid: one dict display per tool (no zip per row)
-            first, second = self.scale
-            return [{first: a, second: b} for a, b in zip(*columns, strict=True)]
-        return [dict(zip(self.scale, row, strict=True)) for row in zip(*columns, strict=True)]
-
-
-def _score_text(
-    index: ToolIndex,
-    text: str,
-    vector: np.ndarray | None,
-    config: ToolFilterConfig,
-    mask: np.ndarray | None,
-) -> _TextScores:
-    """The scores of one query text (see :class:`_TextScores`)."""
-    use_bm25 = config.search_method != "semantic" or vector is None
-    use_semantic = config.search_method != "bm25" and vector is not None
-    raw: dict[str, np.ndarray] = {}
-    offsets: dict[str, float] = {}
-    if use_bm25:
-        raw["bm25"], offsets["bm25"] = index.bm25_raw_scores(text), 0.0
-    if use_semantic:
-        assert vector is not None
-        raw["semantic"], offsets["semantic"] = index.cosine_scores(vector), config.semantic_floor
-    if mask is not None:
-        raw = {m: np.where(mask, r, np.float32(0.0)) for m, r in raw.items()}
-    # The best raw score of each method sets its scale (BM25 scores are never negative).
-    top = {m: float(r.max()) for m, r in raw.items()}
-    scale = {m: (offsets[m], top[m] - offsets[m]) for m in raw}
-    if len(raw) == 1:
-        method = next(iter(raw))
-        final = normalize_by_max(raw[method]) if method == "bm25" else normalize_cosine(raw[method], offsets[method])
-        return _TextScores(method, final, raw, scale, top)
-    weights = {str(method): weight for method, weight in config.method_weights.items()}
-    if "method_weights" not in config.model_fields_set and index.fusion_weights is not None:
-        weights = index.fusion_weights  # the blend fitted for the index's embedding model
-    if config.fusion == "rrf":
-        normalized = {
-            "bm25": normalize_by_max(raw["bm25"]),
-            "semantic": normalize_cosine(raw["semantic"], config.semantic_floor),
-        }
-        final = reciprocal_rank_fusion(normalized, k=config.rrf_k, weights=weights)
-    else:
-        # Evidence: a shared term, or a cosine above the floor (where each method's [0, 1] score > 0).
-        semantic_evidence = raw["semantic"] > float32_threshold(config.semantic_floor)
-        lexical_evidence = raw["bm25"] > 0
-        best = np.float32(top["semantic"])  # (the float32 maximum itself)
-        if best <= np.float32(config.semantic_floor + WEAK_WORD_MARGIN):
-            # No cosine clears the floor by the margin: a shared word is evidence only where the encoder agrees.
-            lexical_evidence &= raw["semantic"] >= best - np.float32(WEAK_WORD_MARGIN)
-        evidence = lexical_evidence | semantic_evidence
-        final = zscore_blend(raw, weights, evidence, mask)
-    return _TextScores("hybrid", final, raw, scale, top)
-
-
-WEAK_WORD_MARGIN = 0.06
-"""When no tool's cosine clears ``semantic_floor`` by this much, a tool sharing a word with the request
-has evidence only if its cosine is at most this far below the closest tool's: a lone incidental word
-("data", "working") no longer sends a tool the encoder finds unrelated. On the dev halves (docs: intents
-and evidence) no gold tool is lost with the shipped or the general model, one of 26 such requests with
-the model trained without metatool (0.10 lost none there, but left "Remember that Alice works at Contoso
-as a data engineer" sending a git tool for "works"). The rule holds up to the floor plus the margin, not
-only below the floor: one tool a hair above the floor (0.204 against 0.2, an int8 rounding away) must
-not turn every shared word in the catalog into evidence."""
-
-
-def _interleave(rankings: list[list[int]]) -> list[int]:
-    """Round-robin merge of rankings (first ranking first in each round), without repeats."""
-    merged: dict[int, None] = {}
-    for position in range(max(len(r) for r in rankings)):
-        for ranking in rankings:
-            if position < len(ranking):
-                merged.setdefault(ranking[position])
-    return list(merged)

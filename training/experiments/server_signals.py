@@ -31,10 +31,10 @@ from sk_toolfilter.measure.evaluation import load_queries
 from sk_toolfilter.measure.metrics import recall_at_k
 from sk_toolfilter.retrieval.bm25 import BM25Index
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator
+from sk_toolfilter.retrieval.first_stage import score_text as _score_text
 from sk_toolfilter.retrieval.fusion import normalize_by_max, normalize_cosine, rank_order, zscore
 from sk_toolfilter.retrieval.index import ToolIndex, embed_catalog
 from sk_toolfilter.retrieval.metadata import ToolMetadata
-from sk_toolfilter.retrieval.search import _score_text
 from sk_toolfilter.retrieval.text import humanize_identifier
 from training.sources import BENCHMARKS
 

@@ -1,10 +1,10 @@
 """Leave-one-catalog-out for the second stage: one reranker per fold, trained without its family.
 
-Runs :mod:`training.train_reranker` ``--hold-out F`` for every fold of
-:data:`training.train_reranker.FOLDS` (one after another: the machine has two cores), then
-:mod:`training.rerank_folds` over their held-out scores. Extra arguments go to every training run.
+Runs :mod:`training.experiments.train_reranker` ``--hold-out F`` for every fold of
+:data:`training.experiments.train_reranker.FOLDS` (one after another: the machine has two cores), then
+:mod:`training.experiments.rerank_folds` over their held-out scores. Extra arguments go to every training run.
 
-    python -m training.rerank_lodo --data training/out/rerank --out training/out/rerank/folds -- --epochs 1
+    python -m training.experiments.rerank_lodo --data training/out/rerank --out training/out/rerank/folds -- --epochs 1
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from training import rerank_folds
-from training.train_reranker import FOLDS
+from training.experiments import rerank_folds
+from training.experiments.train_reranker import FOLDS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--folds", default=",".join(FOLDS))
-    parser.add_argument("extra", nargs="*", help="arguments for training.train_reranker (after --)")
+    parser.add_argument("extra", nargs="*", help="arguments for training.experiments.train_reranker (after --)")
     args = parser.parse_args(argv)
     for fold in [f for f in args.folds.split(",") if f]:
         folder = args.out / fold
@@ -31,7 +31,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {fold}: done before", file=sys.stderr)
             continue
         print(f"== {fold}: training without it", file=sys.stderr, flush=True)
-        command = [sys.executable, "-m", "training.train_reranker", "--data", str(args.data), "--out", str(folder)]
+        command = [
+            sys.executable,
+            "-m",
+            "training.experiments.train_reranker",
+            "--data",
+            str(args.data),
+            "--out",
+            str(folder),
+        ]
         subprocess.run([*command, "--hold-out", fold, *args.extra], check=True)
     return rerank_folds.main(["--folds", str(args.out), "--out", str(args.out / "lodo.md")])
 

@@ -10,9 +10,9 @@ above every tool not needed, whatever the number of tools a request needs.
 
 Leave-one-catalog-out (:data:`FOLDS`): ``--hold-out FAMILY`` trains without that family (its requests
 and catalogs) and scores the held-out family's shortlists, written to ``<out>/scores.jsonl`` for
-:mod:`training.rerank_folds`. Without ``--hold-out`` it trains on every family (the shipped model).
+:mod:`training.experiments.rerank_folds`. Without ``--hold-out`` it trains on every family (the shipped model).
 
-    python -m training.train_reranker --data training/out/rerank --out training/out/rerank/fold-callnavi \\
+    python -m training.experiments.train_reranker --data training/out/rerank --out training/out/rerank/fold-callnavi \\
         --hold-out callnavi
 """
 

@@ -1,6 +1,6 @@
 """Leave-one-catalog-out for the second stage: every fold's held-out scores -> one table, parameters chosen by it.
 
-Reads ``<folds>/<fold>/scores.jsonl`` (:mod:`training.train_reranker` ``--hold-out``: each held-out
+Reads ``<folds>/<fold>/scores.jsonl`` (:mod:`training.experiments.train_reranker` ``--hold-out``: each held-out
 request's first-stage shortlist with the reranker's score of every tool) and reports, per fold and as
 the mean of the folds, recall@5, complete@5 and complete@5 of requests needing 3+ tools for:
 
@@ -11,7 +11,7 @@ the mean of the folds, recall@5, complete@5 and complete@5 of requests needing 3
 - "chosen": for each fold, the (depth, blend) with the best mean complete@5 on the *other* folds,
   reported on this one (the leave-one-catalog-out estimate of choosing it).
 
-    python -m training.rerank_folds --folds training/out/rerank/folds [--out table.md]
+    python -m training.experiments.rerank_folds --folds training/out/rerank/folds [--out table.md]
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""Export a trained cross-encoder (``training.train_reranker``) to int8 ONNX in the layout the runtime loads.
+"""Export a trained cross-encoder (``training.experiments.train_reranker``) to int8 ONNX in the layout the
+runtime loads (``rerank.model``).
 
 The graph takes ``input_ids``, ``attention_mask`` and ``token_type_ids`` of (request, tool) pairs and
 returns ``scores`` (one per pair); weights are quantized to int8 per channel (onnxruntime dynamic
 quantization). ``model.json`` says ``kind: cross-encoder``.
 
-    python -m training.export_reranker --run training/out/rerank/all \\
-        --out training/experiments/minilm-l2-rerank-v1
+    python -m training.experiments.export_reranker --run training/out/rerank/all \\
+        --out training/out/rerank/minilm-l2-rerank-v1
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import torch
 
 from sk_toolfilter.retrieval.local_models import sha256_of
 from sk_toolfilter.retrieval.rerank import RERANK_MAX_TOKENS, RERANKER_MODEL_ID
+from training.experiments.train_reranker import FOLDS, CrossEncoder
 from training.export import TOKENIZER, export_int8
 from training.train import base_model_dir
-from training.train_reranker import FOLDS, CrossEncoder
 
 
 def export(run: Path, out: Path, model_id: str = RERANKER_MODEL_ID, description: str = "") -> Path:
@@ -111,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", type=Path, required=True, help="a train_reranker --out folder")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--id", default=RERANKER_MODEL_ID)
-    parser.add_argument("--lodo", type=Path, default=None, help="training.rerank_lodo's lodo.md, for the card")
+    parser.add_argument(
+        "--lodo", type=Path, default=None, help="training.experiments.rerank_lodo's lodo.md, for the card"
+    )
     args = parser.parse_args(argv)
     print(export(args.run, args.out, args.id))
     print(write_card(args.out, args.run, args.lodo))
