@@ -89,11 +89,11 @@ async def main() -> None:
     parser.add_argument(
         "--real",
         action="store_true",
-        help="only the real-request figure: seal_tools + bfcl catalogs, 300 bfcl dev requests (issue 68)",
+        help="only the real-request figure: seal_tools + bfcl catalogs, 900 bfcl dev requests (issue 68)",
     )
     args = parser.parse_args()
     if args.real:
-        await real_requests(args.data, 300)
+        await real_requests(args.data)
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     matvec_floor = one_thread_floor(sizes)
@@ -138,34 +138,47 @@ async def main() -> None:
         await multi_part(args.data / "seal_tools")
 
 
-async def real_requests(data: Path, n_queries: int = 300, rounds: int = 7) -> None:
+async def real_requests(data: Path, n_queries: int = 900, block: int = 60) -> None:
     """Real catalogs and requests: the seal_tools and bfcl dev catalogs as one (5,363 tools), the first
     `n_queries` bfcl dev requests (real vocabularies, several parts), the embedding service instant.
 
     Paired against the floor, because this 2-core host's speed moves by tens of percent within a minute:
-    each round times the one-thread float32 matrix-vector product over the same catalog (a worker
-    process started with one BLAS thread: 40 products, median), then the p50 of every request, and
-    divides the two; the figures are the medians over `rounds` rounds."""
+    the requests go in blocks of `block`, each block timed right after the one-thread float32
+    matrix-vector product over the same catalog (a worker process started with one BLAS thread: the
+    median of 40 products) and 5 untimed requests (the worker's run leaves this process's caches cold);
+    a block's ratio is its p50 over that floor, and the figures are the medians over the blocks. Every
+    timed request is a text of its own (no query-vector cache hit)."""
     tools = [t for name in ("seal_tools", "bfcl") for t, _ in load_catalog(data / name / "tools.jsonl")]
     lines = (data / "bfcl" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
     queries = [json.loads(line)["query"] for line in lines[:n_queries]]
+    warm_up = [json.loads(line)["query"] for line in lines[n_queries : n_queries + 20]]  # none timed later
+    blocks = [queries[i : i + block] for i in range(0, len(queries), block)]
     print(
         f"Real requests: {len(tools):,} tools (seal_tools + bfcl), {len(queries)} bfcl dev requests, instant "
-        f"embeddings; medians of {rounds} rounds, each paired with the floor measured just before it"
+        f"embeddings; medians over {len(blocks)} blocks of {block} requests, each paired with the floor measured "
+        "just before it"
     )
-    print("| method | vectors | filter_tools p50 ms | matvec ms (1 thread, float32) | ratio (paired) | ratio range |")
+    print("| method | vectors | filter_tools p50 ms | matvec ms (1 thread, float32) | ratio (paired) | middle half |")
     print("|---|---|---:|---:|---:|---|")
     with FloorWorker(len(tools)) as floor:
-        for method, precision in (("hybrid", "float32"), ("hybrid", "int8"), ("semantic", "float32"), ("bm25", "-")):
+        for method, precision in (("hybrid", "int8"), ("hybrid", "float32"), ("semantic", "float32"), ("bm25", "-")):
             index = await ToolIndex.build(
                 tools, InstantEmbeddings(), precision="int8" if precision == "int8" else "float32"
             )
             manager = ToolFilterManager(index, ToolFilterConfig(search_method=method))
-            await selection_times(manager, queries[:20])  # warm-up
-            rows = [_paired(floor.measure(), (await selection_times(manager, queries))[0]) for _ in range(rounds)]
+            await selection_times(manager, warm_up, warm=0)
+            rows = [
+                _paired(floor.measure(), (await selection_times(manager, warm_up[:5] + b, warm=5))[0]) for b in blocks
+            ]
             print(_paired_row(method, precision, rows), flush=True)
-            if method == "hybrid" and precision == "float32":  # what an adapter does for a first request
-                rows = [_paired(floor.measure(), (await first_request_times(manager, queries))[0]) for _ in range(3)]
+            if method == "hybrid" and precision == "int8":  # what an adapter does for a first request
+                index = await ToolIndex.build(tools, InstantEmbeddings(), precision="int8")  # no vector kept
+                manager = ToolFilterManager(index, ToolFilterConfig(search_method=method))
+                await first_request_times(manager, warm_up, warm=0)
+                rows = [
+                    _paired(floor.measure(), (await first_request_times(manager, warm_up[:5] + b, warm=5))[0])
+                    for b in blocks
+                ]
                 print(_paired_row("hybrid, first request (agent loop)", precision, rows), flush=True)
 
 
@@ -175,8 +188,10 @@ def _paired(floor: float, p50: float) -> tuple[float, float, float]:
 
 def _paired_row(method: str, precision: str, rows: list[tuple[float, float, float]]) -> str:
     p50, floor, ratio = (statistics.median(column) for column in zip(*rows, strict=True))
-    low, high = min(r[2] for r in rows), max(r[2] for r in rows)
-    return f"| {method} | {precision} | {p50:.3f} | {floor:.3f} | {ratio:.2f}x | {low:.2f}x–{high:.2f}x |"
+    quartiles = statistics.quantiles([r[2] for r in rows], n=4)
+    return (
+        f"| {method} | {precision} | {p50:.3f} | {floor:.3f} | {ratio:.2f}x | {quartiles[0]:.2f}x–{quartiles[2]:.2f}x |"
+    )
 
 
 FLOOR_WORKER = """
@@ -221,15 +236,16 @@ class FloorWorker:
         self._process.wait()
 
 
-async def first_request_times(manager: ToolFilterManager, queries: list[str]) -> tuple[float, float]:
-    """p50 / p95 milliseconds of ``select_for_history`` on each query as a conversation's first message."""
+async def first_request_times(manager: ToolFilterManager, queries: list[str], warm: int = 10) -> tuple[float, float]:
+    """p50 / p95 milliseconds of ``select_for_history`` on each query as a conversation's first message,
+    the first `warm` of them run first as a warm-up and not timed."""
     from sk_toolfilter.measure.evaluation import one_message
 
     histories = [one_message(q) for q in queries]
-    for history in histories[:10]:
+    for history in histories[:warm]:
         await manager.select_for_history(history)
     times = []
-    for history in histories:
+    for history in histories[warm:]:  # the warm-up queries are not timed
         started = time.perf_counter()
         await manager.select_for_history(history)
         times.append((time.perf_counter() - started) * 1000)
@@ -275,15 +291,15 @@ async def end_to_end(size: int, n_queries: int) -> None:
 
 
 async def selection_times(
-    manager: ToolFilterManager, queries: list[str], *, explained: bool = False
+    manager: ToolFilterManager, queries: list[str], *, explained: bool = False, warm: int = 10
 ) -> tuple[float, float]:
-    """p50 / p95 milliseconds of ``filter_tools`` (or, `explained`, ``select``) over `queries` (after 10
-    warm-up queries)."""
+    """p50 / p95 milliseconds of ``filter_tools`` (or, `explained`, ``select``) over `queries`, the first
+    `warm` of them run first as a warm-up and not timed."""
     call = manager.select if explained else manager.filter_tools
-    for query in queries[:10]:
+    for query in queries[:warm]:
         await call(query)
     times = []
-    for query in queries:
+    for query in queries[warm:]:  # the warm-up queries are not timed
         started = time.perf_counter()
         await call(query)
         times.append((time.perf_counter() - started) * 1000)
