@@ -281,3 +281,16 @@ async def test_cancelling_a_request_while_its_service_waits_cancels_it_and_is_no
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_a_service_returning_a_future_instead_of_a_coroutine_is_awaited_under_its_timeout():
+    from sk_toolfilter.retrieval.encoders import embed_texts
+
+    class FutureService:
+        def generate_embeddings(self, texts, settings=None, **kwargs):
+            answer = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(answer.set_result, [[0.0, 2.0, 0.0] for _ in texts])
+            return answer
+
+    vectors = await embed_texts(FutureService(), ["a", "b"], timeout=5.0)
+    assert vectors.tolist() == [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]

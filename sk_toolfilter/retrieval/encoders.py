@@ -12,7 +12,7 @@ import asyncio
 import math
 import sys
 import threading
-from collections.abc import Coroutine, Generator
+from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -265,13 +265,15 @@ async def _call_service(service: EmbeddingService, batch: list[str], timeout: fl
         ) from exc
 
 
-async def _bounded(call: Coroutine[Any, Any, Any], timeout: float | None) -> Any:
+async def _bounded(call: Awaitable[Any], timeout: float | None) -> Any:
     """`call` awaited within `timeout` seconds (TimeoutError after), in the calling task (``wait_for``
     wraps it in a task of its own: three turns of the event loop). A service that answers in its first
     step (a local model, a cache hit: nothing to wait for) sets no timer; one that waits is bounded by
     a deadline counted from the start, as if the timer had been set before the first step."""
     if timeout is None:
         return await call
+    if not asyncio.iscoroutine(call):  # an awaitable of another kind (a future): awaited under the timer
+        return await _within(call, timeout)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     try:
@@ -282,6 +284,13 @@ async def _bounded(call: Coroutine[Any, Any, Any], timeout: float | None) -> Any
         async with asyncio.timeout_at(deadline):
             return await _Resumed(call, waiting)
     return await asyncio.wait_for(_Resumed(call, waiting), max(deadline - loop.time(), 0.0))  # pragma: no cover
+
+
+async def _within(call: Awaitable[Any], timeout: float) -> Any:
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(timeout):
+            return await call
+    return await asyncio.wait_for(call, timeout)  # pragma: no cover
 
 
 class _Resumed:
