@@ -294,3 +294,20 @@ async def test_a_service_returning_a_future_instead_of_a_coroutine_is_awaited_un
 
     vectors = await embed_texts(FutureService(), ["a", "b"], timeout=5.0)
     assert vectors.tolist() == [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]
+
+
+def test_a_proxy_forwarding_attributes_keeps_the_asymmetric_models_request_encoder():
+    from sk_toolfilter import LocalEmbeddingGenerator
+    from sk_toolfilter.retrieval.encoders import query_encoder
+
+    class Proxy:  # a user's wrapper (metrics, logging) forwarding everything to the model
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    model = LocalEmbeddingGenerator()
+    assert query_encoder(Proxy(model)) is model.query_encoder
+    embedder = HashEmbedder()
+    assert query_encoder(embedder) is embedder  # a pydantic service without one embeds requests itself

@@ -23,6 +23,7 @@ from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.encoders import (
     OnnxEncoder,
     embedding_model_id,
+    optional_attribute,
 )
 from sk_toolfilter.retrieval.local_models import DEFAULT_MODEL_ID, resolve_local_model
 
@@ -255,7 +256,7 @@ class CachedEmbeddings(EmbeddingGeneratorBase):
     @property
     def query_encoder(self) -> CachedEmbeddings | None:
         """The inner service's request encoder behind the same cache (keyed by its own model id)."""
-        inner = getattr(self.inner, "query_encoder", None)
+        inner = optional_attribute(self.inner, "query_encoder")
         if inner is not None and self._query_service is None:
             self._query_service = cached(inner, self.cache)  # built once, not per query batch
         return None if inner is None else self._query_service

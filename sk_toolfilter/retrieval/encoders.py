@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import BaseModel
 
 from sk_toolfilter.basics.errors import EmbeddingServiceError
 from sk_toolfilter.retrieval.local_models import LocalModel
@@ -146,14 +147,19 @@ def query_encoder(service: EmbeddingService) -> EmbeddingService:
 
 
 def optional_attribute(obj: object, name: str) -> Any:
-    """``getattr(obj, name, None)``, without a class's ``__getattr__`` fallback when `name` is neither on
-    the class nor in the instance: pydantic's (every Semantic Kernel service) formats and raises an
-    error for a missing name, ~3 µs a lookup on each request's path."""
-    instance = getattr(obj, "__dict__", None) or {}
-    extra = getattr(obj, "__pydantic_extra__", None) or {}
-    if _class_has(type(obj), name) or name in instance or name in extra:
-        return getattr(obj, name, None)
-    return None
+    """``getattr(obj, name, None)``. On a pydantic model (every Semantic Kernel service) whose class and
+    instance lack `name`, None at once: pydantic's ``__getattr__`` fallback would only format and raise
+    an error, ~3 µs a lookup on each request's path. Any other class (a proxy forwarding attributes
+    through its own ``__getattr__``) is asked as usual."""
+    cls = type(obj)
+    if getattr(cls, "__getattr__", None) is _PYDANTIC_GETATTR and not _class_has(cls, name):
+        extra = getattr(obj, "__pydantic_extra__", None) or {}
+        if name not in vars(obj) and name not in extra:
+            return None
+    return getattr(obj, name, None)
+
+
+_PYDANTIC_GETATTR = getattr(BaseModel, "__getattr__", None)
 
 
 def _class_has(cls: type, name: str) -> bool:
@@ -272,25 +278,24 @@ async def _bounded(call: Awaitable[Any], timeout: float | None) -> Any:
     a deadline counted from the start, as if the timer had been set before the first step."""
     if timeout is None:
         return await call
-    if not asyncio.iscoroutine(call):  # an awaitable of another kind (a future): awaited under the timer
-        return await _within(call, timeout)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    if not asyncio.iscoroutine(call):  # an awaitable of another kind (a future): awaited under the timer
+        return await _before(deadline, call)
     try:
         waiting = call.send(None)
     except StopIteration as done:
         return done.value
+    return await _before(deadline, _Resumed(call, waiting))
+
+
+async def _before(deadline: float, call: Awaitable[Any]) -> Any:
+    """`call` awaited until the event loop's clock reads `deadline` (TimeoutError after)."""
     if sys.version_info >= (3, 11):
         async with asyncio.timeout_at(deadline):
-            return await _Resumed(call, waiting)
-    return await asyncio.wait_for(_Resumed(call, waiting), max(deadline - loop.time(), 0.0))  # pragma: no cover
-
-
-async def _within(call: Awaitable[Any], timeout: float) -> Any:
-    if sys.version_info >= (3, 11):
-        async with asyncio.timeout(timeout):
             return await call
-    return await asyncio.wait_for(call, timeout)  # pragma: no cover
+    loop = asyncio.get_running_loop()  # pragma: no cover
+    return await asyncio.wait_for(call, max(deadline - loop.time(), 0.0))  # pragma: no cover
 
 
 class _Resumed:
