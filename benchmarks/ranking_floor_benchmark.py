@@ -40,21 +40,6 @@ from sk_toolfilter.retrieval.search import rank_tools
 from sk_toolfilter.retrieval.text import split_query_parts
 
 DIMS = 384
-ONE_THREAD_MATVEC = """
-import json, statistics, sys, time
-import numpy as np
-out = {}
-for n in map(int, sys.argv[1:]):
-    e = np.random.default_rng(0).standard_normal((n, 384)).astype(np.float32)
-    q = e[0].copy()
-    times = []
-    for _ in range(200 if n <= 10000 else 40):
-        t = time.perf_counter(); e @ q; times.append((time.perf_counter() - t) * 1000)
-    out[n] = statistics.median(times)
-print(json.dumps(out))
-"""
-
-
 _POOL = np.random.default_rng(0).standard_normal((257, DIMS)).astype(np.float32)
 _POOL /= np.linalg.norm(_POOL, axis=1, keepdims=True)
 
@@ -74,11 +59,12 @@ def p50_p95(times: list[float]) -> tuple[float, float]:
 
 
 def one_thread_floor(sizes: list[int]) -> dict[int, float]:
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-c", ONE_THREAD_MATVEC, *map(str, sizes)], env=env, capture_output=True, text=True, check=True
-    )
-    return {int(k): v for k, v in json.loads(result.stdout).items()}
+    """The floor per catalog size: the median of 200 one-thread products (40 above 10,000 tools)."""
+    floors = {}
+    for size in sizes:
+        with FloorWorker(size, 200 if size <= 10_000 else 40) as worker:
+            floors[size] = worker.measure()
+    return floors
 
 
 async def main() -> None:
@@ -201,20 +187,21 @@ e = np.random.default_rng(0).standard_normal((int(sys.argv[1]), 384)).astype(np.
 q = e[0].copy()
 for _ in sys.stdin:
     times = []
-    for _ in range(40):
+    for _ in range(int(sys.argv[2])):
         t = time.perf_counter(); e @ q; times.append((time.perf_counter() - t) * 1000)
     print(statistics.median(times), flush=True)
 """
 
 
 class FloorWorker:
-    """A process with one BLAS thread that times the floor (a float32 matrix-vector product over
-    `size` tools) whenever asked, so each measurement sits next to the one it is compared with."""
+    """A process with one BLAS thread that times the floor (the median of `products` float32
+    matrix-vector products over `size` tools) whenever asked, so each measurement sits next to the one
+    it is compared with."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, products: int = 40) -> None:
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         self._process = subprocess.Popen(
-            [sys.executable, "-c", FLOOR_WORKER, str(size)],
+            [sys.executable, "-c", FLOOR_WORKER, str(size), str(products)],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -100,7 +100,7 @@ class FirstStage:
     def order(self, depth: int | None) -> list[int]:
         """The tools in ranking order (the texts' lists interleaved), at most `depth`."""
         lists = self.lists(depth)
-        return (lists[0] if len(lists) == 1 else interleave(lists))[:depth]
+        return interleave(lists)[:depth]
 
 
 async def first_stage(
@@ -201,7 +201,10 @@ async def small_talk_reason(
 
 
 def interleave(rankings: list[list[int]]) -> list[int]:
-    """Round-robin merge of rankings (first ranking first in each round), without repeats."""
+    """Round-robin merge of rankings (first ranking first in each round), without repeats; a lone
+    ranking (most requests: the text ranked whole) is returned as it is."""
+    if len(rankings) == 1:
+        return rankings[0]
     merged: dict[int, None] = {}
     for position in range(max(len(r) for r in rankings)):
         for ranking in rankings:

@@ -77,7 +77,7 @@ class CrossEncoderStep:
     async def __call__(self, first: FirstStage, ordered: Ordered, depth: int | None) -> Ordered:
         rerank = first.config.rerank
         lists = first.lists(None if depth is None else max(depth, rerank.shortlist))
-        order = lists[0] if len(lists) == 1 else interleave(lists)
+        order = interleave(lists)
         if len(order) <= 1:
             return Ordered(order[:depth])
         second = await rerank_lists(first.index, first.query, lists, order[: rerank.shortlist], rerank)
@@ -85,7 +85,7 @@ class CrossEncoderStep:
         if second.lists is not None:  # the scores the cut would have seen, named tools (always first) aside
             named = set(first.named)
             positional = [float(first.final[i]) for i in order[:depth] if i not in named]
-            reordered = second.lists[0] if len(lists) == 1 else interleave(second.lists)
+            reordered = interleave(second.lists)
             kept = set(reordered)
             order = reordered + [i for i in order if i not in kept]  # beyond the shortlist: first-stage order
         return Ordered(order[:depth], positional, second, second.note)
