@@ -200,3 +200,26 @@ def test_a_query_is_quantized_exactly_as_a_catalog_row():
         one_codes, one_scale = quantize_one(row)
         assert one_codes.shape == (1, 384) and one_codes.dtype == np.int8
         assert np.array_equal(one_codes[0], expected_codes) and one_scale == expected_scale
+
+
+@pytest.mark.parametrize("dims", [384, 768, 3072])
+def test_int8_scores_are_the_codes_exact_integer_products_times_both_scales(dims):
+    # The kernel multiplies shifted (unsigned) codes; taking the shift back out must give the signed
+    # codes' integer products exactly, at every size a service may have: the same scores on every CPU.
+    from sk_toolfilter.retrieval.scoring import CatalogVectors, quantize_one, quantize_rows
+
+    rng = np.random.default_rng(dims)
+    rows = rng.standard_normal((300, dims)).astype(np.float32)
+    rows[:3] = np.sign(rows[3])  # equal-magnitude rows: every code at ±127, the largest products
+    rows[4] = 0.0
+    rows[5] = -rows[3]
+    rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    vectors = CatalogVectors(rows, "int8")
+    codes, scales = quantize_rows(rows)
+    assert np.array_equal(vectors.rows(np.arange(len(rows))), codes * scales[:, None])
+    for query in (rows[0], rows[5], rows[17], -rows[0]):
+        query_codes, query_scale = quantize_one(query)
+        expected = (codes.astype(np.int64) @ query_codes[0].astype(np.int64)).astype(np.float32)
+        expected *= scales
+        expected *= query_scale
+        assert np.array_equal(vectors.scores(query), expected)
