@@ -136,7 +136,7 @@ def english_gloss(text: str) -> str:
 
 def with_english_gloss(text: str) -> str:
     """`text`, followed by ``(gloss)`` when it contains Han characters the dictionary knows."""
-    if not HAN_RUN.search(text):
+    if text.isascii() or not HAN_RUN.search(text):  # (an ASCII text, most requests: no scan)
         return text
     gloss = english_gloss(text)
     return f"{text} ({gloss})" if gloss else text

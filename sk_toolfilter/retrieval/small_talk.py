@@ -122,6 +122,8 @@ def subject_words(request: str) -> list[str]:
     if "'" in text or "’" in text:  # no apostrophe, no negated auxiliary (most requests)
         text = _NEGATED_AUXILIARY.sub(" ", text)
     words = tokenize(with_english_gloss(text))
+    if text.isascii():  # no Chinese, no gloss: no token to test for Han characters
+        return [t for t in words if t not in _SMALL_TALK_WORDS]
     return [t for t in words if t not in _SMALL_TALK_WORDS and not CJK_RUN.search(t)]
 
 
