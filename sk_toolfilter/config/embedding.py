@@ -44,7 +44,7 @@ class EmbeddingConfig(StrictConfig):
     )
     precision: Literal["float32", "int8"] = Field(
         default="int8",
-        description="How tool vectors are held and scored: int8 (default: 388 bytes per 384-d tool, 3-4x "
+        description="How tool vectors are held and scored: int8 (default: 392 bytes per 384-d tool, 3-4x "
         "faster on large catalogs, recall@5 unchanged on the four dev sets) or float32 (exact, 1,536 bytes).",
     )
     batch_size: int = Field(default=64, gt=0, le=2048, description="Tool texts per embedding call when indexing.")

@@ -5,8 +5,8 @@ BLAS thread pool (whose wake-up cost a busy process 6–8 ms per query):
 
 - ``float32`` — ``np.vecdot``; 1,536 bytes per 384-dimension tool; exact.
 - ``int8`` — each unit vector scaled so its largest component is ±127 and rounded, the scale kept
-  (4 bytes); the query likewise; scores are the codes' dot products times both scales. 388
-  bytes per tool, and 3–4× faster where memory bandwidth is the limit (100,000 tools). Scores
+  (4 bytes); the query likewise; scores are the codes' dot products times both scales. 392
+  bytes per tool (with the 4 of the kernel's row shift, below), and 3–4× faster where memory bandwidth is the limit (100,000 tools). Scores
   move by ~1e-3, which changed recall@5 on no dev set (README, Benchmarks).
 
 The int8 dot products are exact integers, computed by SimSIMD's unsigned-byte kernel on the codes
