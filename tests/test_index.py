@@ -223,3 +223,39 @@ def test_int8_scores_are_the_codes_exact_integer_products_times_both_scales(dims
         expected *= scales
         expected *= query_scale
         assert np.array_equal(vectors.scores(query), expected)
+
+
+@pytest.mark.parametrize("precision", ["float32", "int8"])
+def test_scoring_several_queries_at_once_gives_each_its_own_scores(precision):
+    # A request's texts and an agent loop's actions are scored in one read of the catalog: the same
+    # floats as scoring each alone.
+    from sk_toolfilter.retrieval.scoring import CatalogVectors
+
+    rng = np.random.default_rng(11)
+    rows = rng.standard_normal((400, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    vectors = CatalogVectors(rows, precision)
+    queries = rows[[5, 17, 5, 300]] + 0.01 * rng.standard_normal((4, 384)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    together = vectors.scores_many(queries)
+    assert together.shape == (4, 400) and together.dtype == np.float32
+    for query, scores in zip(queries, together, strict=True):
+        assert np.array_equal(scores, vectors.scores(query))
+
+
+@pytest.mark.parametrize("precision", ["float32", "int8"])
+async def test_texts_ranked_in_one_batch_rank_as_each_alone(demo_kernel, hash_embedder, precision):
+    from sk_toolfilter.retrieval.search import rank_many
+
+    tools = (await ToolIndex.build_from_kernel(demo_kernel)).tools
+    index = await ToolIndex.build(tools, hash_embedder, precision=precision)
+    config = ToolFilterConfig(search_method="hybrid")
+    texts = [
+        "reverse this text",
+        "Convert 3 miles to km. Then add 5 and 7, and reverse the word hello",
+        "what is the weather",
+    ]
+    together = await rank_many(index, texts, config, limit=5)
+    for text, ranking in zip(texts, together, strict=True):
+        alone = await rank_tools(index, text, config, limit=5, fill=False)
+        assert [(t.full_name, t.score) for t in ranking.tools] == [(t.full_name, t.score) for t in alone.tools]

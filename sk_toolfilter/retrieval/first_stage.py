@@ -110,11 +110,21 @@ async def first_stage(
     vectors: np.ndarray | None,
     config: ToolFilterConfig,
     mask: np.ndarray | None,
+    cosines: np.ndarray | None = None,
 ) -> FirstStage:
     """Score every tool against each of `texts` (the query whole, then its intents) with their
-    `vectors` (None: BM25), judge small talk, find the tools the query names."""
+    `vectors` (None: BM25), judge small talk, find the tools the query names. `cosines`: each text's
+    cosine to every tool when computed already (one catalog read for a batch of texts)."""
     scored = [
-        score_text(index, text, None if vectors is None else vectors[i], config, mask) for i, text in enumerate(texts)
+        score_text(
+            index,
+            text,
+            None if vectors is None else vectors[i],
+            config,
+            mask,
+            None if cosines is None else cosines[i],
+        )
+        for i, text in enumerate(texts)
     ]
     cosines, best = scored[0].raw.get("semantic"), scored[0].top.get("semantic")
     reason = await small_talk_reason(index, query, vectors, cosines, best, mask, config)
@@ -129,8 +139,10 @@ def score_text(
     vector: np.ndarray | None,
     config: ToolFilterConfig,
     mask: np.ndarray | None,
+    cosines: np.ndarray | None = None,
 ) -> TextScores:
-    """The scores of one query text (see :class:`TextScores`)."""
+    """The scores of one query text (see :class:`TextScores`); `cosines`: its cosine to every tool, when
+    computed already."""
     use_bm25 = config.search_method != "semantic" or vector is None
     use_semantic = config.search_method != "bm25" and vector is not None
     raw: dict[str, np.ndarray] = {}
@@ -139,7 +151,8 @@ def score_text(
         raw["bm25"], offsets["bm25"] = index.bm25_raw_scores(text), 0.0
     if use_semantic:
         assert vector is not None
-        raw["semantic"], offsets["semantic"] = index.cosine_scores(vector), config.semantic_floor
+        semantic = index.cosine_scores(vector) if cosines is None else cosines
+        raw["semantic"], offsets["semantic"] = semantic, config.semantic_floor
     if mask is not None:
         raw = {m: np.where(mask, r, np.float32(0.0)) for m, r in raw.items()}
     # The best raw score of each method sets its scale (BM25 scores are never negative).

@@ -467,6 +467,12 @@ class ToolIndex:
         assert self._vectors is not None
         return self._vectors.scores(query_vector)
 
+    def cosine_scores_many(self, query_vectors: np.ndarray) -> np.ndarray:
+        """:meth:`cosine_scores` of each row of `query_vectors` (the same floats), one row per query: at
+        int8 the catalog is read once for all of them."""
+        assert self._vectors is not None
+        return self._vectors.scores_many(query_vectors)
+
 
 def embedding_texts(tools: Iterable[ToolMetadata]) -> list[str]:
     """The text embedded for each tool (its :meth:`~ToolMetadata.embedding_text`, cut to a bound)."""

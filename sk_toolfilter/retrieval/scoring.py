@@ -63,9 +63,22 @@ class CatalogVectors:
         if self._vectors is not None:
             return np.vecdot(self._vectors, query.astype(np.float32, copy=False))
         codes, scale = quantize_one(np.asarray(query, dtype=np.float32))
-        dots = self._codes.dots(codes)
+        dots = self._codes.dots(codes)[0]
         dots *= self._scale  # in place: no catalog-sized temporary
         dots *= scale
+        return dots
+
+    def scores_many(self, queries: np.ndarray) -> np.ndarray:
+        """:meth:`scores` of each row of `queries` (the same floats), as a (rows, tools) array: at int8 the
+        catalog is read once for all of them (a request's texts, an agent loop's listed actions)."""
+        queries = np.asarray(queries, dtype=np.float32)
+        if self._vectors is not None or len(queries) == 1:
+            return np.stack([self.scores(query) for query in queries])
+        # Row by row, the first last: its codes stay kept for the small-talk check (see quantize_one).
+        quantized = [quantize_one(query) for query in queries[::-1]][::-1]
+        dots = self._codes.dots(np.vstack([codes for codes, _ in quantized]))
+        dots *= self._scale
+        dots *= np.array([scale for _, scale in quantized], dtype=np.float32)[:, None]
         return dots
 
 
@@ -89,17 +102,18 @@ class ShiftedCodes:
         """The int8 codes of some rows."""
         return (self._shifted[positions] ^ np.uint8(0x80)).view(np.int8)
 
-    def dots(self, query: np.ndarray) -> np.ndarray:
-        """The integer dot product of every row with the (1, dims) int8 `query`, as float32 (rounded
-        past 2²⁴ as any float32 is): the shifts are taken out in float64, where every term is exact."""
+    def dots(self, queries: np.ndarray) -> np.ndarray:
+        """The integer dot product of every row with each of the (k, dims) int8 `queries`, as a (k, rows)
+        float32 array (rounded past 2²⁴ as any float32 is): the shifts are taken out in float64, where
+        every term is exact."""
         import simsimd
 
-        shifted = query.view(np.uint8) ^ np.uint8(0x80)
+        shifted = queries.view(np.uint8) ^ np.uint8(0x80)
         # float64 out: the shifted products reach 255² × dims, past float32's exact integers.
-        total = np.asarray(simsimd.cdist(shifted, self._shifted, metric="dot", out_dtype="float64"))[0]
+        total = np.asarray(simsimd.cdist(shifted, self._shifted, metric="dot", out_dtype="float64"))
         total -= self._row_shift
-        query_shift = SHIFT * int(np.add.reduce(query[0], dtype=np.int64)) + SHIFT * SHIFT * self._dims
-        return np.subtract(total, float(query_shift), out=np.empty(len(total), dtype=np.float32))
+        query_shift = SHIFT * np.add.reduce(queries, axis=1, dtype=np.int64) + SHIFT * SHIFT * self._dims
+        return np.subtract(total, query_shift[:, None].astype(np.float64), out=np.empty(total.shape, np.float32))
 
 
 SHIFT = 128

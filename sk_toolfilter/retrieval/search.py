@@ -131,14 +131,17 @@ async def rank_many(
     parts = [_query_texts(q, config) if q.strip() and len(index) else [] for q in queries]
     flat = [part for text_parts in parts for part in text_parts]
     vectors, fallback_reason = await _request_vectors(index, flat, config) if flat else (None, None)
+    # Every text's cosines in one read of the catalog (a request's intents, an agent loop's actions).
+    cosines = None if vectors is None or len(vectors) == 1 else index.cosine_scores_many(vectors)
     rankings, offset = [], 0
     for query, text_parts in zip(queries, parts, strict=True):
         if not text_parts:
             rankings.append(Ranking(query, requested, requested))
             continue
         own = None if vectors is None else vectors[offset : offset + len(text_parts)]
+        own_cosines = None if cosines is None else cosines[offset : offset + len(text_parts)]
         offset += len(text_parts)
-        request = _Request(query, text_parts, own, fallback_reason)
+        request = _Request(query, text_parts, own, fallback_reason, own_cosines)
         text_limit = whole_text_limit if whole_text_limit is not None and len(text_parts) == 1 else limit
         rankings.append(await _rank_one(index, request, config, text_limit, mask, fill, memory))
     return rankings
@@ -146,12 +149,14 @@ async def rank_many(
 
 @dataclass(slots=True)  # built per request: a frozen one costs 4x to build
 class _Request:
-    """One text of a batch: its query, the texts it is ranked by (whole, then intents), their vectors."""
+    """One text of a batch: its query, the texts it is ranked by (whole, then intents), their vectors
+    and, for a batch of several texts, their cosines (computed for the batch at once)."""
 
     query: str
     texts: list[str]
     vectors: np.ndarray | None
     fallback_reason: str | None
+    cosines: np.ndarray | None = None
 
 
 async def _rank_one(
@@ -165,7 +170,7 @@ async def _rank_one(
 ) -> Ranking:
     """One text's ranking from its vectors (:func:`rank_many`): the first stage, then each reordering
     (:mod:`sk_toolfilter.retrieval.reorderings`) over as many tools as the deepest of them reads."""
-    first = await first_stage(index, request.query, request.texts, request.vectors, config, mask)
+    first = await first_stage(index, request.query, request.texts, request.vectors, config, mask, request.cosines)
     steps, reads = reorderings(first, config, memory)
     depth = limit if limit is None or not reads else max(limit, reads)
     ordered = Ordered(first.order(depth))
