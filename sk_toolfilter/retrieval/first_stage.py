@@ -110,11 +110,11 @@ async def first_stage(
     vectors: np.ndarray | None,
     config: ToolFilterConfig,
     mask: np.ndarray | None,
-    cosines: np.ndarray | None = None,
+    text_cosines: np.ndarray | None = None,
 ) -> FirstStage:
     """Score every tool against each of `texts` (the query whole, then its intents) with their
-    `vectors` (None: BM25), judge small talk, find the tools the query names. `cosines`: each text's
-    cosine to every tool when computed already (one catalog read for a batch of texts)."""
+    `vectors` (None: BM25), judge small talk, find the tools the query names. `text_cosines`: each
+    text's cosine to every tool when computed already (one catalog read for a batch of texts)."""
     scored = [
         score_text(
             index,
@@ -122,7 +122,7 @@ async def first_stage(
             None if vectors is None else vectors[i],
             config,
             mask,
-            None if cosines is None else cosines[i],
+            None if text_cosines is None else text_cosines[i],
         )
         for i, text in enumerate(texts)
     ]
