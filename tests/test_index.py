@@ -241,6 +241,7 @@ def test_scoring_several_queries_at_once_gives_each_its_own_scores(precision):
     assert together.shape == (4, 400) and together.dtype == np.float32
     for query, scores in zip(queries, together, strict=True):
         assert np.array_equal(scores, vectors.scores(query))
+    assert np.array_equal(vectors.scores_many(queries[:1])[0], vectors.scores(queries[0]))
 
 
 @pytest.mark.parametrize("precision", ["float32", "int8"])

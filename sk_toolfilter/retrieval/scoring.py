@@ -72,7 +72,7 @@ class CatalogVectors:
         """:meth:`scores` of each row of `queries` (the same floats), as a (rows, tools) array: at int8 the
         catalog is read once for all of them (a request's texts, an agent loop's listed actions)."""
         queries = np.asarray(queries, dtype=np.float32)
-        if self._vectors is not None or len(queries) == 1:
+        if self._vectors is not None:
             return np.stack([self.scores(query) for query in queries])
         # Row by row, the first last: its codes stay kept for the small-talk check (see quantize_one).
         quantized = [quantize_one(query) for query in queries[::-1]][::-1]
