@@ -86,7 +86,7 @@ async def cmd_validate(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent_file import load_agent_file
     from sk_toolfilter.measure.report import resolve_expected
 
-    spec = load_agent_file(args.agent)
+    spec = _inspecting(load_agent_file(args.agent))
     spec.instructions_text()  # a missing instructions file fails validation, not the first chat
     try:  # what load_agent refuses at start, validate refuses (no credential or network needed)
         check_at_start(spec)
@@ -110,7 +110,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent_file import load_agent_file
     from sk_toolfilter.config import ToolFilterConfig
 
-    spec = load_agent_file(args.agent)
+    spec = _inspecting(load_agent_file(args.agent))
     overrides: dict[str, Any] = {}
     if args.method:
         overrides["search_method"] = args.method
@@ -167,7 +167,7 @@ async def cmd_index(args: argparse.Namespace) -> int:
     if args.catalog:
         updates["catalog"] = args.catalog
     config = spec.tool_filtering.model_copy(update={"index": index.model_copy(update=updates)})
-    spec = spec.model_copy(update={"tool_filtering": config})
+    spec = _inspecting(spec.model_copy(update={"tool_filtering": config}))
     # status only compares: nothing is embedded (a new catalog answers at once, with no warning)
     async with await open_toolset(
         spec,
@@ -207,7 +207,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent_file import SampleQuery, load_agent_file
     from sk_toolfilter.measure.report import build_token_report, render_terminal, write_report
 
-    spec = load_agent_file(args.agent)
+    spec = _inspecting(load_agent_file(args.agent))
     queries = spec.sample_queries
     if args.queries:
         queries = _read_queries(Path(args.queries))
@@ -257,6 +257,12 @@ async def cmd_report(args: argparse.Namespace) -> int:
 def _with_filtering(spec: Any, **changes: Any) -> Any:
     """The agent spec with `changes` to its ``tool_filtering`` block."""
     return spec.model_copy(update={"tool_filtering": spec.tool_filtering.model_copy(update=changes)})
+
+
+def _inspecting(spec: Any) -> Any:
+    """The agent spec for a command that only looks: what learning keeps (its file, the shared table) is
+    read, never written (``learning.read_only``), so inspecting an app's learning never changes it."""
+    return _with_filtering(spec, learning=spec.tool_filtering.learning.model_copy(update={"read_only": True}))
 
 
 def _live_client(args: argparse.Namespace, spec: Any) -> Any:
@@ -367,6 +373,9 @@ async def cmd_learn(args: argparse.Namespace) -> int:
         manager = tools.manager
         if not manager.index.has_embeddings:
             raise ConfigError(f"{args.agent}: learning from use needs an embedding service (search_method: bm25)")
+        kept = manager.learning.file
+        if kept is not None and kept.blocked is not None:  # never overwritten: refused before anything is learned
+            raise ConfigError(f"{args.agent}: learning.file {kept.path}: {kept.blocked}; nothing was learned")
         result = await learn_calls_file(
             args.calls,
             manager.index,
@@ -375,8 +384,14 @@ async def cmd_learn(args: argparse.Namespace) -> int:
             lambda name: manager.learning.permits(name, manager.index, manager.discovery_names),
             Progress("learning requests", unit="requests"),
         )
-        manager.learning.flush()
         memory = manager.learning.memory
+        if not manager.learning.flush() and kept is not None:
+            why = kept.blocked or kept.write_error or "it is read-only here"
+            raise ConfigError(
+                f"{args.agent}: learning.file {kept.path} could not be written ({why}): the {len(memory):,} requests "
+                "learned were in this command's memory only and are lost at exit; point learning.file at a "
+                "writable file path (not a directory) and run learn again"
+            )
     print(result.summary(args.calls))
     print(f"{learning.file}: {len(memory)} requests remembered ({memory.nbytes / 2**20:.1f} MB)")
     print(describe_trust(memory))
@@ -390,11 +405,15 @@ async def cmd_learned(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent import open_toolset
     from sk_toolfilter.agents.agent_file import load_agent_file
 
-    spec = load_agent_file(args.agent)
+    spec = _inspecting(load_agent_file(args.agent))
     if not spec.tool_filtering.learning.enabled:
         raise ConfigError(f"{args.agent}: learning.enabled is false: nothing is learned or kept")
     async with await open_toolset(spec, kernel=await _kernel_from(args), embed=False) as tools:
         summary = tools.manager.learning.summary()
+    kept = summary["file"]
+    if kept is not None and kept["state"] != "read" and not summary["requests"]:
+        # nothing to show, and the reason is the file's: a missing file is not an empty memory
+        raise ConfigError(f"{args.agent}: learning.file {kept['path']}: {kept['state']}")
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -421,6 +440,8 @@ def learned_lines(summary: dict[str, Any]) -> str:
     ]
     for scope, count in summary["scopes"].items():
         lines.append(f"  scope {scope}: {count:,} requests")
+    lines.append("tools learned (requests that called each):")
+    lines += [f"  {name}: {count:,}" for name, count in summary["learned_tools"].items()]
     return "\n".join(lines)
 
 

@@ -170,7 +170,7 @@ def test_a_hostile_learning_file_is_ignored_or_bounded_with_one_warning_each(tmp
     assert len(other) == 0
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("2 malformed rows ignored" in w for w in warnings)
-    assert any("not catalog 'another catalog'" in w for w in warnings)
+    assert any("not this agent's catalog 'another catalog'" in w for w in warnings)
     path.write_bytes(b"not a zip file")
     with caplog.at_level(logging.WARNING):
         assert LearningFile(path, "shop", "m").load_into(UsageMemory()) == 0

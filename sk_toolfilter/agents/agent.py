@@ -196,10 +196,15 @@ def _with_source_rules(spec: AgentSpec, kernel: Kernel, config: ToolFilterConfig
 
 
 def _with_catalog_name(spec: AgentSpec, config: ToolFilterConfig) -> ToolFilterConfig:
-    """The agent's name names its catalog in a shared store unless ``index.catalog`` does."""
+    """The agent's name names its catalog in a shared store unless ``index.catalog`` does. Learning from
+    use keeps the identity code gives the same tools (``learning.catalog``, else ``index.catalog`` as
+    set, else ``default``): an app and an agent file over the same tools share what they learn."""
     if "catalog" in config.index.model_fields_set:
         return config
-    return config.updated(index=config.index.model_copy(update={"catalog": spec.name}))
+    learning = config.learning
+    if learning.catalog is None:
+        learning = learning.model_copy(update={"catalog": config.index.catalog})
+    return config.updated(index=config.index.model_copy(update={"catalog": spec.name}), learning=learning)
 
 
 def _tool_picker(spec: AgentSpec, kernel: Kernel, chat_service: Any) -> SecondStage | None:

@@ -56,6 +56,19 @@ class LearningConfig(StrictConfig):
         description="Distinct conversations whose similar requests must have called a tool before it moves or "
         "enters (one conversation is never enough: a single injected call cannot steer other users).",
     )
+    catalog: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The catalog identity learning is kept under (the file's header, the fingerprints). Unset: "
+        "index.catalog when you set it, else 'default' — the same tools configured in code and in an agent file "
+        "read and write the same learning. A file or table of another catalog or model is never overwritten.",
+    )
+    read_only: bool = Field(
+        default=False,
+        description="Read what the file or table keeps, never write it (nothing learned here is stored). The "
+        "CLI's inspecting commands (search, explain, learned, eval without --learn) run this way.",
+    )
     sync_seconds: float = Field(
         default=30.0,
         ge=0.0,

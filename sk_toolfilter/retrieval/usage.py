@@ -179,6 +179,8 @@ class UsageMemory:
         self._estimating: threading.Thread | None = None
         self.clamped = 0
         """Rows dated in the future (beyond :data:`MAX_CLOCK_SKEW_SECONDS`) that were dated now instead."""
+        self.forgotten_before = 0.0
+        """The time of the last wipe this memory knows (``forget``): no row dated at or before it is taken."""
         self._clear()
 
     def _clear(self) -> None:
@@ -265,6 +267,8 @@ class UsageMemory:
         if when > now + MAX_CLOCK_SKEW_SECONDS:
             when = now
             self.clamped += 1
+        if when <= self.forgotten_before:
+            return False  # learned before a wipe: never comes back (from a file, a table or a replica)
         with self._lock:
             if self._count and row.shape[0] != self.dims:
                 return False
@@ -373,8 +377,12 @@ class UsageMemory:
             return changed
 
     def forget_before(self, when: float) -> int:
-        """Forget every row dated at or before `when` (a wipe another process made then); how many went."""
+        """Forget every row dated at or before `when` (a wipe made then), and take none such from now on;
+        how many went."""
         with self._lock:
+            if when <= self.forgotten_before:
+                return 0
+            self.forgotten_before = when
             gone = [i for i in self._live_slots() if self._times[i] <= when]
             for i in gone:
                 self._free_slot(i)

@@ -181,7 +181,7 @@ class CoUsageFile(SyncedFile[CoUsage]):
     def _pending(self, co_usage: CoUsage) -> bool:
         return self._dirty
 
-    def _merge_and_write(self, co_usage: CoUsage) -> None:
+    def _merge_and_write(self, co_usage: CoUsage) -> bool:
         self._dirty = False  # a turn learned while this writes marks it again: written next time
         turns = co_usage.turns()
         # Merge with what other processes wrote since: their turns first (older), then ours.
@@ -192,3 +192,4 @@ class CoUsageFile(SyncedFile[CoUsage]):
         document = {"format": FILE_FORMAT, "turns": [[key, list(calls)] for key, calls in merged]}
         text = json.dumps(document, separators=(",", ":")).encode("utf-8")
         write_atomically(self.path, lambda f: f.write(text))
+        return True

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections import Counter
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
@@ -140,6 +142,7 @@ class Learning:
         path = config.file if config.enabled else None  # off: nothing stored, nothing read
         self.file = LearningFile(path, catalog, model, config.sync_seconds) if path else None
         if self.file is not None:
+            self.file.read_only = config.read_only
             self.file.load_into(self.memory)
             self.memory.settle()  # trust is estimated at start, never on a request
         self.table: LearningTable | None = None
@@ -153,6 +156,7 @@ class Learning:
         if self.config.enabled:
             self.table = store.learning_table(self.config.sync_seconds)
             if self.table is not None:
+                self.table.read_only = self.config.read_only
                 await self.table.sync(self.memory)
                 await asyncio.to_thread(self.memory.settle)
 
@@ -239,7 +243,10 @@ class Learning:
             where.append(f"table {self.table.qualified_name}")
         trust = memory.settle() if rows else 0.0
         scopes = memory.scopes()
+        called = Counter(tool for row in rows for tool in row.tools)
         return {
+            "file": self._file_state(),
+            "learned_tools": dict(sorted(called.items(), key=lambda item: (-item[1], item[0]))),
             "requests": len(rows),
             "tools": len({tool for row in rows for tool in row.tools}),
             "conversations": len({row.conversation for row in rows}),
@@ -255,6 +262,18 @@ class Learning:
             if self.config.scope != "shared"
             else {},
         }
+
+    def _file_state(self) -> dict[str, str] | None:
+        """The learning file's path and what was found there: ``read``, ``missing`` or why it was not read."""
+        if self.file is None:
+            return None
+        if self.file.blocked is not None:
+            state = f"not read: {self.file.blocked}"
+        elif not self.file.path.exists():
+            state = "missing: no such file (nothing was ever written there)"
+        else:
+            state = "read"
+        return {"path": str(self.file.path), "state": state}
 
     async def settled(self) -> None:
         """Wait until every turn seen so far is learned and trust is re-estimated (tests, the CLI)."""
@@ -309,17 +328,17 @@ class Learning:
 
     async def forget(self) -> None:
         """Forget everything: in memory, in the file and in the shared table (a new generation each)."""
-        self.memory.clear()
+        self.memory.forget_before(time.time())
         if self.file is not None:
             self.file.wipe()
         if self.table is not None:
             await self.table.forget()
-        self.memory.clear()  # a turn learned while the table forgot is not kept either
+        self.memory.forget_before(time.time())  # a turn learned while the table forgot is not kept either
 
-    def flush(self) -> None:
-        """Write the file now if anything changed since the last write."""
-        if self.file is not None:
-            self.file.flush(self.memory)
+    def flush(self) -> bool:
+        """Write the file now if anything changed since the last write; False when something learned is
+        left unwritten (read-only, a file that is not this catalog's, or a failed write: the file says why)."""
+        return self.file.flush(self.memory) if self.file is not None else True
 
     async def aclose(self) -> None:
         """Finish what is being learned, write the file and a last sync with the shared table."""

@@ -41,6 +41,21 @@ def forget_file(path: str | Path, catalog: str = "default", model: str = "") -> 
     return LearningFile(path, catalog, model).wipe()
 
 
+def describe_foreign(found: tuple[str, str], ours: tuple[str, str]) -> str:
+    """Why a learning file of catalog and model `found` is not read by a process of `ours`, and the fix."""
+    if found[0] != ours[0]:
+        fix = (
+            f"for the same tools set learning.catalog: {found[0]!r} (code: ToolFilterConfig(learning="
+            f"{{'catalog': {found[0]!r}}}))"
+        )
+    else:
+        fix = f"it was learned with embedding model {found[1]!r}: point learning.file at a new path for {ours[1]!r}"
+    return (
+        f"it holds learning of catalog {found[0]!r}, model {found[1]!r}, not this agent's catalog {ours[0]!r}, "
+        f"model {ours[1]!r} ({fix})"
+    )
+
+
 class LearningFile(SyncedFile[UsageMemory]):
     """Keeps a :class:`UsageMemory` in a ``.npz`` file beside the agent: read at start, written
     (atomically, under a lock, merged with what other processes wrote) at most every `every_seconds`
@@ -49,7 +64,8 @@ class LearningFile(SyncedFile[UsageMemory]):
     The file holds vectors, tool names, and fingerprints of requests, conversations and scopes, with
     their times; its catalog and embedding model are checked on read. A missing file starts empty; a
     damaged one, one that is not a regular file or is over its size bound, or one of another catalog
-    or model, is ignored with one warning (and replaced at the next write); bad rows in it are
+    or model, is not read and never overwritten, with one warning (what is learned stays in memory;
+    :attr:`blocked` says why); bad rows in it are
     skipped; only the newest rows the memory can hold are read, in memory proportional to them (the
     arrays' sizes are read from their headers before anything is decompressed).
 
@@ -71,10 +87,13 @@ class LearningFile(SyncedFile[UsageMemory]):
         self._next_check = time.monotonic() + every_seconds
         self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of the file when last read or written
         self._checking: asyncio.Future[None] | None = None
+        self.foreign: tuple[str, str] | None = None
+        """(catalog, model) of the file when they are not this process's: it is never overwritten."""
 
     def load_into(self, memory: UsageMemory) -> int:
         """Learn the rows in the file; returns how many were taken."""
-        rows, self.generation, _ = self._read(memory)
+        rows, self.generation, self._wiped_at = self._read(memory)
+        memory.forget_before(self._wiped_at)  # (the file's rows are newer; the memory learns the time)
         taken = self._restore(memory, rows)
         self._written_version = memory.version
         return taken
@@ -93,6 +112,7 @@ class LearningFile(SyncedFile[UsageMemory]):
     def _read(self, memory: UsageMemory) -> tuple[list[LearnedRow], int, float]:
         """The file's well-formed rows (at most the newest `memory` can hold), its generation and when its
         last wipe was; no rows when it is missing or unusable (then the generation this process knows)."""
+        self.blocked, self.foreign = None, None
         try:
             with open_regular(self.path, "learning file", self.max_file_bytes(memory)) as handle:
                 self._seen = _stat_key(os.fstat(handle.fileno()))
@@ -100,11 +120,19 @@ class LearningFile(SyncedFile[UsageMemory]):
         except FileNotFoundError:
             return [], self.generation, 0.0
         except ConfigError as exc:
-            self._warn_once("read", f"{exc}; starting with nothing learned (replaced at the next write)")
+            self._refuse(str(exc).removeprefix(f"learning file {self.path}: "))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
-            reason = f"cannot be read ({exc}); starting with nothing learned (replaced at the next write)"
-            self._warn_once("read", reason)
+            self._refuse(f"cannot be read ({exc})")
         return [], self.generation, 0.0
+
+    def _refuse(self, why: str) -> None:
+        """The file is not this process's to read or write (`why`): it is never overwritten (one warning)."""
+        self.blocked = why
+        self._warn_once(
+            "read",
+            f"{why}; not read, and never overwritten: what this process learns stays in its memory "
+            "(point learning.file at another path, or wipe this one with `sk-toolfilter forget`)",
+        )
 
     def _read_open(self, handle: IO[bytes], memory: UsageMemory) -> tuple[list[LearnedRow], int, float]:
         with zipfile.ZipFile(handle) as archive:
@@ -116,18 +144,13 @@ class LearningFile(SyncedFile[UsageMemory]):
             if scope != (self.catalog, self.model):
                 if _npy_shape(archive, "keys")[0] == (0,):
                     return [], generation, wiped_at  # an empty file (a wipe's): nothing to warn about
-                found = f"catalog {scope[0]!r}, model {scope[1]!r}"
-                self._warn_once(
-                    "scope",
-                    f"it was learned for {found}, not catalog {self.catalog!r}, model {self.model!r}; ignored "
-                    "(replaced at the next write)",
-                )
+                self.foreign = (str(scope[0]), str(scope[1]))
+                self._refuse(f"{describe_foreign(self.foreign, (self.catalog, self.model))}")
                 return [], generation, wiped_at
             try:
                 return _file_rows(archive, header["format"], memory, self._warn_once), generation, wiped_at
             except (ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
-                reason = f"cannot be read ({exc}); starting with nothing learned (replaced at the next write)"
-                self._warn_once("read", reason)
+                self._refuse(f"cannot be read ({exc})")
                 return [], generation, wiped_at  # its generation still counts: a wipe is never missed
 
     def check(self, memory: UsageMemory) -> None:
@@ -155,6 +178,7 @@ class LearningFile(SyncedFile[UsageMemory]):
         rows, generation, wiped_at = self._read(memory)
         if generation > self.generation:
             self._adopt_wipe(memory, generation, wiped_at)
+        memory.forget_before(wiped_at)  # a wipe's time holds whatever generation brought it
         self._restore(memory, rows)
 
     def _adopt_wipe(self, memory: UsageMemory, generation: int, wiped_at: float) -> None:
@@ -181,11 +205,15 @@ class LearningFile(SyncedFile[UsageMemory]):
     def _pending(self, memory: UsageMemory) -> bool:
         return memory.version != self._written_version
 
-    def _merge_and_write(self, memory: UsageMemory) -> None:
+    def _merge_and_write(self, memory: UsageMemory) -> bool:
         self._merge(memory)  # what the others learned since, and any wipe
+        if self.blocked is not None:
+            return False  # another catalog's, or not a learning file: never overwritten
         version = memory.version  # (a row learned while this writes moves it on: written next time)
+        self._wiped_at = max(self._wiped_at, memory.forgotten_before)  # a table's wipe reaches the file's readers
         self._write(memory.rows(), self.generation)
         self._written_version = version
+        return True
 
     def wipe(self) -> int:
         """Replace the file with an empty one of the next generation (``sk-toolfilter forget``); returns

@@ -82,7 +82,8 @@ class ToolFilterManager:
             self.config, self.policy, self._upkeep, self._selector, self.co_usage, self.sticky, self.telemetry
         )
         self._path.co_usage_file = self._co_usage_file
-        self.learning = Learning(self.config.learning, self.config.index.catalog, _model_of(index), self.policy)
+        catalog = self.config.learning.catalog or self.config.index.catalog
+        self.learning = Learning(self.config.learning, catalog, _model_of(index), self.policy)
         self._path.learning = self._selector.learning = self.learning  # learning from use (tool_filtering.learning)
 
     @property

@@ -6,10 +6,12 @@ request fingerprint, the request's vector, tool names, conversation and scope fi
 never text) and reads what the others wrote. A request already in the table is one row (the newest
 tools win). The table keeps the newest ``max_requests`` rows per catalog and model.
 
-**Forget** is a generation (``<table_prefix>_learned_wipes``: one row per catalog and model): a wipe
-raises it and deletes the rows in one transaction; every sync reads it first, under a shared lock
-held while it writes, so a replica that learned before the wipe drops what it learned instead of
-writing it back, and a wipe waits for a write under way (then deletes it too).
+**Forget** is a time (``<table_prefix>_learned_wipes``: one row per catalog and model, its generation
+and the time of its last wipe): a wipe raises the generation, records when and deletes the rows in
+one transaction; every sync reads it first, under a shared lock held while it writes, and drops every
+row learned before that time — from this replica's memory, from its machine's file, from a replica
+that slept through the wipe — so none is written back, while rows learned after it stay everywhere;
+a wipe waits for a write under way (then deletes it too).
 
 Syncing and failures: :mod:`~sk_toolfilter.store.synced_table` (at start, then at most every
 ``learning.sync_seconds`` in the background, and on ``aclose``; one warning for a failing store).
@@ -18,6 +20,7 @@ Syncing and failures: :mod:`~sk_toolfilter.store.synced_table` (at start, then a
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,17 +56,23 @@ class LearningTable(SyncedTable[UsageMemory]):
 
         table = sql.Identifier(self._schema, self._table)
         async with self._pool.connection(timeout=self.timeout) as connection:
-            await self._ensure_table(connection, table)
+            if self.read_only and not await self._exists(connection):
+                return  # nothing shared yet, and a reader creates nothing
+            if not self.read_only:
+                await self._ensure_table(connection, table)
             async with connection.transaction():
-                generation = await self._generation(connection, share=True)  # a wipe waits for this write
+                # a wipe waits for this write
+                generation, wiped_at = await self._generation(connection, share=not self.read_only)
                 if self.generation is not None and generation > self.generation:
-                    memory.clear()  # learned before a wipe: dropped, never written back
                     self._written.clear()
                     self._last_seq = 0
                     logger.info("sk-toolfilter: learning of catalog %r was wiped (forget): dropped here", self.catalog)
+                # Forget is a time: rows learned before the last wipe never come back (from this replica's
+                # memory, its machine's file or a replica that slept through it); rows learned after stay.
+                memory.forget_before(wiped_at)
                 self.generation = generation
                 new = [row for row in memory.rows() if self._written.get(row.key, -1.0) < row.at]
-                if new:
+                if new and not self.read_only:
                     await self._write(connection, table, new, memory.max_requests)
             cursor = await connection.execute(
                 sql.SQL(
@@ -97,24 +106,35 @@ class LearningTable(SyncedTable[UsageMemory]):
                 self._table,
             )
 
-    async def _generation(self, connection: AsyncConnection[Any], *, share: bool) -> int:
-        """This catalog's wipe generation (its row is made at 0 when missing); `share`: held until commit."""
+    async def _exists(self, connection: AsyncConnection[Any]) -> bool:
+        """Whether the table and its wipes table exist (a read-only reader creates neither)."""
+        cursor = await connection.execute(
+            "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
+            (f'"{self._schema}"."{self._table}"', f'"{self._schema}"."{self._table}_wipes"'),
+        )
+        row = await cursor.fetchone()
+        return bool(row and row[0])
+
+    async def _generation(self, connection: AsyncConnection[Any], *, share: bool) -> tuple[int, float]:
+        """This catalog's wipe generation and the time of its last wipe (its row is made at 0 when missing,
+        except by a read-only reader); `share`: held until commit (else, unless read-only: for update)."""
         from psycopg import sql
 
         wipes = sql.Identifier(self._schema, f"{self._table}_wipes")
-        await connection.execute(
-            sql.SQL("INSERT INTO {} (catalog, model, generation) VALUES (%s, %s, 0) ON CONFLICT DO NOTHING").format(
-                wipes
-            ),
-            (self.catalog, self.model),
-        )
-        lock = sql.SQL(" FOR SHARE" if share else " FOR UPDATE")
+        if not self.read_only:
+            await connection.execute(
+                sql.SQL(
+                    "INSERT INTO {} (catalog, model, generation) VALUES (%s, %s, 0) ON CONFLICT DO NOTHING"
+                ).format(wipes),
+                (self.catalog, self.model),
+            )
+        lock = sql.SQL("" if self.read_only else " FOR SHARE" if share else " FOR UPDATE")
         cursor = await connection.execute(
-            sql.SQL("SELECT generation FROM {} WHERE catalog = %s AND model = %s").format(wipes) + lock,
+            sql.SQL("SELECT generation, wiped_at FROM {} WHERE catalog = %s AND model = %s").format(wipes) + lock,
             (self.catalog, self.model),
         )
         row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        return (int(row[0]), float(row[1])) if row else (0, 0.0)
 
     async def _write(self, connection: AsyncConnection[Any], table: Any, rows: list[LearnedRow], keep: int) -> None:
         from psycopg import sql
@@ -170,6 +190,10 @@ class LearningTable(SyncedTable[UsageMemory]):
                 "CREATE TABLE IF NOT EXISTS {} (catalog text NOT NULL, model text NOT NULL, "
                 "generation bigint NOT NULL, PRIMARY KEY (catalog, model))"
             ).format(sql.Identifier(self._schema, f"{self._table}_wipes")),
+            # the time of the last wipe: rows learned before it never come back, rows learned after stay
+            sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS wiped_at double precision NOT NULL DEFAULT 0").format(
+                sql.Identifier(self._schema, f"{self._table}_wipes")
+            ),
         ]
 
     async def forget(self) -> int:
@@ -186,10 +210,10 @@ class LearningTable(SyncedTable[UsageMemory]):
                 await self._generation(connection, share=False)
                 cursor = await connection.execute(
                     sql.SQL(
-                        "UPDATE {} SET generation = generation + 1 WHERE catalog = %s AND model = %s "
-                        "RETURNING generation"
+                        "UPDATE {} SET generation = generation + 1, wiped_at = GREATEST(wiped_at, %s) "
+                        "WHERE catalog = %s AND model = %s RETURNING generation"
                     ).format(wipes),
-                    (self.catalog, self.model),
+                    (time.time(), self.catalog, self.model),
                 )
                 row = await cursor.fetchone()
                 cursor = await connection.execute(

@@ -49,6 +49,13 @@ class SyncedFile(Generic[State]):
         self._writing: asyncio.Future[None] | None = None
         self._lock = threading.Lock()  # one writer at a time in this process (the lock file guards the others)
         self._warned: set[str] = set()
+        self.read_only = False
+        """True: the file is read, never written (the CLI's inspecting commands)."""
+        self.blocked: str | None = None
+        """Why the file must not be written (one of another catalog or model, one that is not ours): it is
+        never overwritten; what is learned stays in memory. None: it may be written."""
+        self.write_error: str | None = None
+        """Why the last write failed (None: it succeeded, or none was tried)."""
 
     @property
     def _lock_path(self) -> Path:
@@ -64,18 +71,26 @@ class SyncedFile(Generic[State]):
         self._last_write = time.monotonic()
         self._writing = off_the_loop(self.flush, state)
 
-    def flush(self, state: State) -> None:
-        """Write now if anything changed since the last write (merged with the other writers' state)."""
+    def flush(self, state: State) -> bool:
+        """Write now if anything changed since the last write (merged with the other writers' state).
+        Returns False when something was left unwritten: the file is read-only here, must not be
+        overwritten (:attr:`blocked`) or could not be written (:attr:`write_error`)."""
         with self._lock:
             if not self._pending(state):
-                return
+                return True
+            if self.read_only:
+                return False
             self._last_write = time.monotonic()
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 with exclusive_lock(self._lock_path):
-                    self._merge_and_write(state)
+                    written = self._merge_and_write(state)
             except OSError as exc:
-                self._warn_once("write", f"cannot be written ({exc.strerror or exc}); what is learned stays in memory")
+                self.write_error = str(exc.strerror or exc)
+                self._warn_once("write", f"cannot be written ({self.write_error}); what is learned stays in memory")
+                return False
+            self.write_error = None
+            return written
 
     def _warn_once(self, what: str, reason: str) -> None:
         """One warning per kind of trouble (``read``, ``write``, …) for the life of this process."""
@@ -87,6 +102,7 @@ class SyncedFile(Generic[State]):
         """Whether `state` has anything the file does not (under ``_lock``)."""
         raise NotImplementedError
 
-    def _merge_and_write(self, state: State) -> None:
-        """Read what the others wrote, merge it into `state`, write the file (under both locks)."""
+    def _merge_and_write(self, state: State) -> bool:
+        """Read what the others wrote, merge it into `state`, write the file (under both locks); False when
+        the file turned out not to be this process's to write (:attr:`blocked`)."""
         raise NotImplementedError

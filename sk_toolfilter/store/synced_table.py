@@ -54,6 +54,8 @@ class SyncedTable(Generic[State]):
         self._created = False
         self._task: tuple[asyncio.AbstractEventLoop, asyncio.Task[None]] | None = None
         self._lock: asyncio.Lock | None = None
+        self.read_only = False
+        """True: the table is read, never created or written (the CLI's inspecting commands)."""
 
     @property
     def qualified_name(self) -> str:

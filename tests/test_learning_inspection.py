@@ -1,0 +1,125 @@
+"""Learning from use you can inspect without losing it: the same tools in code and in an agent file are
+one catalog, a file of another catalog is never overwritten, the inspecting commands never write, and
+`learn` says when it could not keep what it learned."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sk_toolfilter import ToolFilterConfig, create_tool_filter
+from sk_toolfilter.cli import main
+from sk_toolfilter.selection.learning import learning_context
+from tests.conftest import build_demo_kernel
+
+ROOT = Path(__file__).resolve().parents[1]
+CALLED = "Messaging-post_to_channel"
+PAST = [f"let the ops crew know the nightly backup finished on day {i}" for i in range(6)]
+
+
+def agent_file(tmp_path: Path, learning: dict[str, object], name: str = "deskbot") -> Path:
+    """The bundled agent (the demo's 46 tools) under another name, with `learning`."""
+    spec = yaml.safe_load((ROOT / "agent.yaml").read_text().replace("root: sandbox", f"root: {tmp_path / 'sandbox'}"))
+    spec["name"] = name
+    spec["tool_filtering"]["learning"] = learning
+    (tmp_path / "instructions").mkdir(exist_ok=True)
+    (tmp_path / "instructions" / "assistant.md").write_text("Be helpful.")
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+async def app_learns(tmp_path: Path, file: Path, **learning: object) -> None:
+    """An SK app of its own (code, not an agent file) over the demo tools learns PAST into `file`."""
+    kernel = build_demo_kernel(str(tmp_path / "sandbox"))
+    manager = await create_tool_filter(kernel, ToolFilterConfig(learning={"file": str(file), **learning}))
+    for i, request in enumerate(PAST):
+        with learning_context(conversation=f"c{i}"):
+            assert await manager.record(request, [CALLED]) == 1
+    await manager.aclose()
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_inspecting_an_apps_learning_from_an_agent_file_of_another_name_reads_it_and_changes_no_byte(
+    tmp_path, capsys
+):
+    learned = tmp_path / "state" / "learned.npz"
+    asyncio.run(app_learns(tmp_path, learned))
+    before = digest(learned)
+    agent = agent_file(tmp_path, {"file": str(learned)})
+    assert main(["learned", str(agent), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["requests"] == len(PAST)  # one catalog: the agent file reads what the app learned
+    assert summary["learned_tools"] == {CALLED: len(PAST)}
+    assert summary["file"]["state"] == "read"
+    assert main(["learned", str(agent)]) == 0
+    assert f"{CALLED}: {len(PAST)}" in capsys.readouterr().out
+    assert main(["search", str(agent), "tell the ops crew the restore finished"]) == 0
+    assert main(["explain", str(agent), "tell the ops crew the restore finished"]) == 0
+    assert digest(learned) == before
+
+
+def test_learn_refuses_a_file_of_another_catalog_and_leaves_it_byte_identical(tmp_path, capsys):
+    learned = tmp_path / "learned.npz"
+    asyncio.run(app_learns(tmp_path, learned, catalog="crm"))  # the app named its catalog
+    before = digest(learned)
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text(json.dumps({"query": "email the team the minutes", "tools": ["Messaging-send_email"]}) + "\n")
+    agent = agent_file(tmp_path, {"file": str(learned)})
+    assert main(["learn", str(agent), "--calls", str(calls)]) == 2
+    err = capsys.readouterr().err
+    assert "'crm'" in err and "'default'" in err and "learning.catalog" in err  # both catalogs, and the fix
+    assert digest(learned) == before
+    # The inspecting commands say the same and write nothing either.
+    assert main(["learned", str(agent)]) == 2
+    assert "'crm'" in capsys.readouterr().err
+    assert digest(learned) == before
+    # With the fix the message names, the agent file reads the app's rows.
+    fixed = agent_file(tmp_path, {"file": str(learned), "catalog": "crm"}, name="fixed")
+    assert main(["learn", str(fixed), "--calls", str(calls)]) == 0
+    capsys.readouterr()
+    assert main(["learned", str(fixed), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == len(PAST) + 1
+
+
+def test_an_app_never_overwrites_a_learning_file_of_another_catalog(tmp_path, caplog):
+    learned = tmp_path / "learned.npz"
+    asyncio.run(app_learns(tmp_path, learned, catalog="crm"))
+    before = digest(learned)
+    asyncio.run(app_learns(tmp_path, learned, catalog="billing"))  # learns in memory, one warning, no write
+    assert digest(learned) == before
+    assert any("never overwritten" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("where", ["a directory", "under a file"])
+def test_learn_exits_non_zero_when_it_cannot_keep_what_it_learned(tmp_path, capsys, where):
+    if where == "a directory":
+        target = tmp_path / "learned.npz"
+        target.mkdir()
+    else:
+        (tmp_path / "plain.txt").write_text("not a folder")
+        target = tmp_path / "plain.txt" / "learned.npz"
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text(json.dumps({"query": "email the team the minutes", "tools": ["Messaging-send_email"]}) + "\n")
+    agent = agent_file(tmp_path, {"file": str(target)})
+    assert main(["learn", str(agent), "--calls", str(calls)]) == 2
+    err = capsys.readouterr().err
+    assert str(target) in err
+    assert "remembered" not in capsys.readouterr().out
+
+
+def test_learned_tells_a_missing_file_from_an_empty_memory(tmp_path, capsys):
+    missing = tmp_path / "nowhere" / "learned.npz"
+    agent = agent_file(tmp_path, {"file": str(missing)})
+    assert main(["learned", str(agent)]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "missing" in err
+    assert not missing.parent.exists()  # looking created nothing
