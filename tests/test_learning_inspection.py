@@ -48,9 +48,7 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_inspecting_an_apps_learning_from_an_agent_file_of_another_name_reads_it_and_changes_no_byte(
-    tmp_path, capsys
-):
+def test_inspecting_an_apps_learning_from_an_agent_file_of_another_name_reads_it_and_changes_no_byte(tmp_path, capsys):
     learned = tmp_path / "state" / "learned.npz"
     asyncio.run(app_learns(tmp_path, learned))
     before = digest(learned)

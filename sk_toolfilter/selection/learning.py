@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections import Counter
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar

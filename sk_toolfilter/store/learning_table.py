@@ -123,9 +123,9 @@ class LearningTable(SyncedTable[UsageMemory]):
         wipes = sql.Identifier(self._schema, f"{self._table}_wipes")
         if not self.read_only:
             await connection.execute(
-                sql.SQL(
-                    "INSERT INTO {} (catalog, model, generation) VALUES (%s, %s, 0) ON CONFLICT DO NOTHING"
-                ).format(wipes),
+                sql.SQL("INSERT INTO {} (catalog, model, generation) VALUES (%s, %s, 0) ON CONFLICT DO NOTHING").format(
+                    wipes
+                ),
                 (self.catalog, self.model),
             )
         lock = sql.SQL("" if self.read_only else " FOR SHARE" if share else " FOR UPDATE")
