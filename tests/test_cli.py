@@ -502,13 +502,14 @@ async def test_a_replay_can_start_every_conversation_with_no_co_usage(scope, tur
     lines += two_turn_conversation("b", "find a red teapot and order it")
     (tmp_path / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in lines))
     tools = [{"type": "catalog", "name": "shop", "path": str(FIXTURES / "tools.jsonl")}]
-    spec = parse_agent({"name": "t", "tools": tools, "tool_filtering": {"search_method": "bm25"}}, source="test")
+    spec = parse_agent({"name": "t", "tools": tools}, source="test")
     async with await open_toolset(spec) as toolset:
         await replay_conversations(
             toolset.kernel, toolset.manager, load_steps(tmp_path / "steps.jsonl"), co_usage_scope=scope
         )
+        await toolset.manager.learning.settled()
         # Each conversation finished one turn; only the agent-wide scope still remembers the first one's.
-        assert len(toolset.manager.co_usage) == turns_learned
+        assert len(toolset.manager.learning.memory) == turns_learned
 
 
 def big_catalog_agent(tmp_path: Path, tools: int = 120) -> Path:

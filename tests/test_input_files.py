@@ -90,15 +90,16 @@ def test_any_bytes_as_a_queries_file(tmp_path_factory, capsys, content):
 
 @RUN
 @given(content=CONTENT)
-def test_any_bytes_as_a_co_usage_file_start_empty_with_a_warning(tmp_path_factory, capsys, content):
-    folder = tmp_path_factory.mktemp("co_usage")
+def test_any_bytes_as_a_learning_file_are_left_alone_with_a_warning(tmp_path_factory, capsys, content):
+    folder = tmp_path_factory.mktemp("learning")
     (folder / "tools.jsonl").write_text(json.dumps(TOOL) + "\n")
-    co_usage = folder / "co_usage.json"
-    co_usage.write_bytes(content)
+    learned = folder / "learned.npz"
+    learned.write_bytes(content)
     tools = [{"type": "catalog", "name": "shop", "path": "tools.jsonl"}]
-    agent = write_agent(folder, tools, agent_loop={"co_usage_file": co_usage.name})
+    agent = write_agent(folder, tools, learning={"file": learned.name})
     assert main(["validate", str(agent)]) == 0
     assert "Traceback" not in capsys.readouterr().err
+    assert learned.read_bytes() == content  # never overwritten
 
 
 @RUN

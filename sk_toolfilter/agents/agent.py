@@ -15,7 +15,7 @@ from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoic
 from typing_extensions import Self
 
 from sk_toolfilter.agents.agent_file import AgentSpec, Framework, ModelSpec, VectorstoreSource, load_agent_file
-from sk_toolfilter.agents.mcp.plugin import PIN
+from sk_toolfilter.agents.mcp.plugin import DESTRUCTIVE, PIN
 from sk_toolfilter.agents.sources import add_sources
 from sk_toolfilter.basics.errors import ConfigError, ToolFilterError, closest_names, install_line, naming
 from sk_toolfilter.basics.progress import ProgressCallback
@@ -182,13 +182,20 @@ def _with_source_rules(spec: AgentSpec, kernel: Kernel, config: ToolFilterConfig
     overrides: dict[str, ToolOverride] = {}
     for name, plugin in kernel.plugins.items():
         for f in plugin:
+            properties = f.metadata.additional_properties or {}
+            destructive = properties.get(DESTRUCTIVE)  # the server's destructiveHint, when it gave one
             if name in whole:
                 by = f"tool source {name!r} (always_include: true)"
-            elif (f.metadata.additional_properties or {}).get(PIN):
+            elif properties.get(PIN):
                 by = f"MCP server {name!r} (a load hint in the tool's _meta)"
+            elif isinstance(destructive, bool):
+                overrides[f.fully_qualified_name] = ToolOverride(destructive=destructive)
+                continue
             else:
                 continue
-            overrides[f.fully_qualified_name] = ToolOverride(always_include=True, pinned_by=by)
+            overrides[f.fully_qualified_name] = ToolOverride(
+                always_include=True, pinned_by=by, destructive=destructive if isinstance(destructive, bool) else None
+            )
     overrides.update(config.tools_overrides)
     if allow == config.allow and overrides == config.tools_overrides:
         return config

@@ -14,8 +14,8 @@ class AgentLoopConfig(StrictConfig):
     """Selection inside an agent loop: the requests the model makes while answering one user turn.
 
     The user's request of the current turn stays the query (tool calls are context, not the
-    query); tools called earlier in the turn stay on offer; tools that past turns used together
-    with the best-ranked ones (learned from the conversations the filter sees) are added, and so is
+    query); tools called earlier in the turn stay on offer; tools that past requests called together
+    with the best-ranked ones (co-usage, a signal of learning from use) are added, and so is
     the best tool of each action a request lists ("lock the doors, press the brake and start the
     engine"). All of
     them share one budget per request: ``max(top_k, max_tools)`` selected tools, not counting
@@ -31,12 +31,21 @@ class AgentLoopConfig(StrictConfig):
         default=True,
         description="A request listing several actions (commas, 'and', 'then'): each action's best tool is kept.",
     )
-    co_usage: bool = Field(default=True, description="Add tools past turns used together with the best-ranked ones.")
+    co_usage: bool = Field(
+        default=True,
+        description="Add tools that past requests called together with the best-ranked ones: a signal of learning "
+        "from use's memory (learning.enabled, its scope, file, table, bounds and forget), so a companion enters for "
+        "another conversation only on the evidence of learning.min_conversations conversations (a conversation's "
+        "own earlier requests steer it), and a destructive tool never on other conversations' alone.",
+    )
     co_usage_min_share: float = Field(
-        default=0.3, gt=0.0, le=1.0, description="A companion was used in at least this share of its anchor's turns."
+        default=0.3,
+        gt=0.0,
+        le=1.0,
+        description="A companion was called in at least this share of the conversations that called its anchor.",
     )
     co_usage_min_turns: int = Field(
-        default=1, ge=1, description="... and in at least this many turns (1: learn from the first turns on)."
+        default=1, ge=1, description="... and in at least this many of them (the conversation rule holds either way)."
     )
     co_usage_anchors: int = Field(default=3, ge=0, le=20, description="Best-ranked tools whose companions count.")
     lookup_tools: bool = Field(
@@ -46,15 +55,14 @@ class AgentLoopConfig(StrictConfig):
     )
     co_usage_file: str | None = Field(
         default=None,
-        description="JSON file that keeps what co_usage learned across restarts (tool names and a fingerprint "
-        "per turn, no conversation text). '~' is expanded; in an agent file a relative path is relative to the file.",
+        description="No longer used (a warning when set): co-usage is kept with learning from use (learning.file, "
+        "the shared table).",
     )
     co_usage_sync_seconds: float = Field(
         default=30.0,
         ge=0.0,
         le=3600.0,
-        description="With index.store: postgres, co-usage is shared by every replica of the catalog through the "
-        "store: each writes what it learned and reads what the others learned at most this often.",
+        description="No longer used: co-usage syncs with learning (learning.sync_seconds).",
     )
     max_tools: int = Field(default=6, ge=1, le=128, description="Selected tools per request (with top_k: the larger).")
     method_weights: dict[RankingMethod, float] | None = Field(

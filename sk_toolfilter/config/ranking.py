@@ -34,6 +34,13 @@ class ToolOverride(StrictConfig):
     category: str | None = Field(default=None, description="A category word added to the tool's indexed text.")
     tags: list[str] = Field(default_factory=list, description="Tags added to the tool's indexed text.")
     keywords: list[str] = Field(default_factory=list, description="Extra words and aliases to match.")
+    destructive: bool | None = Field(
+        default=None,
+        description="true: the tool destroys or deletes (learning from use and co-usage may reorder it when the "
+        "ranking sent it, never add it to a conversation on other conversations' requests alone). Unset: an MCP "
+        "tool's destructiveHint, else a name with a delete, remove, purge, drop, destroy, erase, wipe, truncate, "
+        "revoke, terminate, kill or uninstall verb.",
+    )
     pinned_by: str | None = Field(
         default=None,
         description="Who pinned the tool when the file did not (load_agent sets it for a tool source's "

@@ -34,6 +34,7 @@ from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.integration.service import wrap_chat_service
 from sk_toolfilter.measure.caching import billed_tool_tokens
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
+from sk_toolfilter.selection.learning import learning_context
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -232,9 +233,11 @@ async def replay_conversations(
         extends = step.conversation == current and step.messages[:seen] == previous
         if not extends:
             if co_usage_scope == "conversation" and step.conversation != current:
-                manager.co_usage.clear()
+                await manager.learning.settled()  # (what the last conversation's turns teach lands first)
+                manager.learning.memory.clear()  # co-usage is a signal of learning's memory
             seen, current = 0, step.conversation
-        seconds = await send(step.messages[seen:], not extends)
+        with learning_context(conversation=step.conversation):  # each replayed conversation is its own
+            seconds = await send(step.messages[seen:], not extends)
         seen, previous = len(step.messages), step.messages
         tools = transport.last.get("tools") or []
         sent = [t["function"]["name"] for t in tools]

@@ -32,6 +32,7 @@ import heapq
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -90,6 +91,8 @@ class UsageEvidence:
     requests: int
     best: float
     kind: str = "neighbours"
+    own: bool = False
+    """The request's own conversation called it (its own earlier requests steer it)."""
 
     def describe(self) -> str:
         if self.kind == "vector":
@@ -193,6 +196,7 @@ class UsageMemory:
         self._trust: float | None = None
         self._vectors: dict[int, _ToolVectors] = {}  # per scope id: each tool's usage vector (with the trust)
         self._added_since_trust = 0
+        self._together = _TogetherCounts()
         self.version = 0
         """Grows with every change (the file and table write when it moved)."""
 
@@ -301,6 +305,7 @@ class UsageMemory:
         self._stamp += 1
         self._stamps[slot] = self._stamp
         self._tools[slot], self._keys[slot], self._conversations[slot] = calls, key, conversation
+        self._together.add(int(self._scope_ids[slot]), calls, conversation, +1)
         heapq.heappush(self._oldest, (when, self._stamp, slot))
         if len(self._oldest) > 2 * self._high + 64:  # replaced rows left stale entries: rebuild (amortized O(1))
             self._oldest = [(float(self._times[s]), int(self._stamps[s]), s) for s in self._live_slots()]
@@ -337,6 +342,7 @@ class UsageMemory:
                 return slot
 
     def _free_slot(self, slot: int) -> None:
+        self._together.add(int(self._scope_ids[slot]), self._tools[slot], self._conversations[slot], -1)
         del self._row_of[self._keys[slot]]
         self._name_bytes -= _name_bytes(self._tools[slot])
         self._scope_ids[slot], self._scales[slot], self._stamps[slot] = -1, 0.0, -1
@@ -368,6 +374,9 @@ class UsageMemory:
                 if kept != self._tools[i]:
                     changed += 1
                     self._name_bytes -= _name_bytes(self._tools[i]) - _name_bytes(kept)
+                    sid, conversation = int(self._scope_ids[i]), self._conversations[i]
+                    self._together.add(sid, self._tools[i], conversation, -1)
+                    self._together.add(sid, kept, conversation, +1)
                     self._tools[i] = kept
                     if not kept:
                         self._free_slot(i)
@@ -525,6 +534,7 @@ class UsageMemory:
         *,
         scope: str = SHARED_SCOPE,
         conversation: str | None = None,
+        destructive: Callable[[str], bool] | None = None,
     ) -> Reordered:
         """The first stage's ranking (`names` best first, their `scores`) reordered by what was learned
         in `scope` (see :func:`reorder_by_usage`) for a request of `conversation`; reads the last trust
@@ -539,7 +549,15 @@ class UsageMemory:
             return Reordered(list(names), note=self._quiet_note(evidence, trust))
         closeness = self.vector_evidence(vector, scope, names[: rule.depth]) if vector_strength > 0 else {}
         reordered = reorder_by_usage(
-            names, scores, evidence if strength > 0 else {}, strength, rule, permitted, closeness, vector_strength
+            names,
+            scores,
+            evidence if strength > 0 else {},
+            strength,
+            rule,
+            permitted,
+            closeness,
+            vector_strength,
+            destructive,
         )
         if not reordered.moved and (strength <= 0 or (not evidence and evidence.too_few)):
             reordered.note = self._quiet_note(evidence, trust)
@@ -587,9 +605,34 @@ class UsageMemory:
             f"{', '.join(sorted(evidence)[:3])}); it rises when similar requests call the same tools"
         )
 
-    def scoped(self, scope: str, conversation: str | None = None) -> ScopedUsage:
+    def companions(
+        self, anchors: Sequence[str], *, scope: str, conversation: str | None, min_share: float
+    ) -> list[Companion]:
+        """Tools called together with any of `anchors` by past requests of `scope` (co-usage, a signal of
+        this one memory: its scope, bounds, eviction and forget), counted in conversations: a companion
+        needs ``min_conversations`` conversations that called it with the anchor, or the request's own
+        `conversation`, and at least `min_share` of the conversations that called the anchor. Best share
+        first; each tool once, with its strongest anchor."""
+        with self._lock:
+            sid = self._scopes.get(scope)
+            if sid is None:
+                return []
+            return self._together.companions(sid, anchors, conversation, min_share, self.rule.min_conversations)
+
+    def knows_companions_of(self, anchor: str, *, scope: str, conversation: str | None) -> bool:
+        """Whether past requests of `scope` that may steer this `conversation` called `anchor` (its
+        companions, not its schema, then say what goes with it)."""
+        with self._lock:
+            sid = self._scopes.get(scope)
+            if sid is None:
+                return False
+            return self._together.knows(sid, anchor, conversation, self.rule.min_conversations)
+
+    def scoped(
+        self, scope: str, conversation: str | None = None, destructive: Callable[[str], bool] | None = None
+    ) -> ScopedUsage:
         """This memory as the requests of one scope (and conversation) read it."""
-        return ScopedUsage(self, scope, conversation)
+        return ScopedUsage(self, scope, conversation, destructive)
 
 
 @dataclass(frozen=True)
@@ -599,6 +642,8 @@ class ScopedUsage:
     memory: UsageMemory
     scope: str = SHARED_SCOPE
     conversation: str | None = None
+    destructive: Callable[[str], bool] | None = None
+    """Whether a tool is destructive: it never enters on other conversations' requests alone."""
 
     @property
     def rule(self) -> UsageRule:
@@ -614,7 +659,93 @@ class ScopedUsage:
         vector: np.ndarray | None,
         permitted: Callable[[str], bool] | None = None,
     ) -> Reordered:
-        return self.memory.reorder(names, scores, vector, permitted, scope=self.scope, conversation=self.conversation)
+        return self.memory.reorder(
+            names,
+            scores,
+            vector,
+            permitted,
+            scope=self.scope,
+            conversation=self.conversation,
+            destructive=self.destructive,
+        )
+
+    def companions(self, anchors: Sequence[str], *, min_share: float) -> list[Companion]:
+        """:meth:`UsageMemory.companions` for this scope and conversation."""
+        return self.memory.companions(anchors, scope=self.scope, conversation=self.conversation, min_share=min_share)
+
+    def knows_companions_of(self, anchor: str) -> bool:
+        """:meth:`UsageMemory.knows_companions_of` for this scope and conversation."""
+        return self.memory.knows_companions_of(anchor, scope=self.scope, conversation=self.conversation)
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A tool called with `anchor` in `together` of the `anchor_conversations` conversations (of the
+    scope) that called `anchor`; `own`: the request's own conversation did."""
+
+    name: str
+    anchor: str
+    together: int
+    anchor_conversations: int
+    own: bool = False
+
+    @property
+    def share(self) -> float:
+        return self.together / self.anchor_conversations
+
+
+class _TogetherCounts:
+    """Per scope: the conversations that called each tool, and each pair of tools in one request (rows
+    of at most :data:`MAX_TOOLS_PER_REQUEST` tools), kept in step with the memory's rows (under its lock)."""
+
+    def __init__(self) -> None:
+        self._tool: dict[int, dict[str, Counter[str]]] = {}
+        self._pair: dict[int, dict[str, dict[str, Counter[str]]]] = {}
+
+    def add(self, sid: int, tools: Sequence[str], conversation: str, sign: int) -> None:
+        if sid < 0 or not tools:
+            return
+        per_tool, per_pair = self._tool.setdefault(sid, {}), self._pair.setdefault(sid, {})
+        for name in tools:
+            _bump(per_tool.setdefault(name, Counter()), conversation, sign)
+            partners = per_pair.setdefault(name, {})
+            for other in tools:
+                if other != name:
+                    _bump(partners.setdefault(other, Counter()), conversation, sign)
+
+    def knows(self, sid: int, anchor: str, conversation: str | None, min_conversations: int) -> bool:
+        called = self._tool.get(sid, {}).get(anchor)
+        if not called:
+            return False
+        return len(called) >= min_conversations or (conversation is not None and conversation in called)
+
+    def companions(
+        self, sid: int, anchors: Sequence[str], conversation: str | None, min_share: float, min_conversations: int
+    ) -> list[Companion]:
+        found: dict[str, Companion] = {}
+        tools, pairs = self._tool.get(sid, {}), self._pair.get(sid, {})
+        for anchor in anchors:
+            with_anchor = tools.get(anchor)
+            if not with_anchor:
+                continue
+            for name, together in pairs.get(anchor, {}).items():
+                candidates = []
+                if conversation is not None and conversation in together:  # its own earlier requests steer it
+                    candidates.append(
+                        Companion(name, anchor, together[conversation], with_anchor[conversation], own=True)
+                    )
+                if len(together) >= min_conversations:  # other conversations: never one alone
+                    candidates.append(Companion(name, anchor, len(together), len(with_anchor)))
+                for companion in candidates:
+                    if companion.share >= min_share and (name not in found or companion.share > found[name].share):
+                        found[name] = companion
+        return sorted(found.values(), key=lambda c: (-c.share, -c.together, c.name))
+
+
+def _bump(counter: Counter[str], key: str, sign: int) -> None:
+    counter[key] += sign
+    if counter[key] <= 0:
+        del counter[key]
 
 
 def _similarities(query: tuple[np.ndarray, np.float32], codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
@@ -673,7 +804,15 @@ def usage_scores(
         return UsageScores()
     total = sum(weight_of.values()) + rule.prior
     scores = UsageScores(
-        (name, UsageEvidence(sum(w for w, _ in per.values()) / total, len(per), max(s for _, s in per.values())))
+        (
+            name,
+            UsageEvidence(
+                sum(w for w, _ in per.values()) / total,
+                len(per),
+                max(s for _, s in per.values()),
+                own=own is not None and own in per,
+            ),
+        )
         for name, per in support.items()
         if len(per) >= rule.min_conversations or (own is not None and own in per)
     )
@@ -786,12 +925,14 @@ def reorder_by_usage(
     permitted: Callable[[str], bool] | None = None,
     closeness: dict[str, UsageEvidence] | None = None,
     vector_strength: float = 0.0,
+    destructive: Callable[[str], bool] | None = None,
 ) -> Reordered:
     """`names` (best first) reordered within the rule's ``depth`` by envelope score + strength × usage
     (+ vector_strength × the closeness of the request to the tool's usage vector).
 
     A tool from below the depth (or without first-stage evidence: score 0) enters when its usage is at
-    least the rule's ``enter`` and `permitted` allows it (the request's allowed, visible tools).
+    least the rule's ``enter`` and `permitted` allows it (the request's allowed, visible tools); a
+    `destructive` one only on its own conversation's evidence, never on other conversations' alone.
     """
     closeness = closeness or {}
     head = list(names[: rule.depth])
@@ -803,7 +944,10 @@ def reorder_by_usage(
     entering = [
         n
         for n, e in evidence.items()
-        if place.get(n, rule.depth) >= rule.depth and e.score >= rule.enter and (permitted is None or permitted(n))
+        if place.get(n, rule.depth) >= rule.depth
+        and e.score >= rule.enter
+        and (permitted is None or permitted(n))
+        and (destructive is None or e.own or not destructive(n))  # never brought in by others' requests
     ]
     if not entering and not any(n in evidence or n in closeness for n in head):
         return Reordered(list(names))

@@ -8,11 +8,14 @@ from dataclasses import dataclass, field
 from sk_toolfilter.config import AgentLoopConfig
 from sk_toolfilter.retrieval.cutoff import ToolDecision
 from sk_toolfilter.retrieval.prerequisites import Provider, providers_of
-from sk_toolfilter.selection.co_usage import CoUsage
+from sk_toolfilter.retrieval.usage import ScopedUsage
 from sk_toolfilter.selection.turns import Turn
 
 Usable = Callable[[str, bool], bool]
 """``usable(name, searchable_only)``: the tool may be offered (visible, or searchable; allowed; exists)."""
+
+CompanionSource = ScopedUsage
+"""Co-usage: what learning from use remembers of the request's scope, read as the request's conversation may."""
 
 
 @dataclass(frozen=True)
@@ -28,10 +31,12 @@ class LoopInputs:
     budget: int
     providers: Mapping[str, tuple[Provider, ...]] = field(default_factory=dict)
     """Lookup tools that give a tool's required parameter (:mod:`sk_toolfilter.retrieval.prerequisites`)."""
+    destructive: Callable[[str], bool] = lambda _: False
+    """Whether a tool is destructive (it never enters on other conversations' past requests alone)."""
 
 
 def plan_agent_loop(
-    loop: AgentLoopConfig, inputs: LoopInputs, co_usage: CoUsage, usable: Usable
+    loop: AgentLoopConfig, inputs: LoopInputs, past: CompanionSource | None, usable: Usable
 ) -> tuple[list[str], list[ToolDecision]]:
     """Within the budget: the turn's tools (latest first), the best ranked, their companions from past
     turns, the lookups that give their parameters (for a best-ranked tool no past turn used), the best
@@ -44,20 +49,25 @@ def plan_agent_loop(
         reasons[name] = "kept: called earlier in this turn"
     anchors = ranked[: loop.co_usage_anchors]
     companions = []
-    if loop.co_usage:
-        found = co_usage.companions(
-            [*anchors, *turn_tools], min_share=loop.co_usage_min_share, min_turns=loop.co_usage_min_turns
-        )
+    learned = past if loop.co_usage else None
+    if learned is not None:
+        found = learned.companions([*anchors, *turn_tools], min_share=loop.co_usage_min_share)
         for companion in found:
-            if usable(companion.name, True) and companion.name not in reasons:
+            if companion.together < loop.co_usage_min_turns or companion.name in reasons:
+                continue
+            # A destructive tool never enters another conversation's list on past requests alone.
+            if usable(companion.name, True) and (companion.own or not inputs.destructive(companion.name)):
                 companions.append(companion.name)
+                of = f"{companion.together} of {companion.anchor_conversations}"
                 reasons[companion.name] = (
-                    f"kept: used with {companion.anchor} in {companion.together} of {companion.anchor_turns} past turns"
+                    f"kept: used with {companion.anchor} in {of} earlier requests of this conversation"
+                    if companion.own
+                    else f"kept: used with {companion.anchor} in {of} past conversations"
                 )
     lookups = []
     if loop.lookup_tools:
         # What past turns show replaces what the schemas suggest: a tool some turn used has its companions.
-        unlearned = [a for a in anchors if not (loop.co_usage and co_usage.turns_with(a) >= loop.co_usage_min_turns)]
+        unlearned = [a for a in anchors if learned is None or not learned.knows_companions_of(a)]
         for consumer, provider in providers_of(unlearned, inputs.providers):
             if usable(provider.name, True) and provider.name not in reasons:
                 lookups.append(provider.name)

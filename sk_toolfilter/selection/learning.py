@@ -203,7 +203,7 @@ class Learning:
         learned, or a scoped agent's request named no scope)."""
         if not self.config.enabled or not len(self.memory) or scope is None:
             return None
-        return self.memory.scoped(scope, conversation)
+        return self.memory.scoped(scope, conversation, self.policy.is_destructive if self.policy else None)
 
     def learn_soon(
         self,

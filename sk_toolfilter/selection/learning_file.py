@@ -86,7 +86,7 @@ class LearningFile(SyncedFile[UsageMemory]):
         self._written_version = -1
         self._next_check = time.monotonic() + every_seconds
         self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of the file when last read or written
-        self._checking: asyncio.Future[None] | None = None
+        self._checking: asyncio.Future[object] | None = None
         self.foreign: tuple[str, str] | None = None
         """(catalog, model) of the file when they are not this process's: it is never overwritten."""
 

@@ -18,7 +18,6 @@ from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.rerank import check_rerank_model
 from sk_toolfilter.selection.catalog_upkeep import Catalog, CatalogUpkeep, build_first_index
-from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
 from sk_toolfilter.selection.learning import Learning
 from sk_toolfilter.selection.lookup import find_searchable, search_catalog
 from sk_toolfilter.selection.offer import Offer
@@ -37,7 +36,6 @@ from sk_toolfilter.selection.tool_source import KernelTools, ToolSource
 from sk_toolfilter.selection.turns import Turn
 from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
-from sk_toolfilter.store.co_usage_table import CoUsageTable
 from sk_toolfilter.store.shared_index import SharedIndex
 from sk_toolfilter.telemetry import Telemetry
 
@@ -63,25 +61,22 @@ class ToolFilterManager:
     ) -> None:
         self.config = resolve_bare_names(config or ToolFilterConfig(), index.names)
         self.usage = usage or UsageTracker()
-        self.co_usage = CoUsage()
-        self._co_usage_file: CoUsageFile | None = None
         if self.config.agent_loop.co_usage_file:
-            self._co_usage_file = CoUsageFile(self.config.agent_loop.co_usage_file)
-            self._co_usage_file.load_into(self.co_usage)
+            logger.warning(
+                "sk-toolfilter: agent_loop.co_usage_file is no longer read or written: co-usage is a signal of "
+                "learning from use, kept where it is (learning.file, the shared table) under its scope and rules"
+            )
         self.policy = ToolPolicy(self.config)
         self.policy.check_pins(self.config.always_include, index.names)
         check_rerank_model(self.config.rerank)  # a wrong rerank.model fails here, not per request
         self._upkeep = CatalogUpkeep(index, self.config, self.policy)
-        self._selector = Selector(self.config, self.policy, self.usage, self.co_usage)
+        self._selector = Selector(self.config, self.policy, self.usage)
         self.sticky = StickyLists(self.config.sticky_max_tools)
         """The sticky tool list of each conversation (``selection_mode: sticky``), shared by every adapter."""
         self.telemetry = Telemetry()
         """Spans and metrics of selections (off unless the app turns telemetry on)."""
         index.circuit.on_incident = self.telemetry.embedding_incident
-        self._path = RequestPath(
-            self.config, self.policy, self._upkeep, self._selector, self.co_usage, self.sticky, self.telemetry
-        )
-        self._path.co_usage_file = self._co_usage_file
+        self._path = RequestPath(self.config, self.policy, self._upkeep, self._selector, self.sticky, self.telemetry)
         catalog = self.config.learning.catalog or self.config.index.catalog
         self.learning = Learning(self.config.learning, catalog, _model_of(index), self.policy)
         self._path.learning = self._selector.learning = self.learning  # learning from use (tool_filtering.learning)
@@ -183,11 +178,6 @@ class ToolFilterManager:
     def index_store(self) -> SharedIndex | None:
         """The shared store the index comes from (``index.store``), or None for an in-memory index."""
         return self._upkeep.store
-
-    @property
-    def co_usage_table(self) -> CoUsageTable | None:
-        """Where replicas share co-usage (with ``index.store: postgres``), or None."""
-        return self._path.co_usage_table
 
     async def vectors_ready(self) -> None:
         """Wait until the tools' vectors are built (see ``embedding.background_above``) and the small-talk

@@ -1,11 +1,11 @@
 """One request, read top to bottom.
 
-    read the conversation ─▶ learn from its completed turns (co-usage, learning from use: one step) ─▶ snapshot
+    read the conversation ─▶ learn from its completed turns (learning from use: one step) ─▶ snapshot
     ─▶ the pipeline's stages (first stage ─▶ second stage ─▶ cut ─▶ all fit | agent loop ─▶ pins ─▶ cap)
     ─▶ wire order ─▶ span
 
-Every side effect of a request is a named step here: what co-usage learns from the conversation (and
-its file and table), the re-index a changed source needs, the sticky list's update. The stages
+Every side effect of a request is a named step here: what learning from use learns from the
+conversation (and its file and table), the re-index a changed source needs, the sticky list's update. The stages
 themselves are :mod:`sk_toolfilter.selection.pipeline`, run by the
 :class:`~sk_toolfilter.selection.selector.Selector`; :class:`~sk_toolfilter.selection.manager.ToolFilterManager`
 keeps construction, lifecycle and the thin public verbs that call this.
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.selection.catalog_upkeep import CatalogUpkeep
-from sk_toolfilter.selection.co_usage import CoUsage, CoUsageFile
 from sk_toolfilter.selection.learning import Learning, current_context, fingerprint
 from sk_toolfilter.selection.offer import Offer, selected_offer, visible_offer
 from sk_toolfilter.selection.pipeline import Selection, SelectionRequest, take_snapshot
@@ -31,7 +30,6 @@ from sk_toolfilter.selection.span import SpanWriter
 from sk_toolfilter.selection.sticky import StickyLists
 from sk_toolfilter.selection.turns import Turn, conversation_opening, split_turns
 from sk_toolfilter.selection.visibility import ToolPolicy
-from sk_toolfilter.store.co_usage_table import CoUsageTable
 from sk_toolfilter.store.shared_index import SharedIndex
 from sk_toolfilter.telemetry import Telemetry
 
@@ -52,11 +50,8 @@ class RequestPath:
     policy: ToolPolicy
     upkeep: CatalogUpkeep
     selector: Selector
-    co_usage: CoUsage
     sticky: StickyLists
     telemetry: Telemetry
-    co_usage_file: CoUsageFile | None = None
-    co_usage_table: CoUsageTable | None = None
     learning: Learning | None = None
     conversation_pins: dict[str, ConversationPins] = field(default_factory=dict)
     span: SpanWriter = field(default_factory=SpanWriter)
@@ -131,24 +126,15 @@ class RequestPath:
         return scope, None if history is None else fingerprint(catalog, "opening", *conversation_opening(history))
 
     async def share(self, store: SharedIndex) -> None:
-        """With a shared store: co-usage and learning from use (when on) learn from, and share with, the
-        other replicas."""
-        loop = self.config.agent_loop
-        if loop.enabled and loop.co_usage:
-            self.co_usage_table = store.co_usage_table(loop.co_usage_sync_seconds)
-            if self.co_usage_table is not None:
-                await self.co_usage_table.load_into(self.co_usage)
+        """With a shared store: learning from use (when on; co-usage is one of its signals) learns from,
+        and shares with, the other replicas."""
         if self.learning is not None:
             await self.learning.share(store)
 
     async def aclose(self) -> None:
-        """Write what co-usage and learning from use learned: their files, a last sync with the store."""
-        if self.co_usage_file is not None:
-            self.co_usage_file.flush(self.co_usage)
+        """Write what learning from use learned: its file, a last sync with the store."""
         if self.learning is not None:
             await self.learning.aclose()
-        if self.co_usage_table is not None:
-            await self.co_usage_table.aclose(self.co_usage)
 
     def capture(
         self, conversation: str | ChatHistory, calls: Sequence[str], allowed: Collection[str] | None = None
@@ -198,16 +184,10 @@ class RequestPath:
         return index, turn, lambda n: learning.permits(n, index, discovery, allowed), scope, talk
 
     async def learn_from_turns(self, request: SelectionRequest) -> None:
-        """The one step where a request teaches: its conversation's completed turns are counted by co-usage
-        (which tools are used together; its file and table kept in step) and remembered by learning from
-        use (request vectors and the tools called that were in the catalog, visible and allowed here;
-        tools the catalog lost are forgotten first)."""
-        loop = self.config.agent_loop
-        counted = loop.enabled and loop.co_usage and self.co_usage.count(request.completed) > 0
-        if counted and self.co_usage_file is not None:
-            self.co_usage_file.changed(self.co_usage)
-        if self.co_usage_table is not None:
-            self.co_usage_table.tick(self.co_usage)
+        """The one step where a request teaches: its conversation's completed turns are remembered by
+        learning from use (request vectors and the tools called that were in the catalog, visible and
+        allowed here; tools the catalog lost are forgotten first) — the one memory co-usage reads too,
+        under the same scope, conversation rule, bounds and forget."""
         learning = self.learning
         if learning is None or not learning.enabled:
             return

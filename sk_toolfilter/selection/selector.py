@@ -9,7 +9,6 @@ from sk_toolfilter.retrieval.cutoff import ToolDecision
 from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_many
 from sk_toolfilter.retrieval.text import split_request_clauses
 from sk_toolfilter.selection.agent_loop import LoopInputs, plan_agent_loop
-from sk_toolfilter.selection.co_usage import CoUsage
 from sk_toolfilter.selection.learning import Learning
 from sk_toolfilter.selection.pipeline import (
     SecondStage,
@@ -35,8 +34,8 @@ MAX_LISTED_REQUEST_CHARS = 2000
 class Selector:
     """One manager's selection policy, run stage by stage over a snapshot (see :meth:`run`)."""
 
-    def __init__(self, config: ToolFilterConfig, policy: ToolPolicy, usage: UsageTracker, co_usage: CoUsage) -> None:
-        self.config, self.policy, self.usage, self.co_usage = config, policy, usage, co_usage
+    def __init__(self, config: ToolFilterConfig, policy: ToolPolicy, usage: UsageTracker) -> None:
+        self.config, self.policy, self.usage = config, policy, usage
         self.second_stage: SecondStage | None = None
         """The stage between ranking and cut (``rerank: {type: llm}``), or None."""
         rerank = config.rerank
@@ -162,6 +161,14 @@ class Selector:
         (`best`: ``(tool, action)`` pairs), within one budget."""
         ranked = [d.full_name for d in decisions if d.kept]
         loop = LoopInputs(
-            turn, request.previous_turn, ranked, decisions, best, self.budget(turn), snapshot.catalog.index.providers
+            turn,
+            request.previous_turn,
+            ranked,
+            decisions,
+            best,
+            self.budget(turn),
+            snapshot.catalog.index.providers,
+            self.policy.is_destructive,
         )
-        return plan_agent_loop(self.config.agent_loop, loop, self.co_usage, snapshot.usable)
+        past = self.learning.usable(request.scope, request.conversation) if self.learning is not None else None
+        return plan_agent_loop(self.config.agent_loop, loop, past, snapshot.usable)

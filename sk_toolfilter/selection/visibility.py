@@ -16,6 +16,12 @@ from sk_toolfilter.config import ToolFilterConfig, ToolOverride
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.names import sent_full_name
 
+DESTRUCTIVE_VERBS = frozenset(
+    {"delete", "remove", "purge", "drop", "destroy", "erase", "wipe", "truncate", "revoke", "terminate", "kill"}
+    | {"uninstall", "rm", "rmdir"}
+)
+"""Words of a function name that mark a tool destructive when no override or MCP hint says."""
+
 
 class ToolPolicy:
     """Visibility rules of one agent (``exclude`` patterns and ``tools_overrides``)."""
@@ -59,6 +65,16 @@ class ToolPolicy:
                 )
             if name not in known_set:
                 raise UnknownToolError(f"tool_filtering.always_include[{position}]", name, list(known))
+
+    def is_destructive(self, full_name: str) -> bool:
+        """The tool destroys or deletes: its override's ``destructive`` (an MCP tool's ``destructiveHint``
+        arrives as one), else a destructive verb in its function name."""
+        override = self.overrides.get(full_name)
+        if override is not None and override.destructive is not None:
+            return override.destructive
+        function = full_name.partition("-")[2] or full_name
+        words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", function).lower().replace("-", "_").split("_")
+        return any(word in DESTRUCTIVE_VERBS for word in words)
 
     def is_searchable(self, full_name: str) -> bool:
         override = self.overrides.get(full_name)

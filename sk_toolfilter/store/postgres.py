@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from sk_toolfilter.basics.errors import ConfigError, IndexStoreError, first_line, install_line
 from sk_toolfilter.basics.redaction import library_logger, remember_secret
 from sk_toolfilter.config import IndexConfig
-from sk_toolfilter.store.co_usage_table import CoUsageTable
 from sk_toolfilter.store.learning_table import LearningTable
 from sk_toolfilter.store.outage import StoreOutage
 from sk_toolfilter.store.shared_catalog import Collection, SharedCatalog
@@ -88,20 +87,6 @@ class PostgresIndexStore:
             model_id,
             table_prefix=self._config.table_prefix,
             timeout=self._config.timeout_seconds,
-        )
-
-    def co_usage_table(self, catalog: str, every_seconds: float) -> CoUsageTable:
-        """The co-usage turns of catalog `catalog`, shared by every replica (``<table_prefix>_co_usage``)."""
-        return CoUsageTable(
-            self._pool,
-            self._config.db_schema,
-            f"{self._config.table_prefix}_co_usage",
-            catalog,
-            timeout=self._config.timeout_seconds,
-            every_seconds=every_seconds,
-            retry_seconds=self._config.retry_seconds,
-            where=self.where,
-            outage=self.outage,
         )
 
     def learning_table(self, catalog: str, model: str, every_seconds: float) -> LearningTable:

@@ -46,7 +46,6 @@ from sk_toolfilter.store.shared_catalog import CatalogVersion, SharedCatalog
 
 if TYPE_CHECKING:
     from sk_toolfilter.retrieval.encoders import EmbeddingService
-    from sk_toolfilter.store.co_usage_table import CoUsageTable
     from sk_toolfilter.store.learning_table import LearningTable
     from sk_toolfilter.store.postgres import PostgresIndexStore
 
@@ -104,10 +103,6 @@ class SharedIndex:
     def where(self) -> str:
         """The store, as a user would name it (never with a password)."""
         return self._owner.where if self._owner is not None else "the store"
-
-    def co_usage_table(self, every_seconds: float) -> CoUsageTable | None:
-        """Where this catalog's replicas share what co-usage learned (None without a database)."""
-        return self._owner.co_usage_table(self.catalog.name, every_seconds) if self._owner is not None else None
 
     def learning_table(self, every_seconds: float) -> LearningTable | None:
         """Where this catalog's replicas share what learning from use learned (None without a database)."""

@@ -5,8 +5,7 @@ this process and under a lock file across processes, each write merged with what
 wrote since (the subclass's ``_merge_and_write``), atomically replaced; a file that cannot be written is
 one warning and what is learned stays in memory.
 
-Subclasses: :class:`~sk_toolfilter.selection.learning_file.LearningFile` (learning from use, ``.npz``),
-:class:`~sk_toolfilter.selection.co_usage.CoUsageFile` (co-usage, JSON).
+Subclass: :class:`~sk_toolfilter.selection.learning_file.LearningFile` (learning from use, ``.npz``).
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ logger = library_logger(__name__)
 State = TypeVar("State")
 
 
-def off_the_loop(call: Callable[[State], None], state: State) -> asyncio.Future[None] | None:
+def off_the_loop(call: Callable[[State], object], state: State) -> asyncio.Future[object] | None:
     """`call(state)` in the default executor when an event loop runs (the future), else now (None)."""
     try:
         loop = asyncio.get_running_loop()
@@ -46,7 +45,7 @@ class SyncedFile(Generic[State]):
         self.path = Path(path).expanduser()
         self.every_seconds = every_seconds
         self._last_write = time.monotonic()
-        self._writing: asyncio.Future[None] | None = None
+        self._writing: asyncio.Future[object] | None = None
         self._lock = threading.Lock()  # one writer at a time in this process (the lock file guards the others)
         self._warned: set[str] = set()
         self.read_only = False

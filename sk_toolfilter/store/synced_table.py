@@ -4,8 +4,7 @@ the background at most every ``every_seconds`` (a selection never waits on the d
 sync is tried after ``retry_seconds``, and one info line says when the store answers again. Nothing
 learned meanwhile is lost: a later sync writes it.
 
-Subclasses (:class:`~sk_toolfilter.store.co_usage_table.CoUsageTable`,
-:class:`~sk_toolfilter.store.learning_table.LearningTable`) write and read their rows in ``_sync``.
+Subclass: :class:`~sk_toolfilter.store.learning_table.LearningTable` writes and reads its rows in ``_sync``.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ logger = library_logger(__name__)
 PIN = "sk_toolfilter_pin"
 """Set in a function's ``metadata.additional_properties`` when its MCP annotations or load hints ask for a pin."""
 
+DESTRUCTIVE = "sk_toolfilter_destructive"
+"""Set in a function's ``metadata.additional_properties`` to the server's ``destructiveHint`` (when it gives one)."""
+
 
 def annotation_actions(tool: Any, wanted: Mapping[Any, str]) -> set[str]:
     """What the source's ``annotations`` setting does with `tool`: the actions of the hints it sets to true."""
@@ -83,6 +86,9 @@ def build_plugin(connection: MCPConnection) -> KernelPlugin:
             extra[PIN] = True
         if search_words:
             extra[KEYWORDS_PROPERTY] = search_words
+        destructive = getattr(getattr(tool, "annotations", None), "destructiveHint", None)
+        if isinstance(destructive, bool):
+            extra[DESTRUCTIVE] = destructive
         if extra:
             function.metadata.additional_properties = {**(function.metadata.additional_properties or {}), **extra}
         functions.append(function)
