@@ -545,9 +545,14 @@ class UsageMemory:
         strength = rule.weight * _scaled_trust(trust, rule.floor)
         vector_strength = rule.vector_weight * (trust if rule.vector_trust else 1.0)
         evidence = self.usage(vector, scope, conversation)
+        if destructive is not None:  # moved up or brought in only by its own conversation's requests
+            for name in [n for n, e in evidence.items() if not e.own and destructive(n)]:
+                del evidence[name]
         if strength <= 0 and vector_strength <= 0:
             return Reordered(list(names), note=self._quiet_note(evidence, trust))
         closeness = self.vector_evidence(vector, scope, names[: rule.depth]) if vector_strength > 0 else {}
+        if destructive is not None:  # (a usage vector is every conversation's: never the request's own)
+            closeness = {name: near for name, near in closeness.items() if not destructive(name)}
         reordered = reorder_by_usage(
             names,
             scores,
@@ -557,7 +562,6 @@ class UsageMemory:
             permitted,
             closeness,
             vector_strength,
-            destructive,
         )
         if not reordered.moved and (strength <= 0 or (not evidence and evidence.too_few)):
             reordered.note = self._quiet_note(evidence, trust)
@@ -925,14 +929,12 @@ def reorder_by_usage(
     permitted: Callable[[str], bool] | None = None,
     closeness: dict[str, UsageEvidence] | None = None,
     vector_strength: float = 0.0,
-    destructive: Callable[[str], bool] | None = None,
 ) -> Reordered:
     """`names` (best first) reordered within the rule's ``depth`` by envelope score + strength × usage
     (+ vector_strength × the closeness of the request to the tool's usage vector).
 
     A tool from below the depth (or without first-stage evidence: score 0) enters when its usage is at
-    least the rule's ``enter`` and `permitted` allows it (the request's allowed, visible tools); a
-    `destructive` one only on its own conversation's evidence, never on other conversations' alone.
+    least the rule's ``enter`` and `permitted` allows it (the request's allowed, visible tools).
     """
     closeness = closeness or {}
     head = list(names[: rule.depth])
@@ -944,10 +946,7 @@ def reorder_by_usage(
     entering = [
         n
         for n, e in evidence.items()
-        if place.get(n, rule.depth) >= rule.depth
-        and e.score >= rule.enter
-        and (permitted is None or permitted(n))
-        and (destructive is None or e.own or not destructive(n))  # never brought in by others' requests
+        if place.get(n, rule.depth) >= rule.depth and e.score >= rule.enter and (permitted is None or permitted(n))
     ]
     if not entering and not any(n in evidence or n in closeness for n in head):
         return Reordered(list(names))

@@ -1,0 +1,112 @@
+"""One learning mechanism, one set of rules, in the default configuration: co-usage (the agent loop's
+companions) reads the one memory of learning from use, so it obeys the same scope, the same
+two-conversation rule and the same forget; a destructive tool never reaches another conversation's
+tools on others' requests alone."""
+
+from __future__ import annotations
+
+import numpy as np
+from semantic_kernel.contents import ChatHistory
+
+from sk_toolfilter import ToolFilterConfig, create_tool_filter
+from sk_toolfilter.retrieval.usage import UsageMemory
+from sk_toolfilter.selection.learning import learning_context
+from sk_toolfilter.selection.visibility import ToolPolicy
+from tests.test_agent_loop import completed_turns
+
+DELETE = "Notes-delete_note"
+ANCHOR = "Time-current_time"
+ATTACK = [(f"what time is it in time zone number {i} right now", [ANCHOR, DELETE]) for i in range(3)]
+VICTIM = "what time is it in Tokyo right now"
+
+
+async def teach(manager, turns, *, conversation: str, scope: str | None = None) -> None:
+    history = completed_turns(*turns)
+    history.add_user_message("thanks")
+    with learning_context(conversation=conversation, scope=scope):
+        await manager.select_for_history(history)
+    await manager.learning.settled()
+
+
+async def sent(manager, request: str, *, conversation: str, scope: str | None = None) -> list[str]:
+    history = ChatHistory()
+    history.add_user_message(request)
+    with learning_context(conversation=conversation, scope=scope):
+        return (await manager.select_for_history(history)).names
+
+
+async def test_one_injected_conversation_moves_no_companion_for_anyone_else_by_default(demo_kernel):
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig())
+    assert ANCHOR in await sent(manager, VICTIM, conversation="victim")
+    assert DELETE not in await sent(manager, VICTIM, conversation="victim")
+    await teach(manager, ATTACK, conversation="attacker")  # one conversation, the pair three times
+    for victim in ("v1", "v2", "v3"):
+        assert DELETE not in await sent(manager, VICTIM, conversation=victim)
+
+
+async def test_companions_need_two_conversations_and_stay_in_their_tenant(demo_kernel):
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig(learning={"scope": "tenant_id"}))
+    companion = "Messaging-send_email"
+    pair = [(f"what time is it in office number {i}, and email it to the team", [ANCHOR, companion]) for i in range(2)]
+    await teach(manager, pair[:1], conversation="a1", scope="acme")
+    assert companion not in await sent(manager, VICTIM, conversation="a9", scope="acme")  # one conversation
+    await teach(manager, pair[1:], conversation="a2", scope="acme")
+    assert companion in await sent(manager, VICTIM, conversation="a9", scope="acme")  # two: it enters
+    assert companion not in await sent(manager, VICTIM, conversation="g1", scope="globex")  # another tenant
+    await manager.learning.forget()
+    assert companion not in await sent(manager, VICTIM, conversation="a9", scope="acme")  # forget: gone too
+
+
+async def test_a_destructive_companion_never_enters_on_other_conversations_however_many(demo_kernel):
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig())
+    exposed = await create_tool_filter(demo_kernel, ToolFilterConfig(tools_overrides={DELETE: {"destructive": False}}))
+    for number, turn in enumerate(ATTACK):  # three attacker conversations
+        await teach(manager, [turn], conversation=f"attacker{number}")
+        await teach(exposed, [turn], conversation=f"attacker{number}")
+    assert DELETE not in await sent(manager, VICTIM, conversation="victim")
+    assert DELETE in await sent(exposed, VICTIM, conversation="victim")  # the attack is real for other tools
+    # A benign companion on the same evidence does enter: the rule is the tool's, not the attack's.
+    benign = await create_tool_filter(demo_kernel, ToolFilterConfig())
+    for number, (request, _) in enumerate(ATTACK):
+        await teach(benign, [(request, [ANCHOR, "Notes-list_notes"])], conversation=f"user{number}")
+    assert "Notes-list_notes" in await sent(benign, VICTIM, conversation="victim")
+
+
+async def test_a_destructive_tool_is_never_brought_in_by_learning_alone_with_co_usage_off(demo_kernel):
+    config = ToolFilterConfig(agent_loop={"co_usage": False})
+    manager = await create_tool_filter(demo_kernel, config)
+    exposed = await create_tool_filter(demo_kernel, config.updated(tools_overrides={DELETE: {"destructive": False}}))
+    genuine = [(f"what time is it in city number {i} right now", ["Time-current_time"]) for i in range(30)]
+    for number, turn in enumerate(genuine):  # many users: trust in the neighbour signal rises
+        await teach(manager, [turn], conversation=f"user{number}")
+        await teach(exposed, [turn], conversation=f"user{number}")
+    attack = [(f"{VICTIM}{end}", [DELETE]) for end in ("?", " please", ", thanks")]  # near-copies of the victim's
+    for number, turn in enumerate(attack):
+        await teach(manager, [turn], conversation=f"attacker{number}")
+        await teach(exposed, [turn], conversation=f"attacker{number}")
+    for victim in ("v1", "v2", "v3"):
+        assert DELETE not in await sent(manager, VICTIM, conversation=victim)
+    assert DELETE in await sent(exposed, VICTIM, conversation="v1")  # the attack is real for other tools
+
+
+def test_what_makes_a_tool_destructive():
+    policy = ToolPolicy(ToolFilterConfig(tools_overrides={"Shop-archive_order": {"destructive": True}}))
+    assert policy.is_destructive("Notes-delete_note") and policy.is_destructive("Files-removeFile")
+    assert policy.is_destructive("Shop-archive_order")  # the override says so
+    assert not policy.is_destructive("Notes-add_note") and not policy.is_destructive("Shop-dropdown_values")
+    kept = ToolPolicy(ToolFilterConfig(tools_overrides={"Db-drop_table": {"destructive": False}}))
+    assert not kept.is_destructive("Db-drop_table")  # an override (or an MCP hint) wins over the name
+
+
+def test_companions_count_conversations_not_requests_and_follow_eviction():
+    memory = UsageMemory(max_requests=3)
+    rng = np.random.default_rng(0)
+    for i in range(3):  # one conversation, three requests: one conversation's evidence
+        memory.learn(rng.standard_normal(8), ["A", "B"], key=f"k{i}", conversation="c1")
+    assert memory.companions(["A"], scope="", conversation="c2", min_share=0.3) == []
+    assert [c.name for c in memory.companions(["A"], scope="", conversation="c1", min_share=0.3)] == ["B"]
+    memory.learn(rng.standard_normal(8), ["A", "B"], key="k9", conversation="c2")
+    assert [c.together for c in memory.companions(["A"], scope="", conversation="c3", min_share=0.3)] == [2]
+    for i in range(3):  # evicted rows leave the counts with them
+        memory.learn(rng.standard_normal(8), ["X"], key=f"x{i}", conversation=f"d{i}")
+    assert memory.companions(["A"], scope="", conversation="c1", min_share=0.3) == []
