@@ -7,6 +7,7 @@ or ``AttributeError`` from deeper down.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -40,23 +41,33 @@ _KINDS = (
 )
 
 
-def open_regular(path: str | Path, what: str, max_bytes: int = MAX_STATE_FILE_BYTES) -> BinaryIO:
+def open_regular(
+    path: str | Path, what: str, max_bytes: int = MAX_STATE_FILE_BYTES, *, own_only: bool = False
+) -> BinaryIO:
     """`path` open for binary reading when it is a regular file (a link is followed) of at most
     `max_bytes`; else ConfigError naming the file and why. A FIFO, a device or a socket is refused
     without blocking (opened non-blocking, checked with ``fstat`` on the open descriptor: no race
-    between the check and the read). A missing file raises FileNotFoundError (callers decide)."""
+    between the check and the read). A missing file raises FileNotFoundError (callers decide).
+    `own_only` (state this process writes): a symbolic link is refused, not followed, and so is a file
+    another user owns (in a folder others may write, they could plant or swap it)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if own_only:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(Path(path).expanduser(), flags)
     except FileNotFoundError:
         raise
     except OSError as exc:
+        if own_only and exc.errno == errno.ELOOP:
+            raise ConfigError(f"{path}: {what} is a symbolic link: refused (it is never followed)") from None
         raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or type(exc).__name__})") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
             raise ConfigError(f"{path}: {what} must be a regular file, and this is {kind}")
+        if own_only and hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+            raise ConfigError(f"{path}: {what} is owned by another user (uid {info.st_uid}): refused")
         if info.st_size > max_bytes:
             raise ConfigError(f"{path}: {what} is {info.st_size:,} bytes, over the bound of {max_bytes:,} bytes")
         os.set_blocking(fd, True)

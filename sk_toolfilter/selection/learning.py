@@ -113,7 +113,8 @@ def current_context() -> tuple[str | None, str | None]:
 
 def fingerprint(*parts: str) -> str:
     """A hash of `parts` (a scope value, a conversation's opening): what is stored instead of the text."""
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
+    # surrogatepass: any text a user controls (a lone surrogate in an id or a request) has a fingerprint
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def request_key(catalog: str, request: str, scope: str = SHARED_SCOPE) -> str:
@@ -344,6 +345,6 @@ class Learning:
         """Finish what is being learned, write the file and a last sync with the shared table."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        self.flush()
+        await asyncio.to_thread(self.flush)  # the disk and the lock never block the event loop
         if self.table is not None:
             await self.table.aclose(self.memory)

@@ -114,7 +114,7 @@ class LearningFile(SyncedFile[UsageMemory]):
         last wipe was; no rows when it is missing or unusable (then the generation this process knows)."""
         self.blocked, self.foreign = None, None
         try:
-            with open_regular(self.path, "learning file", self.max_file_bytes(memory)) as handle:
+            with open_regular(self.path, "learning file", self.max_file_bytes(memory), own_only=True) as handle:
                 self._seen = _stat_key(os.fstat(handle.fileno()))
                 return self._read_open(handle, memory)
         except FileNotFoundError:
@@ -192,7 +192,10 @@ class LearningFile(SyncedFile[UsageMemory]):
         """(header, generation, time of the wipe, rows) of the file, from its headers alone; ({}, 0, 0.0, 0)
         when missing or unreadable."""
         try:
-            with open_regular(self.path, "learning file", 2**62) as handle, zipfile.ZipFile(handle) as archive:
+            with (
+                open_regular(self.path, "learning file", 2**62, own_only=True) as handle,
+                zipfile.ZipFile(handle) as archive,
+            ):
                 self._seen = _stat_key(os.fstat(handle.fileno()))
                 header = json.loads(str(_small_member(archive, "header")))
                 if not isinstance(header, dict):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.retrieval.cache import exclusive_lock
+from sk_toolfilter.retrieval.cache import exclusive_lock, remove_stale_temporaries
 
 logger = library_logger(__name__)
 
@@ -55,6 +55,9 @@ class SyncedFile(Generic[State]):
         never overwritten; what is learned stays in memory. None: it may be written."""
         self.write_error: str | None = None
         """Why the last write failed (None: it succeeded, or none was tried)."""
+        self.lock_timeout = 10.0
+        """Seconds a write waits for the lock another process holds; then it is skipped (one warning) and
+        what is learned stays in memory for the next write."""
 
     @property
     def _lock_path(self) -> Path:
@@ -82,7 +85,8 @@ class SyncedFile(Generic[State]):
             self._last_write = time.monotonic()
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                with exclusive_lock(self._lock_path):
+                with exclusive_lock(self._lock_path, timeout=self.lock_timeout):
+                    remove_stale_temporaries(self.path)  # a writer killed mid-write left its temporary file
                     written = self._merge_and_write(state)
             except OSError as exc:
                 self.write_error = str(exc.strerror or exc)
