@@ -141,3 +141,21 @@ async def test_aclose_never_blocks_the_event_loop_while_another_process_holds_th
         holder.stdin.write("\n")
         holder.stdin.flush()
         holder.wait(timeout=60)
+
+
+def test_a_restart_reads_back_every_row_the_bounded_memory_held(tmp_path):
+    def bounded() -> UsageMemory:
+        return UsageMemory(max_requests=100_000, max_bytes=2**20)
+
+    memory = bounded()
+    rng = np.random.default_rng(1)
+    for i in range(4000):  # more than the megabyte holds: the oldest leave
+        memory.learn(rng.standard_normal(384), ["Shop-order"], key=f"k{i}", conversation=f"c{i}")
+    wide = [f"Plugin-{'x' * 500}_{i}" for i in range(12)]  # one row of twelve long names sets the widest row
+    memory.learn(rng.standard_normal(384), wide, key="wide", conversation="w")
+    held = {row.key for row in memory.rows()}
+    path = tmp_path / "learned.npz"
+    assert LearningFile(path, "shop", "m", every_seconds=0).flush(memory)
+    restarted = bounded()
+    LearningFile(path, "shop", "m").load_into(restarted)
+    assert {row.key for row in restarted.rows()} == held

@@ -26,8 +26,11 @@ from sk_toolfilter.store.synced_file import SyncedFile, off_the_loop
 
 logger = library_logger(__name__)
 
-FILE_FORMAT = 2  # 2: a generation (forget), the conversation and scope of each row, tools one JSON per row
-READ_FORMATS = (1, 2)
+FILE_FORMAT = 3
+"""2: a generation (forget), the conversation and scope of each row, tools one JSON per row; 3: each row's
+tools as UTF-8 JSON in one byte array with the rows' end offsets (a fixed-width column made one row of
+twelve long names set every row's width: files many times their content, over their read bound)."""
+READ_FORMATS = (1, 2, 3)
 MAX_NAME_CHARS = 512  # a longer "tool name" in a file is not one of this catalog's tools
 MAX_FILE_ROWS = 1_000_000  # a file of more rows is refused from its headers, before anything is decompressed
 MAX_TOOLS_JSON_CHARS = MAX_TOOLS_PER_REQUEST * (MAX_NAME_CHARS + 4) + 2  # one row's tools, as JSON
@@ -243,14 +246,14 @@ class LearningFile(SyncedFile[UsageMemory]):
             "generation": generation,
             "wiped_at": self._wiped_at,
         }
-        tools = [json.dumps(list(row.tools)) for row in rows]
-        width = max([1, *map(len, tools)])
+        tools = [json.dumps(list(row.tools)).encode("utf-8", "surrogatepass") for row in rows]
         arrays = {
             "header": np.array(json.dumps(header)),
             "keys": np.array([row.key for row in rows], dtype="U32"),
             "vectors": np.array([row.vector for row in rows], dtype=np.float32).reshape(len(rows), dims),
             "times": np.array([row.at for row in rows], dtype=np.float64),
-            "tools": np.array(tools, dtype=f"U{width}"),
+            "tools_bytes": np.frombuffer(b"".join(tools), dtype=np.uint8),
+            "tools_ends": np.cumsum([len(t) for t in tools], dtype=np.int64),
             "conversations": np.array([row.conversation for row in rows], dtype="U32"),
             "scopes": np.array([row.scope for row in rows], dtype="U32"),
         }
@@ -328,6 +331,56 @@ def _tail(archive: zipfile.ZipFile, name: str, rows: int, keep: int) -> np.ndarr
         return _exact(member, dtype, (keep, *shape[1:]), keep * row_bytes)
 
 
+def _tail_json_bytes(archive: zipfile.ZipFile, rows: int, keep: int) -> list[str]:
+    """The last `keep` rows' tools of a format-3 file: their end offsets (``tools_ends``), then only their
+    bytes of ``tools_bytes`` (the rows before are read through in chunks and dropped)."""
+    with archive.open("tools_ends.npy") as member:
+        shape, dtype = _npy_header(member)
+        if shape != (rows,) or dtype.kind not in "iu":
+            raise ValueError(f"tools_ends of shape {shape} and type {dtype}")
+        ends = _exact(member, dtype, shape, rows * dtype.itemsize).astype(np.int64)
+    starts = np.concatenate([[0], ends[:-1]])
+    if (ends < starts).any() or (ends - starts > 4 * MAX_TOOLS_JSON_CHARS).any():
+        raise ValueError("tools_ends out of order or a row over its bound")
+    first, last = int(starts[rows - keep]), int(ends[-1])
+    with archive.open("tools_bytes.npy") as member:
+        shape, dtype = _npy_header(member)
+        if shape != (last,) or dtype != np.uint8:
+            raise ValueError(f"tools_bytes of shape {shape} and type {dtype}, not {last} bytes")
+        skip = first
+        while skip:
+            chunk = member.read(min(READ_CHUNK_BYTES, skip))
+            if not chunk:
+                raise EOFError("the file ends early")
+            skip -= len(chunk)
+        blob = member.read(last - first)
+    if len(blob) != last - first:
+        raise EOFError("the file ends early")
+    offsets = (starts[rows - keep :] - first).tolist(), (ends[rows - keep :] - first).tolist()
+    return [blob[a:b].decode("utf-8", "replace") for a, b in zip(*offsets, strict=True)]
+
+
+def _tail_texts(archive: zipfile.ZipFile, name: str, rows: int, keep: int) -> list[str]:
+    """The last `keep` texts of a fixed-width text member, read in chunks of rows: memory follows the
+    texts' real lengths, not the widest row's width times every row."""
+    with archive.open(f"{name}.npy") as member:
+        shape, dtype = _npy_header(member)
+        if shape != (rows,) or dtype.kind != "U":
+            raise ValueError(f"{name} of shape {shape} and type {dtype}")
+        skip = (rows - keep) * dtype.itemsize
+        while skip:
+            chunk = member.read(min(READ_CHUNK_BYTES, skip))
+            if not chunk:
+                raise EOFError("the file ends early")
+            skip -= len(chunk)
+        per_chunk = max(1, READ_CHUNK_BYTES // dtype.itemsize)
+        texts: list[str] = []
+        while len(texts) < keep:
+            count = min(per_chunk, keep - len(texts))
+            texts += _exact(member, dtype, (count,), count * dtype.itemsize).tolist()
+        return texts
+
+
 def _file_rows(
     archive: zipfile.ZipFile, version: int, memory: UsageMemory, warn: Callable[[str, str], None]
 ) -> list[LearnedRow]:
@@ -347,18 +400,22 @@ def _file_rows(
         shape, dtype = _npy_shape(archive, name)
         if shape != (rows,) or dtype.kind not in "Uf" or dtype.itemsize > 4 * 64:
             raise ValueError(f"{name} of shape {shape} and type {dtype}")
-    tools_shape, tools_type = _npy_shape(archive, "tools")
-    width = tools_type.itemsize // 4
-    if tools_type.kind != "U" or width > (MAX_TOOLS_JSON_CHARS if version >= 2 else 8 * memory.max_bytes):
-        raise ValueError(f"tools of type {tools_type}")
-    keep = min(rows, capacity, max(1, memory.max_bytes // (dims + width)) if version >= 2 else capacity)
+    if version < 3:
+        tools_shape, tools_type = _npy_shape(archive, "tools")
+        width = tools_type.itemsize // 4
+        if tools_type.kind != "U" or width > (MAX_TOOLS_JSON_CHARS if version >= 2 else 8 * memory.max_bytes):
+            raise ValueError(f"tools of type {tools_type}")
+    keep = min(rows, capacity)  # (the memory's own byte bound then keeps the newest of them, as it held them)
     vectors = _tail(archive, "vectors", rows, keep).astype(np.float32)
     keys = _tail(archive, "keys", rows, keep).tolist()
     times = _tail(archive, "times", rows, keep).astype(np.float64)
     if version >= 2:
-        if tools_shape != (rows,):
+        if version >= 3:
+            tools = [_json_or_none(text) for text in _tail_json_bytes(archive, rows, keep)]
+        elif tools_shape != (rows,):
             raise ValueError(f"tools of shape {tools_shape}")
-        tools = [_json_or_none(text) for text in _tail(archive, "tools", rows, keep).tolist()]
+        else:
+            tools = [_json_or_none(text) for text in _tail_texts(archive, "tools", rows, keep)]
         conversations = _tail(archive, "conversations", rows, keep).tolist()
         scopes = _tail(archive, "scopes", rows, keep).tolist()
     else:
