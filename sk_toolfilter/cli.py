@@ -438,8 +438,8 @@ def learned_lines(summary: dict[str, Any]) -> str:
         )
         + f" (a tool moves only on the evidence of {summary['min_conversations']} conversations)",
     ]
-    for scope, count in summary["scopes"].items():
-        lines.append(f"  scope {scope}: {count:,} requests")
+    for scope, held in summary["scopes"].items():
+        lines.append(f"  scope {scope}: {held['requests']:,} requests, trust {held['trust']:.2f}")
     lines.append("tools learned (requests that called each):")
     lines += [f"  {name}: {count:,}" for name, count in summary["learned_tools"].items()]
     return "\n".join(lines)

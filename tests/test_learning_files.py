@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from sk_toolfilter.retrieval.cache import exclusive_lock
 from sk_toolfilter.retrieval.usage import UsageMemory
 from sk_toolfilter.selection.learning import learning_context
 from sk_toolfilter.selection.learning_file import LearningFile
+from tests.conftest import HashEmbedder, build_demo_kernel
 from tests.test_agent_loop import completed_turns
 
 AS_ROOT = pytest.mark.skipif(
@@ -159,3 +161,31 @@ def test_a_restart_reads_back_every_row_the_bounded_memory_held(tmp_path):
     restarted = bounded()
     LearningFile(path, "shop", "m").load_into(restarted)
     assert {row.key for row in restarted.rows()} == held
+
+
+class LearningTextsFail(HashEmbedder):
+    """A service that fails every call holding a past turn's request (marked 'archived'): what a slow or
+    failing call for learning does to the requests it would share a batch or a circuit with."""
+
+    async def generate_embeddings(self, texts: list[str], settings: Any = None, **kwargs: Any) -> np.ndarray:
+        if any("archived" in text for text in texts):
+            raise RuntimeError("the learning text failed")
+        return await super().generate_embeddings(texts, settings, **kwargs)
+
+
+async def test_learning_never_costs_a_request_its_embedding_or_its_circuit(tmp_path):
+    config = ToolFilterConfig(search_method="hybrid", embedding={"cache": False})
+    manager = await create_tool_filter(build_demo_kernel(str(tmp_path)), config, embedding_service=LearningTextsFail())
+    await manager.index.small_talk_ready()
+
+    async def request(number: int):
+        history = completed_turns((f"archived request {number}: what time is it in Oslo", ["Time-current_time"]))
+        history.add_user_message(f"and what time is it in city number {number}?")
+        with learning_context(conversation=f"c{number}"):
+            return await manager.select_for_history(history)
+
+    for _ in range(3):  # concurrent requests, each with a past turn to learn, three waves
+        selections = await asyncio.gather(*(request(number) for number in range(40)))
+        assert all(selection.ranking.fallback_reason is None for selection in selections)
+    await manager.learning.settled()
+    assert len(manager.learning.memory) == 0  # learning skipped what it could not embed, quietly

@@ -110,3 +110,41 @@ def test_companions_count_conversations_not_requests_and_follow_eviction():
     for i in range(3):  # evicted rows leave the counts with them
         memory.learn(rng.standard_normal(8), ["X"], key=f"x{i}", conversation=f"d{i}")
     assert memory.companions(["A"], scope="", conversation="c1", min_share=0.3) == []
+
+
+def test_one_tenant_learning_more_never_evicts_another_tenants_rows():
+    memory = UsageMemory(max_requests=300)
+    rng = np.random.default_rng(2)
+    for i in range(20):
+        memory.learn(rng.standard_normal(8), ["Crm-find"], key=f"g{i}", conversation=f"g{i}", scope="globex")
+    for i in range(1000):  # acme learns far past the bound
+        memory.learn(rng.standard_normal(8), ["Crm-find"], key=f"a{i}", conversation=f"a{i}", scope="acme")
+    assert memory.scopes() == {"globex": 20, "acme": 280}
+    assert {row.key for row in memory.rows() if row.scope == "acme"} == {f"a{i}" for i in range(720, 1000)}
+    for i in range(200):  # a newcomer takes rows from the scope that holds the most, never below its own
+        memory.learn(rng.standard_normal(8), ["Crm-find"], key=f"n{i}", conversation=f"n{i}", scope="initech")
+    assert memory.scopes() == {"globex": 20, "acme": 140, "initech": 140}
+
+
+async def test_trust_is_each_tenants_own(demo_kernel):
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig(learning={"scope": "tenant_id"}))
+    for i in range(60):  # acme: many users asking alike and calling the same tool (its trust rises)
+        await teach(
+            manager,
+            [(f"what time is it in city number {i}", ["Time-current_time"])],
+            conversation=f"a{i}",
+            scope="acme",
+        )
+    for i in range(3):
+        await teach(
+            manager,
+            [(f"email the team the minutes number {i}", ["Messaging-send_email"])],
+            conversation=f"g{i}",
+            scope="globex",
+        )
+    memory = manager.learning.memory
+    memory.settle()
+    acme, globex = (manager.learning.scope_of(tenant) for tenant in ("acme", "globex"))
+    assert acme is not None and globex is not None
+    assert memory.trust_of(acme) > 0.5
+    assert memory.trust_of(globex) < 0.1  # acme's traffic moves nothing of globex's

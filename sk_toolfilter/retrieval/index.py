@@ -97,6 +97,7 @@ class ToolIndex:
         # Concurrent requests' query embeddings go out together (see sk_toolfilter.retrieval.batching); a hung
         # call is abandoned after the circuit's timeout so it cannot hold up the requests behind it.
         self._batcher = QueryBatcher(self._embed_batch)
+        self._beside_lane: asyncio.Lock | None = None  # learning's embeddings: one at a time, beside requests
         # Every request of an agent loop ranks the same turn request again: its vector is reused.
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._small_talk: SmallTalkVectors | None = None
@@ -325,6 +326,33 @@ class ToolIndex:
         if len(texts) == 1:  # a copy (as np.stack gives): callers never share the kept vector
             return vectors[texts[0]][None, :].copy()
         return np.stack([vectors[t] for t in texts])
+
+    async def embed_beside_requests(self, queries: list[str]) -> np.ndarray:
+        """Unit vectors for work beside the requests (learning from use), never in their way: a text a
+        request embedded is reused (the last ``QUERY_VECTORS_KEPT``: one embedding per request), the
+        rest are embedded one at a time in a lane of their own — outside the requests' batches and
+        deadlines, and outside the circuit breaker (a slow or failing call here never sends a request
+        to BM25). Raises EmbeddingServiceError on any failure (the caller skips that work)."""
+        service, kept = self.embedding_service, self._vectors
+        if service is None or kept is None:
+            raise EmbeddingServiceError("this index has no embedding service")
+        texts = [q[:MAX_EMBED_CHARS] for q in queries]
+        known = self._query_vectors
+        vectors = {t: known[t] for t in texts if t in known}
+        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
+        if missing:
+            if self._beside_lane is None:
+                self._beside_lane = asyncio.Lock()
+            encoder, dims = query_encoder(service), kept.shape[1]
+            for text in missing:
+                async with self._beside_lane:  # one at a time: requests' own calls always come first
+                    vector = await embed_texts(
+                        encoder, [with_english_gloss(text)[:MAX_EMBED_CHARS]], timeout=self.circuit.timeout_seconds
+                    )
+                if vector.shape[1] != dims:
+                    raise EmbeddingServiceError(f"embedding has {vector.shape[1]} dimensions, the index {dims}")
+                vectors[text] = vector[0]
+        return np.stack([vectors[t] for t in texts]) if texts else np.zeros((0, kept.shape[1]), np.float32)
 
     async def _embed_batch(self, texts: list[str]) -> np.ndarray:
         """One service call for the queries of every request waiting in the batcher, through the

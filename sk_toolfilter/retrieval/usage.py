@@ -193,7 +193,8 @@ class UsageMemory:
         self._row_of: dict[str, int] = {}
         self._stamp = 0
         self._scopes: dict[str, int] = {}
-        self._trust: float | None = None
+        self._trust: float | None = None  # over every scope (what `learned` and `learn` print)
+        self._scope_trust: dict[int, float] = {}  # per scope id: what a request of that scope reads
         self._vectors: dict[int, _ToolVectors] = {}  # per scope id: each tool's usage vector (with the trust)
         self._added_since_trust = 0
         self._together = _TogetherCounts()
@@ -212,6 +213,9 @@ class UsageMemory:
         self._high = 0  # slots in use or freed (rows live in [0, _high))
         self._free: list[int] = []
         self._oldest: list[tuple[float, int, int]] = []  # heap of (time, stamp, slot); stale entries skipped
+        self._oldest_in: dict[int, list[tuple[float, int, int]]] = {}  # the same, per scope id (eviction)
+        self._scope_rows: Counter[int] = Counter()
+        self._scope_names: Counter[int] = Counter()  # name bytes per scope id
 
     # -- size ----------------------------------------------------------------------------------------
 
@@ -294,24 +298,28 @@ class UsageMemory:
             if when < self._times[existing]:
                 return False  # an older copy of a row already known
             self._free_slot(existing)
+        sid = self._scopes.setdefault(scope, len(self._scopes))
         while self._count and (self._count >= self.max_requests or self.nbytes + row_bytes > self.max_bytes):
-            self._free_slot(self._pop_oldest())
+            over_bytes = self.nbytes + row_bytes > self.max_bytes
+            self._free_slot(self._pop_oldest(self._evicted_scope(sid, row_bytes if over_bytes else None)))
         if self._count == 0 and self._codes.shape[1] != row.shape[0]:
             self._empty_slots(row.shape[0])
         slot = self._take_slot()
         codes, scale = quantize_one(row)
         self._codes[slot], self._scales[slot], self._times[slot] = codes[0], scale, when
-        self._scope_ids[slot] = self._scopes.setdefault(scope, len(self._scopes))
+        self._scope_ids[slot] = sid
         self._stamp += 1
         self._stamps[slot] = self._stamp
         self._tools[slot], self._keys[slot], self._conversations[slot] = calls, key, conversation
-        self._together.add(int(self._scope_ids[slot]), calls, conversation, +1)
+        self._together.add(sid, calls, conversation, +1)
         heapq.heappush(self._oldest, (when, self._stamp, slot))
+        heapq.heappush(self._oldest_in.setdefault(sid, []), (when, self._stamp, slot))
         if len(self._oldest) > 2 * self._high + 64:  # replaced rows left stale entries: rebuild (amortized O(1))
-            self._oldest = [(float(self._times[s]), int(self._stamps[s]), s) for s in self._live_slots()]
-            heapq.heapify(self._oldest)
+            self._rebuild_heaps()
         self._row_of[key] = slot
         self._name_bytes += names
+        self._scope_rows[sid] += 1
+        self._scope_names[sid] += names
         self._count += 1
         self._added_since_trust += existing is None
         return True
@@ -334,17 +342,46 @@ class UsageMemory:
         self._high += 1
         return self._high - 1
 
-    def _pop_oldest(self) -> int:
-        """The slot of the oldest live row (ties: the first learned)."""
+    def _evicted_scope(self, incoming: int, row_bytes: int | None) -> int:
+        """The scope a full memory evicts from to take a row of scope `incoming`: the one holding the most
+        rows (`row_bytes` given: the most bytes), the incoming row counted in its own — so a scope's rows
+        go only to its own learning or to a scope that holds fewer; a tenant cannot evict another's rows
+        by learning more than it holds (ties: the incoming row's own scope)."""
+        per_row = self.dims + 4 + ROW_OVERHEAD_BYTES
+
+        def held(sid: int) -> tuple[int, int]:
+            rows = self._scope_rows[sid] + (sid == incoming)
+            size = rows * per_row + self._scope_names[sid] + (row_bytes or 0) * (sid == incoming)
+            return (size if row_bytes is not None else rows), sid == incoming
+
+        return max((sid for sid, rows in self._scope_rows.items() if rows > 0), key=held)
+
+    def _pop_oldest(self, sid: int) -> int:
+        """The slot of the oldest live row of scope `sid` (ties: the first learned)."""
+        heap = self._oldest_in[sid]
         while True:
-            _, stamp, slot = heapq.heappop(self._oldest)
-            if self._scope_ids[slot] >= 0 and self._stamps[slot] == stamp:
+            _, stamp, slot = heapq.heappop(heap)
+            if self._scope_ids[slot] == sid and self._stamps[slot] == stamp:
                 return slot
 
+    def _rebuild_heaps(self) -> None:
+        """The oldest-first heaps from the live rows alone (stale entries of replaced rows dropped)."""
+        live = self._live_slots()
+        self._oldest = [(float(self._times[s]), int(self._stamps[s]), s) for s in live]
+        heapq.heapify(self._oldest)
+        self._oldest_in = {}
+        for entry in self._oldest:
+            self._oldest_in.setdefault(int(self._scope_ids[entry[2]]), []).append(entry)
+        for heap in self._oldest_in.values():
+            heapq.heapify(heap)
+
     def _free_slot(self, slot: int) -> None:
-        self._together.add(int(self._scope_ids[slot]), self._tools[slot], self._conversations[slot], -1)
+        sid = int(self._scope_ids[slot])
+        self._together.add(sid, self._tools[slot], self._conversations[slot], -1)
         del self._row_of[self._keys[slot]]
         self._name_bytes -= _name_bytes(self._tools[slot])
+        self._scope_rows[sid] -= 1
+        self._scope_names[sid] -= _name_bytes(self._tools[slot])
         self._scope_ids[slot], self._scales[slot], self._stamps[slot] = -1, 0.0, -1
         self._tools[slot], self._keys[slot], self._conversations[slot] = (), "", ""
         self._free.append(slot)
@@ -375,6 +412,7 @@ class UsageMemory:
                     changed += 1
                     self._name_bytes -= _name_bytes(self._tools[i]) - _name_bytes(kept)
                     sid, conversation = int(self._scope_ids[i]), self._conversations[i]
+                    self._scope_names[sid] -= _name_bytes(self._tools[i]) - _name_bytes(kept)
                     self._together.add(sid, self._tools[i], conversation, -1)
                     self._together.add(sid, kept, conversation, +1)
                     self._tools[i] = kept
@@ -482,17 +520,26 @@ class UsageMemory:
             self._estimate()
         return self._trust or 0.0
 
-    def trust_now(self) -> float:
-        """The last trust estimate, without waiting: a stale one starts a re-estimate in the background."""
+    def trust_now(self, scope: str = SHARED_SCOPE) -> float:
+        """The last trust estimate of `scope` (each scope's own: one tenant's traffic never moves another's
+        trust), without waiting: a stale one starts a re-estimate in the background."""
         if not self.background_trust:
-            return self.trust
+            if self._stale():
+                self._estimate()
+            return self.trust_of(scope)
         if self._stale():
             with self._trust_lock:
                 running = self._estimating is not None and self._estimating.is_alive()
                 if not running:
                     self._estimating = threading.Thread(target=self._estimate, name="sk-toolfilter-trust", daemon=True)
                     self._estimating.start()
-        return self._trust or 0.0
+        return self.trust_of(scope)
+
+    def trust_of(self, scope: str = SHARED_SCOPE) -> float:
+        """The last trust estimate of `scope` (0 for a scope with no estimate yet)."""
+        with self._lock:
+            sid = self._scopes.get(scope)
+            return self._scope_trust.get(sid, 0.0) if sid is not None else 0.0
 
     def settle(self) -> float:
         """Wait for a background estimate, then make trust current (tests, the CLI, start-up)."""
@@ -519,10 +566,10 @@ class UsageMemory:
                 list(self._tools[: self._high]),
                 list(self._conversations[: self._high]),
             )
-        trust = _estimate_trust(snapshot, live, self.rule)
+        trust, per_scope = _estimate_trust(snapshot, live, self.rule)
         vectors = _tool_vectors(snapshot, live, self.rule) if self.rule.vector_weight > 0 else {}
         with self._lock:
-            self._trust, self._vectors = trust, vectors
+            self._trust, self._scope_trust, self._vectors = trust, per_scope, vectors
             self._added_since_trust = max(0, self._added_since_trust - added) if count else 0
 
     def reorder(
@@ -541,7 +588,7 @@ class UsageMemory:
         estimate, never waits for one."""
         if vector is None or not self._count:
             return Reordered(list(names))
-        rule, trust = self.rule, self.trust_now()
+        rule, trust = self.rule, self.trust_now(scope)
         strength = rule.weight * _scaled_trust(trust, rule.floor)
         vector_strength = rule.vector_weight * (trust if rule.vector_trust else 1.0)
         evidence = self.usage(vector, scope, conversation)
@@ -900,24 +947,45 @@ def _group_mean_directions(vectors: np.ndarray, group: np.ndarray, groups: int) 
     return sums / np.maximum(norms, 1e-12)
 
 
-def _estimate_trust(snapshot: _Snapshot, live: np.ndarray, rule: UsageRule) -> float:
-    if len(live) < 2:
-        return 0.0
-    rng = np.random.default_rng(len(live))
-    sample = live[rng.choice(len(live), size=min(TRUST_SAMPLE, len(live)), replace=False)]
+def _estimate_trust(snapshot: _Snapshot, live: np.ndarray, rule: UsageRule) -> tuple[float, dict[int, float]]:
+    """Trust over every scope, and each scope's own (its rows predicted from its own other conversations:
+    one tenant's traffic never moves another's trust). One scope: a sample of ``TRUST_SAMPLE`` rows;
+    several: each scope its share of that sample, at least 16 rows (all it has when fewer)."""
+    scope_of = snapshot.scopes[live]
+    scopes = np.unique(scope_of).tolist()
+    per_scope, hits, masses = {}, 0.0, 0.0
+    for sid in scopes:
+        rows = live[scope_of == sid]
+        if len(scopes) == 1:
+            rng, size = np.random.default_rng(len(live)), min(TRUST_SAMPLE, len(rows))
+        else:
+            share = -(-TRUST_SAMPLE * len(rows) // len(live))
+            rng, size = np.random.default_rng((len(rows), int(sid))), min(len(rows), max(16, share))
+        if len(rows) < 2:
+            per_scope[int(sid)] = 0.0
+            continue
+        hit, mass = _predicted(snapshot, rows[rng.choice(len(rows), size=size, replace=False)], rule)
+        per_scope[int(sid)] = hit / (mass + TRUST_PRIOR_MASS)
+        hits, masses = hits + hit, masses + mass
+    return hits / (masses + TRUST_PRIOR_MASS), per_scope
+
+
+def _predicted(snapshot: _Snapshot, sample: np.ndarray, rule: UsageRule) -> tuple[float, float]:
+    """(usage mass on tools each sampled row called, all usage mass), each row predicted from the other
+    conversations of its scope."""
     import simsimd
 
     codes, scales = snapshot.codes, snapshot.scales
     sims = np.asarray(simsimd.cdist(codes[sample], codes, metric="dot"), dtype=np.float32)
     sims *= scales[sample][:, None] * scales[None, :]
-    hit, mass = 0.0, TRUST_PRIOR_MASS
+    hit, mass = 0.0, 0.0
     for j, row_sims in zip(sample.tolist(), sims, strict=True):
         row_sims[snapshot.scopes != snapshot.scopes[j]] = -np.inf  # predicted from its own scope only
         scores = usage_scores(row_sims, snapshot.tools, snapshot.conversations, rule, skip=snapshot.conversations[j])
         called = set(snapshot.tools[j])
         hit += sum(e.score for n, e in scores.items() if n in called)
         mass += sum(e.score for e in scores.values())
-    return hit / mass
+    return hit, mass
 
 
 def reorder_by_usage(

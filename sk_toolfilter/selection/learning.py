@@ -259,7 +259,10 @@ class Learning:
             "oldest": _iso(rows[0].at) if rows else None,
             "newest": _iso(max(row.at for row in rows)) if rows else None,
             "scope": self.config.scope,
-            "scopes": {name or "shared": count for name, count in scopes.items()}
+            "scopes": {
+                name or "shared": {"requests": count, "trust": round(memory.trust_of(name), 4)}
+                for name, count in scopes.items()
+            }
             if self.config.scope != "shared"
             else {},
         }
@@ -307,7 +310,7 @@ class Learning:
             return 0
         self._pending.update(fresh)
         try:
-            vectors = await index.embed_queries([request for request, _ in fresh.values()])
+            vectors = await index.embed_beside_requests([request for request, _ in fresh.values()])
         except EmbeddingServiceError as exc:
             logger.debug("sk-toolfilter: learning skipped %d turns (%s)", len(fresh), exc)
             return 0
