@@ -126,9 +126,12 @@ async def cmd_search(args: argparse.Namespace) -> int:
 
         # The request as the agent's first model call of a turn sees it (the agent loop's budget included),
         # so --explain says exactly what the wrapper and the report send.
+        from sk_toolfilter.selection.learning import learning_context
+
         history = ChatHistory()
         history.add_user_message(args.query)
-        selection = await tools.manager.select_for_history(history)
+        with learning_context(scope=args.scope):  # --scope: as that tenant's request reads what was learned
+            selection = await tools.manager.select_for_history(history)
         ranking = selection.ranking
         note = f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else ""
         note += f"; second stage: {ranking.rerank}" if ranking.rerank else ""
@@ -405,15 +408,26 @@ async def cmd_learned(args: argparse.Namespace) -> int:
     from sk_toolfilter.agents.agent import open_toolset
     from sk_toolfilter.agents.agent_file import load_agent_file
 
-    spec = _inspecting(load_agent_file(args.agent))
-    if not spec.tool_filtering.learning.enabled:
-        raise ConfigError(f"{args.agent}: learning.enabled is false: nothing is learned or kept")
-    async with await open_toolset(spec, kernel=await _kernel_from(args), embed=False) as tools:
-        summary = tools.manager.learning.summary()
+    if (args.agent is None) == (args.file is None):
+        raise ConfigError("learned: name an agent file or --file PATH (one of them)")
+    if args.file is not None:
+        from sk_toolfilter.selection.learning import learning_of_file
+
+        learning = learning_of_file(args.file)
+        summary = learning.summary(learning.scope_value(args.scope))
+        where = args.file
+    else:
+        spec = _inspecting(load_agent_file(args.agent))
+        if not spec.tool_filtering.learning.enabled:
+            raise ConfigError(f"{args.agent}: learning.enabled is false: nothing is learned or kept")
+        async with await open_toolset(spec, kernel=await _kernel_from(args), embed=False) as tools:
+            learning = tools.manager.learning
+            summary = learning.summary(learning.scope_value(args.scope))
+        where = args.agent
     kept = summary["file"]
     if kept is not None and kept["state"] != "read" and not summary["requests"]:
         # nothing to show, and the reason is the file's: a missing file is not an empty memory
-        raise ConfigError(f"{args.agent}: learning.file {kept['path']}: {kept['state']}")
+        raise ConfigError(f"{where}: learning file {kept['path']}: {kept['state']}")
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -540,6 +554,7 @@ def _add_search(sub: Commands) -> None:
         if command == "search":
             p.add_argument("--explain", action="store_true", help="per tool: scores per method, why kept or cut")
         p.add_argument("--limit", type=positive_int, default=20, help="rows of the explanation (default 20)")
+        p.add_argument("--scope", help=SCOPE_HELP)
         p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
         _add_no_wait(p)
         p.set_defaults(run=cmd_search, explain=command == "explain")
@@ -651,7 +666,9 @@ def _add_learning(sub: Commands) -> None:
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_learn)
     p = sub.add_parser("learned", help="learning from use: what the agent learned, its trust, whether it acts")
-    p.add_argument("agent", help="agent YAML file")
+    p.add_argument("agent", nargs="?", help="agent YAML file (or --file)")
+    p.add_argument("--file", help="a learning file to read without an agent file (its own catalog and model)")
+    p.add_argument("--scope", help=SCOPE_HELP)
     p.add_argument("--json", action="store_true", help="as JSON: requests, tools, conversations, trust, where, ...")
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_learned)
@@ -659,6 +676,12 @@ def _add_learning(sub: Commands) -> None:
     p.add_argument("agent", help="agent YAML file")
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_forget)
+
+
+SCOPE_HELP = (
+    "as the requests of this scope (the value of learning.scope's key, e.g. a tenant id): hashed as the app "
+    "hashes it, never printed"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -121,3 +121,31 @@ def test_learned_tells_a_missing_file_from_an_empty_memory(tmp_path, capsys):
     err = capsys.readouterr().err
     assert str(missing) in err and "missing" in err
     assert not missing.parent.exists()  # looking created nothing
+
+
+def test_learned_reads_a_file_alone_and_one_tenant_by_its_value_never_printing_it(tmp_path, capsys):
+    learned = tmp_path / "learned.npz"
+
+    async def two_tenants() -> None:
+        kernel = build_demo_kernel(str(tmp_path / "sandbox"))
+        config = ToolFilterConfig(learning={"file": str(learned), "scope": "tenant_id"})
+        manager = await create_tool_filter(kernel, config)
+        for tenant, count in (("acme-corp", 4), ("globex-inc", 2)):
+            for i in range(count):
+                with learning_context(scope=tenant, conversation=f"{tenant}{i}"):
+                    assert await manager.record(PAST[i], [CALLED]) == 1
+        await manager.aclose()
+
+    asyncio.run(two_tenants())
+    before = digest(learned)
+    assert main(["learned", "--file", str(learned), "--json"]) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert every["requests"] == 6 and len(every["scopes"]) == 2
+    assert main(["learned", "--file", str(learned), "--scope", "acme-corp", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["requests"] == 4 and "acme-corp" not in out
+    assert main(["learned", "--file", str(tmp_path / "missing.npz")]) == 2
+    assert digest(learned) == before
+    agent = agent_file(tmp_path, {"file": str(learned), "scope": "tenant_id"})
+    assert main(["search", str(agent), "tell the ops crew the restore finished", "--scope", "globex-inc"]) == 0
+    assert digest(learned) == before

@@ -148,3 +148,14 @@ async def test_trust_is_each_tenants_own(demo_kernel):
     assert acme is not None and globex is not None
     assert memory.trust_of(acme) > 0.5
     assert memory.trust_of(globex) < 0.1  # acme's traffic moves nothing of globex's
+
+
+def test_a_tool_that_entered_but_overtook_nothing_is_said_with_where_it_landed():
+    from sk_toolfilter.retrieval.usage import DEFAULT_RULE, UsageEvidence, reorder_by_usage
+
+    evidence = {"Ops-service_status": UsageEvidence(0.75, 2, 0.93)}
+    reordered = reorder_by_usage(["Ops-restart", "Ops-logs"], [0.9, 0.8], evidence, 0.1, DEFAULT_RULE)
+    assert not reordered.moved
+    note = reordered.entered["Ops-service_status"]
+    assert note.startswith("Ops-service_status entered at place 3, below Ops-logs (0.80 against 0.08)")
+    assert "2 past requests like this one (best 0.93) called it" in note

@@ -139,9 +139,11 @@ class LearningStep:
             return name in index and (mask is None or bool(mask[index.position(name)]))
 
         reordered = self.memory.reorder(names, scores, first.vectors[0], permitted)
+        # A tool that entered but overtook nothing is said (where it landed, below whom, by how much).
+        note = "; ".join([*([reordered.note] if reordered.note else []), *reordered.entered.values()]) or None
         if not reordered.moved:
-            return Ordered(ordered.order, ordered.positional, ordered.second, ordered.rerank_note, {}, reordered.note)
+            return Ordered(ordered.order, ordered.positional, ordered.second, ordered.rerank_note, {}, note)
         learned_order = [index.position(n) for n in reordered.names]
         scores = scores + [0.0] * (len(learned_order) - len(scores))  # a tool that entered: the list grew
         moved = {n: e.describe() for n, e in reordered.moved.items()}
-        return Ordered(first.named + learned_order, scores, ordered.second, ordered.rerank_note, moved)
+        return Ordered(first.named + learned_order, scores, ordered.second, ordered.rerank_note, moved, note)

@@ -120,6 +120,8 @@ class Reordered:
     names: list[str]
     moved: dict[str, UsageEvidence] = field(default_factory=dict)
     note: str | None = None
+    entered: dict[str, str] = field(default_factory=dict)
+    """Tools that entered from below the shortlist but overtook nothing: where they landed, and why."""
 
 
 class LearnedRow(NamedTuple):
@@ -1030,8 +1032,21 @@ def reorder_by_usage(
 
     keyed = sorted(range(len(head)), key=key)
     moved = {head[p]: evidence.get(head[p]) or closeness[head[p]] for new, p in enumerate(keyed) if new < p}
+    landed = {head[p]: new for new, p in enumerate(keyed)}
+    position = {name: p for p, name in enumerate(head)}
+    quiet = {}
+    for name in entering:  # in the list, but overtaking nothing: said, not dropped without a word
+        if name in moved:
+            continue
+        rank, line = landed[name], f"{name} entered at place {landed[name] + 1}"
+        if rank:
+            above = keyed[rank - 1]
+            line += f", below {head[above]} ({-key(above)[0]:.2f} against {-key(position[name])[0]:.2f})"
+        quiet[name] = f"{line}: {evidence[name].describe()}"
     entered = set(head)
-    return Reordered([head[p] for p in keyed] + [n for n in names[rule.depth :] if n not in entered], moved)
+    return Reordered(
+        [head[p] for p in keyed] + [n for n in names[rule.depth :] if n not in entered], moved, entered=quiet
+    )
 
 
 def _name_bytes(tools: Iterable[str]) -> int:

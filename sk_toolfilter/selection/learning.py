@@ -28,7 +28,7 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
-from sk_toolfilter.basics.errors import EmbeddingServiceError
+from sk_toolfilter.basics.errors import ConfigError, EmbeddingServiceError
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import LearningConfig
 from sk_toolfilter.retrieval.index import ToolIndex
@@ -120,6 +120,19 @@ def fingerprint(*parts: str) -> str:
 def request_key(catalog: str, request: str, scope: str = SHARED_SCOPE) -> str:
     """The fingerprint a request is remembered by: a hash of the catalog, the scope and the request, never the text."""
     return fingerprint(catalog, request.strip()) if not scope else fingerprint(catalog, scope, request.strip())
+
+
+def learning_of_file(path: str) -> Learning:
+    """The learning a file holds, read with its own catalog and model (``learned --file``; read-only).
+    ConfigError for a missing file or one that is not a learning file."""
+    probe = LearningFile(path, "", "")
+    header, _, _, _ = probe.peek()
+    if not probe.path.exists():
+        raise ConfigError(f"{path}: no such learning file")
+    if not header.get("catalog") or "model" not in header:
+        raise ConfigError(f"{path}: not a learning file (or not one this user may read: see the warning)")
+    config = LearningConfig(file=str(path), read_only=True, scope="as recorded in the file")
+    return Learning(config, str(header["catalog"]), str(header["model"]))
 
 
 def memory_for(config: LearningConfig) -> UsageMemory:
@@ -232,18 +245,29 @@ class Learning:
         if not task.cancelled() and task.exception() is not None:
             logger.warning("sk-toolfilter: learning from use failed on a turn: %s", task.exception())
 
-    def summary(self) -> dict[str, Any]:
+    def scope_value(self, value: str | None) -> str | None:
+        """The stored scope of `value` (``--scope``: hashed as a request's), or None for every scope."""
+        if value is None:
+            return None
+        if self.config.scope == "shared":
+            raise ConfigError("--scope: this agent's learning.scope is 'shared': every request reads every row")
+        return fingerprint(self.catalog, "scope", str(value))
+
+    def summary(self, scope: str | None = None) -> dict[str, Any]:
         """What the memory holds, for ``sk-toolfilter learned`` (JSON-ready): requests, distinct tools and
-        conversations, trust, where it is kept, oldest and newest, per scope when scoped."""
+        conversations, trust, where it is kept, oldest and newest, per scope when scoped; `scope` (a
+        stored scope): that scope's rows and trust alone."""
         memory = self.memory
-        rows = memory.rows()
+        rows = memory.rows() if scope is None else [row for row in memory.rows() if row.scope == scope]
         where = ["memory"]
         if self.file is not None:
             where.append(f"file {self.file.path}")
         if self.table is not None:
             where.append(f"table {self.table.qualified_name}")
         trust = memory.settle() if rows else 0.0
-        scopes = memory.scopes()
+        if scope is not None:
+            trust = memory.trust_of(scope)
+        scopes = memory.scopes() if scope is None else {scope: len(rows)}
         called = Counter(tool for row in rows for tool in row.tools)
         return {
             "file": self._file_state(),

@@ -191,7 +191,7 @@ class LearningFile(SyncedFile[UsageMemory]):
         self.generation, self._wiped_at = generation, wiped_at
         logger.info("sk-toolfilter: learning file %s was wiped (forget): what was learned here is dropped", self.path)
 
-    def _peek(self) -> tuple[dict[str, Any], int, float, int]:
+    def peek(self) -> tuple[dict[str, Any], int, float, int]:
         """(header, generation, time of the wipe, rows) of the file, from its headers alone; ({}, 0, 0.0, 0)
         when missing or unreadable."""
         try:
@@ -227,7 +227,7 @@ class LearningFile(SyncedFile[UsageMemory]):
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._lock, exclusive_lock(self._lock_path):
-                header, generation, _, rows = self._peek()
+                header, generation, _, rows = self.peek()
                 self.generation = max(self.generation, generation) + 1
                 if header.get("catalog") is not None:  # the file's own catalog and model: its readers' header
                     self.catalog, self.model = str(header["catalog"]), str(header.get("model", self.model))
