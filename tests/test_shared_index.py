@@ -549,3 +549,57 @@ async def test_a_replica_embeds_only_its_query_the_small_talk_comes_from_the_sto
         await manager.aclose()
     for service in (first_service, replica_service):
         service.server.shutdown()
+
+
+@pytest.mark.postgres
+async def test_forget_is_a_time_on_the_table_for_restarting_replicas_files_and_rows_learned_after(
+    postgres, demo_kernel, hash_embedder, tmp_path
+):
+    """Each replica keeps a learning file on its own machine and shares the table. After a wipe, a replica
+    restarting from its machine's unwiped file writes none of it back, and rows learned after the wipe by
+    two replicas on the table stay — through a second wipe's bookkeeping too."""
+    from tests.test_agent_loop import completed_turns
+
+    base = store_config(postgres.dsn).updated(learning={"enabled": True, "sync_seconds": 3600})
+
+    def machine(number: int) -> ToolFilterConfig:
+        return base.updated(learning={**base.learning.model_dump(), "file": str(tmp_path / f"m{number}.npz")})
+
+    async def teach(manager: ToolFilterManager, tool: str, *requests: str) -> None:
+        for request in requests:
+            history = completed_turns((request, [tool]))
+            history.add_user_message("next")
+            await manager.select_for_history(history)
+        await manager.learning.settled()
+
+    async def table_tools() -> list[list[str]]:
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(postgres.dsn) as connection:
+            rows = await (await connection.execute(f"SELECT tools FROM {base.index.table_prefix}_learned")).fetchall()
+        return sorted(json.loads(tools) for (tools,) in rows)
+
+    first = await ToolFilterManager.from_kernel(demo_kernel, machine(1), embedding_service=hash_embedder)
+    names = [n for n in first.index.names if n not in first.discovery_names]
+    await teach(first, names[0], *(f"old request {i}" for i in range(5)))
+    await first.aclose()  # machine 1's file and the table hold the 5 rows
+    assert len(await table_tools()) == 5
+    wiper = await ToolFilterManager.from_kernel(demo_kernel, machine(2), embedding_service=hash_embedder)
+    await wiper.learning.forget()  # machine 2 wipes: the table and its own file, not machine 1's file
+    await wiper.aclose()
+    assert await table_tools() == []
+
+    restarted = await ToolFilterManager.from_kernel(demo_kernel, machine(1), embedding_service=hash_embedder)
+    assert len(restarted.learning.memory) == 0  # its machine's file is older than the wipe: none taken
+    other = await ToolFilterManager.from_kernel(demo_kernel, machine(3), embedding_service=hash_embedder)
+    await teach(restarted, names[1], "new request a", "new request b")
+    await teach(other, names[2], "new request c", "new request d")
+    for manager in (restarted, other, restarted):
+        assert manager.learning.table is not None
+        await manager.learning.table.sync(manager.learning.memory)
+    await restarted.aclose()
+    await other.aclose()
+    assert await table_tools() == [[names[1]]] * 2 + [[names[2]]] * 2  # the 4 rows learned after the wipe
+    again = await ToolFilterManager.from_kernel(demo_kernel, machine(1), embedding_service=hash_embedder)
+    assert sorted(row.tools for row in again.learning.memory.rows()) == [(names[1],)] * 2 + [(names[2],)] * 2
+    await again.aclose()
