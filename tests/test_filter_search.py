@@ -71,7 +71,9 @@ async def test_the_model_searches_and_the_answer_holds_the_filters_first_tools_w
         response = await agent.run(CALENDAR)
         manager = tool_filter.manager
         loaded, deferred, others = wire(server, 0)
-        expected = await rank_for_search(manager, "track a shipment by its tracking number", [*loaded, *deferred])
+        expected = (
+            await rank_for_search(manager, "track a shipment by its tracking number", [*loaded, *deferred])
+        ).matched
     assert response.text == "It is in Memphis." and ran == ["track_package"]  # found, called, run
     assert others == [OPENAI_CLIENT_SEARCH_TOOL] and "track_package" in deferred
     (answer,) = answers(server.requests[1])
@@ -395,3 +397,135 @@ async def test_a_search_is_ranked_and_learned_within_the_runs_scope(monkeypatch,
     rows = learning.memory.rows()
     assert [row.tools for row in rows].count(("track_package",)) == 2 and len({row.scope for row in rows}) == 1
     assert "named no" not in caplog.text  # no request of the run went unscoped
+
+
+async def test_a_search_in_the_users_own_words_is_never_answered_empty_while_tools_are_deferred():
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
+    with ScriptedResponsesServer([[message("ok")]]) as server:
+        _, tool_filter = await openai_agent(server, config)
+    manager = tool_filter.manager
+    usable = tuple(t.full_name for t in manager.index.tools if t.full_name not in manager.discovery_names)
+    session = SearchSession(manager, usable[:2], usable[2:], 3)
+    query = "Is nginx running on the proxy box?"  # the user's words: no tool has first-stage evidence
+    assert (await rank_for_search(manager, query, usable)).matched == []
+    answer = await session.answer("call_1", {"query": query})
+    assert 1 <= len(answer.names) <= 3 and set(answer.names) <= set(usable[2:]) and answer.matched == 0
+    small_talk = await SearchSession(manager, usable[:2], usable[2:], 3).answer("call_2", {"query": "hi, thanks!"})
+    assert small_talk.names == ()  # the no-tool rule stays for small talk
+
+
+async def test_two_conversations_searching_with_the_same_call_id_each_get_their_own_answer():
+    from sk_toolfilter.selection.learning import conversation_owner, learning_context
+
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
+    with ScriptedResponsesServer([[message("ok")]]) as server:
+        _, tool_filter = await openai_agent(server, config)
+    manager = tool_filter.manager
+    usable = tuple(t.full_name for t in manager.index.tools if t.full_name not in manager.discovery_names)
+    answers_of = {}
+    for tenant, query in (("acme", "track a shipment by its tracking number"), ("globex", "reschedule an event")):
+        with learning_context(scope=tenant, conversation="thread-1"):
+            owner = conversation_owner()
+        session = SearchSession(manager, (), usable, 3, owner=owner)
+        answers_of[tenant] = (await session.answer("call_1", {"query": query})).names  # the same call_id
+        again = SearchSession(manager, (), usable, 3, owner=owner)  # its replay: the same tools back
+        assert (await again.answer("call_1", {"query": "anything else"})).names == answers_of[tenant]
+    assert answers_of["acme"] != answers_of["globex"]
+    assert answers_of["acme"][0] == "track_package" and "track_package" not in answers_of["globex"][:1]
+
+
+async def test_at_most_three_searches_are_ranked_in_one_model_call_however_many_one_response_holds():
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
+    searches = [client_tool_search(f"track shipment number {i}", call_id=f"call_{i}") for i in range(50)]
+    with ScriptedResponsesServer([searches, [message("ok")]]) as server:
+        agent, tool_filter = await openai_agent(server, config, store=False)
+        await agent.run(CALENDAR)
+    given = answers(server.requests[1])
+    assert len(given) == 50  # every call paired with an output (an unpaired one is a 400)
+    assert sum(bool(a["tools"]) for a in given) == 3  # only three ranked; the rest answered empty
+
+
+def test_a_replayed_search_with_arguments_too_deep_or_too_long_replays_as_a_search_for_nothing():
+    from sk_toolfilter.agent_framework.provider_search import replayed_arguments
+
+    assert replayed_arguments("[" * 100_000 + "]" * 100_000) == {}
+    assert replayed_arguments('{"query": "' + "x" * 100_000 + '"}') == {}
+    assert replayed_arguments('{"query": "track"}') == {"query": "track"}
+    assert replayed_arguments({"query": "track"}) == {"query": "track"}
+
+
+def test_namespace_names_are_unique_across_the_catalog_and_the_same_on_every_request():
+    from sk_toolfilter.provider_wire.namespaces import NAMESPACE_MAX, namespace_layout
+
+    crm = [(f"Crm-f{i}", "Crm", f"f{i}") for i in range(NAMESPACE_MAX)] + [("Crm-purge_record", "Crm", "purge_record")]
+    tools = [*crm, ("Crm_2-purge_record", "Crm_2", "purge_record"), ("lonely", "", "lonely")]
+    layout = namespace_layout(tools)
+    assert layout["Crm-purge_record"] == ("Crm_3", "purge_record")  # Crm_2 is a real plugin's name
+    assert layout["Crm_2-purge_record"] == ("Crm_2", "purge_record")
+    assert "lonely" not in layout  # no plugin: a plain function
+    pairs = list(layout.values())
+    assert len(pairs) == len(set(pairs))  # one (namespace, function) per tool: every one reachable
+    # The layout is the catalog's: a request deferring one tool names it as a request deferring all of them.
+    from sk_toolfilter.provider_wire.namespaces import Namespaces
+
+    def spaces_of(deferred: list[str]) -> dict[str, str]:
+        body = {"tools": [{"type": "function", "name": n, "defer_loading": True} for n in deferred]}
+        sent = Namespaces(layout.get).outgoing(body)["tools"]
+        return {f["name"]: s["name"] for s in sent if s["type"] == "namespace" for f in s["tools"]}
+
+    alone = spaces_of(["Crm-purge_record"])
+    every = spaces_of([name for name, _, _ in tools])
+    assert alone == {"purge_record": "Crm_3"} and every["purge_record"] in {"Crm_2", "Crm_3"}
+
+
+async def test_a_claude_agent_tool_named_like_the_filters_search_tool_is_refused_at_start():
+    from agent_framework import FunctionTool
+
+    from sk_toolfilter.agent_framework.anthropic_search import ToolSearchAnthropicClient
+
+    def tool_search(query: str) -> str:
+        """Search the knowledge base."""
+        return query
+
+    client = ToolSearchAnthropicClient(model="claude-sonnet-4-5", api_key="offline")
+    tools = [*TOOLS, FunctionTool(func=tool_search, name="tool_search", description="Search the knowledge base.")]
+    with pytest.raises(ConfigError, match="'tool_search'"):
+        await create_agent_framework_filter(tools, ToolFilterConfig(provider_search=FILTER), agent_client=client)
+    await create_agent_framework_filter(tools, ToolFilterConfig(provider_search={**FILTER, "search": "provider"}))
+
+
+def test_a_proxy_or_azure_deployment_name_is_accepted_when_the_user_says_the_model_has_tool_search():
+    with pytest.raises(ConfigError, match="model_supports_tool_search"):
+        ToolSearchOpenAIChatClient(model="my-gpt54", api_key="offline")
+    client = ToolSearchOpenAIChatClient(model="my-gpt54", api_key="offline", model_supports_tool_search=True)
+    assert client.model_supports_tool_search
+
+
+async def test_the_sdk_clients_own_http_client_is_kept_and_the_search_still_answered():
+    import httpx
+    from agent_framework import Agent
+    from openai import AsyncOpenAI
+
+    seen: list[str] = []
+
+    class Counting(httpx.AsyncBaseTransport):  # the application's own transport (a proxy, say)
+        def __init__(self) -> None:
+            self.inner = httpx.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            seen.append(request.url.path)
+            return await self.inner.handle_async_request(request)
+
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
+    script = [[client_tool_search("track a shipment")], [message("It is in Memphis.")]]
+    with ScriptedResponsesServer(script) as server:
+        http = httpx.AsyncClient(transport=Counting(), timeout=httpx.Timeout(42.0))
+        sdk = AsyncOpenAI(api_key="offline", base_url=server.base_url, http_client=http)
+        client = ToolSearchOpenAIChatClient(model=MODEL, async_client=sdk)
+        assert client.client._client is http and http.timeout.read == 42.0  # the application's client, as set
+        tool_filter = await create_agent_framework_filter(list(TOOLS), config, agent_client=client)
+        agent = Agent(client=client, tools=tool_filter.tools, middleware=tool_filter.middleware)
+        response = await agent.run(CALENDAR, options={"store": False})
+    assert response.text == "It is in Memphis."
+    assert seen == ["/v1/responses", "/v1/responses"]  # both requests through the application's transport
+    assert answers(server.requests[1])  # and the search was answered on the way

@@ -31,6 +31,7 @@ import httpx2
 
 from sk_toolfilter.agent_framework.provider_search import deferred_tools
 from sk_toolfilter.provider_wire.anthropic_messages import MessagesWire
+from sk_toolfilter.provider_wire.wrapping import wrap_transports
 from sk_toolfilter.selection.provider_search import ANTHROPIC_SEARCH_TOOL, check_model, with_deferred
 from sk_toolfilter.selection.search_answer import ANTHROPIC_CLIENT_SEARCH_TOOL
 
@@ -42,12 +43,16 @@ class ToolSearchAnthropicClient(AnthropicClient):
 
     tool_search_provider = "anthropic"
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, model_supports_tool_search: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        check_model("anthropic", self.model)
-        # The filter answers the search on the wire (search: filter); inert for any other request.
-        wire = httpx2.AsyncClient(transport=MessagesWire())
-        self.anthropic_client = self.anthropic_client.with_options(http_client=wire)
+        self.model_supports_tool_search = model_supports_tool_search
+        """True: the model behind this name (a proxy's alias, a deployment) supports tool search."""
+        check_model("anthropic", self.model, assumed=model_supports_tool_search)
+        # The filter answers the search on the wire (search: filter); inert for any other request. The SDK
+        # client's own HTTP client (its proxy, timeouts, limits) is kept: its transports are wrapped.
+        if not wrap_transports(getattr(self.anthropic_client, "_client", None), MessagesWire, httpx2.AsyncClient):
+            wire = httpx2.AsyncClient(transport=MessagesWire())
+            self.anthropic_client = self.anthropic_client.with_options(http_client=wire)
 
     def _prepare_tools_for_anthropic(self, options: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
         prepared = super()._prepare_tools_for_anthropic(options, *args, **kwargs)

@@ -21,7 +21,8 @@ from sk_toolfilter.agent_framework.tools import function_tools
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.provider_wire.call import WireCall, set_call
 from sk_toolfilter.provider_wire.namespaces import plugin_of
-from sk_toolfilter.selection.learning import context_from_arguments
+from sk_toolfilter.selection.learning import context_from_arguments, conversation_owner
+from sk_toolfilter.selection.provider_search import check_tool_names
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.refusals import refusal, report_refusal
 from sk_toolfilter.selection.search_answer import SearchSession
@@ -68,7 +69,9 @@ class ToolFilterMiddleware(ChatMiddleware):
         functions = function_tools(tools)
         search = self.manager.config.provider_search
         if search.enabled:  # before anything is sent: a client without tool search is an error, never a 400
-            check_client(context.client, options.get("model"), search.provider, search.unit)
+            check_client(
+                context.client, options.get("model"), search.provider, search.unit, search.model_supports_tool_search
+            )
         if not functions:
             self.last_selection = []
             mark_deferred((), ())
@@ -76,6 +79,8 @@ class ToolFilterMiddleware(ChatMiddleware):
             await call_next()
             return
         by_name = {f.name: f for f, _ in functions}
+        if search.enabled:
+            check_tool_names(getattr(context.client, "tool_search_provider", ""), search.search, by_name)
         ranked = {id(f) for f, _ in functions}
         # Entries the filter cannot rank (hosted tools) are the caller's explicit choice: they stay on offer.
         passthrough = [t for t in tools if id(t) not in ranked]
@@ -95,16 +100,19 @@ class ToolFilterMiddleware(ChatMiddleware):
                 "(the answer needs the whole reply): run without streaming, or set search: provider"
             )
         mark_deferred(deferred, kept, answered=answered)
-        session = self._search_session(context, offer, set(by_name)) if answered else None
+        session = self._search_session(context, history, offer, set(by_name)) if answered else None
         spaces = plugin_of(self.manager) if search.enabled and search.unit == "plugin" else None
         set_call(WireCall(session=session, plugin_of=spaces) if session or spaces else None)
         _OFFERED.set((id(self.manager), frozenset([*self.last_selection, *deferred])))
         await call_next()
         self._capture(context, history, set(by_name))
 
-    def _search_session(self, context: ChatContext, offer: Offer, allowed: set[str]) -> SearchSession:
+    def _search_session(
+        self, context: ChatContext, history: ChatHistory, offer: Offer, allowed: set[str]
+    ) -> SearchSession:
         """The filter's search desk for this model call: it answers among the deferred tools and learns
-        when the model calls a tool it found, both within the run's scope (its learning context)."""
+        when the model calls a tool it found, both within the run's scope (its learning context); its
+        answers are this conversation's alone."""
         manager = self.manager
 
         def learn(query: str, name: str) -> None:
@@ -113,8 +121,10 @@ class ToolFilterMiddleware(ChatMiddleware):
         def within() -> AbstractContextManager[Any]:
             return context_from_arguments(manager.config.learning, context.kwargs)
 
+        with within():
+            owner = conversation_owner(history)
         results = manager.config.provider_search.results
-        return SearchSession(manager, tuple(offer.names), tuple(offer.deferred), results, learn, within)
+        return SearchSession(manager, tuple(offer.names), tuple(offer.deferred), results, learn, within, owner)
 
     def _capture(self, context: ChatContext, history: ChatHistory, allowed: set[str]) -> None:
         """Learning from use: the response's function calls teach the turn they answer, now (streamed:

@@ -28,8 +28,9 @@ from agent_framework_openai import OpenAIChatClient
 
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.provider_wire.openai_responses import ResponsesWire, search_input
+from sk_toolfilter.provider_wire.wrapping import wrap_transports
 from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_mode, check_model, with_deferred
-from sk_toolfilter.selection.search_answer import OPENAI_CLIENT_SEARCH_TOOL
+from sk_toolfilter.selection.search_answer import MAX_ARGUMENT_CHARS, OPENAI_CLIENT_SEARCH_TOOL
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,21 @@ def _client_search_call(content: Content) -> dict[str, Any] | None:
     with the filter's answer), or None for any other content."""
     if not _is_tool_search_call(content) or _openai_property(content, "execution") != "client":
         return None
-    arguments = content.arguments
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            arguments = {}
-    return search_input({"call_id": content.call_id, "arguments": arguments})
+    return search_input({"call_id": content.call_id, "arguments": replayed_arguments(content.arguments)})
+
+
+def replayed_arguments(arguments: Any) -> Any:
+    """A search call's arguments as replayed: a text parsed when it is at most
+    :data:`~sk_toolfilter.selection.search_answer.MAX_ARGUMENT_CHARS` long and nested within JSON's depth
+    (anything else — too long, too deep, not JSON — replays as ``{}``: a search for nothing)."""
+    if not isinstance(arguments, str):
+        return arguments
+    if len(arguments) > MAX_ARGUMENT_CHARS:
+        return {}
+    try:
+        return json.loads(arguments)
+    except (ValueError, RecursionError):
+        return {}
 
 
 def _is_tool_search_call(content: Content) -> bool:
@@ -101,12 +110,16 @@ class ToolSearchOpenAIChatClient(OpenAIChatClient):
 
     tool_search_provider = "openai"
 
-    def __init__(self, model: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, model: str | None = None, *, model_supports_tool_search: bool = False, **kwargs: Any) -> None:
         super().__init__(model, **kwargs)
-        check_model("openai", self.model)
-        # The filter answers the search on the wire (search: filter); inert for any other request.
-        # (the openai SDK takes an httpx client as well as its own httpx2 one)
-        self.client = self.client.with_options(http_client=httpx.AsyncClient(transport=ResponsesWire()))  # type: ignore[arg-type]
+        self.model_supports_tool_search = model_supports_tool_search
+        """True: the model behind this name (a proxy's alias, an Azure deployment) supports tool search."""
+        check_model("openai", self.model, assumed=model_supports_tool_search)
+        # The filter answers the search on the wire (search: filter); inert for any other request. The SDK
+        # client's own HTTP client (its proxy, timeouts, limits) is kept: its transports are wrapped.
+        # (the wire speaks httpx: a client the application gave the SDK; the SDK's own default is replaced)
+        if not wrap_transports(getattr(self.client, "_client", None), ResponsesWire, httpx.AsyncClient):
+            self.client = self.client.with_options(http_client=httpx.AsyncClient(transport=ResponsesWire()))  # type: ignore[arg-type]
 
     def _prepare_tools_for_openai(self, tools: Any) -> list[Any]:
         prepared = list(super()._prepare_tools_for_openai(tools))
@@ -129,10 +142,13 @@ def _same_tools(tools: Any, mark: DeferredTools) -> bool:
     return {id(t) for t in items if t is not None and not isinstance(t, dict)} <= mark.tools
 
 
-def check_client(client: Any, model: str | None = None, provider: str = "auto", unit: str = "tool") -> None:
+def check_client(
+    client: Any, model: str | None = None, provider: str = "auto", unit: str = "tool", assumed: bool = False
+) -> None:
     """A :class:`ConfigError` unless `client` can send deferred tools (this library's
     :class:`ToolSearchOpenAIChatClient` or ``ToolSearchAnthropicClient``), of `provider` unless "auto",
-    for `model` (by default its own), deferred by `unit` (namespaces: OpenAI only)."""
+    for `model` (by default its own; not checked when `assumed` or the client was built with
+    ``model_supports_tool_search=True``), deferred by `unit` (namespaces: OpenAI only)."""
     found = getattr(type(client), "tool_search_provider", None)
     if found is None:
         raise ConfigError(
@@ -146,5 +162,5 @@ def check_client(client: Any, model: str | None = None, provider: str = "auto", 
             f"tool_filtering.provider_search.provider is {provider!r}, but the agent's chat client is "
             f"{type(client).__name__} ({found}'s tool search): set provider: {found} (or auto)"
         )
-    check_model(found, model or client.model)
+    check_model(found, model or client.model, assumed=assumed or getattr(client, "model_supports_tool_search", False))
     check_mode(found, unit)

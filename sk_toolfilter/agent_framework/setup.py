@@ -16,6 +16,7 @@ from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.selection.discovery import DiscoveryPlugin, discovery_pins
 from sk_toolfilter.selection.manager import ToolFilterManager
+from sk_toolfilter.selection.provider_search import check_tool_names
 
 if TYPE_CHECKING:
     from sk_toolfilter.basics.progress import ProgressCallback
@@ -83,7 +84,8 @@ async def create_agent_framework_filter(
     model with tool search (else every model call checks it before anything is sent)."""
     config = config or ToolFilterConfig()
     if config.provider_search.enabled and agent_client is not None:
-        check_client(agent_client, provider=config.provider_search.provider)
+        search = config.provider_search
+        check_client(agent_client, provider=search.provider, assumed=search.model_supports_tool_search)
     if config.rerank.type == "llm" and chat_client is None:
         raise ConfigError(
             "tool_filtering.rerank: type llm needs a chat client to pick with: "
@@ -97,6 +99,8 @@ async def create_agent_framework_filter(
                 "(a FunctionTool, a @tool function, a callable or a hosted tool)"
             )
     names = [f.name for f, _ in function_tools(given)]
+    if config.provider_search.enabled and agent_client is not None:
+        check_tool_names(getattr(agent_client, "tool_search_provider", ""), config.provider_search.search, names)
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ConfigError(

@@ -385,7 +385,7 @@ def check_at_start(spec: AgentSpec, framework: Framework | None = None, chat_ser
                 "tool_filtering.provider_search.provider is 'anthropic', but the model block's client is OpenAI's: "
                 "pass a ToolSearchAnthropicClient as load_agent's chat_service, or set provider: openai (or auto)"
             )
-        check_model("openai", spec.model.name)
+        check_model("openai", spec.model.name, assumed=search.model_supports_tool_search)
     if search.enabled:
         check_mode(search.provider, search.unit)
     if chosen == "semantic-kernel" and chat_service is None:
@@ -439,8 +439,12 @@ def _agent_framework_agent(tools: Toolset, chat_client: Any) -> LoadedAgentFrame
         from sk_toolfilter.agent_framework.provider_search import ToolSearchOpenAIChatClient, check_client
 
         if chat_client is None:  # the model block's OpenAI endpoint, on the Responses API
-            chat_client = ToolSearchOpenAIChatClient(model=spec.model.name, async_client=openai_client(spec.model))
-        check_client(chat_client, provider=search.provider, unit=search.unit)
+            chat_client = ToolSearchOpenAIChatClient(
+                model=spec.model.name,
+                async_client=openai_client(spec.model),
+                model_supports_tool_search=search.model_supports_tool_search,
+            )
+        check_client(chat_client, provider=search.provider, unit=search.unit, assumed=search.model_supports_tool_search)
     client = chat_client or create_agent_framework_client(spec.model)
     tool_filter = kernel_filter(tools.manager, tools.kernel)
     agent = Agent(

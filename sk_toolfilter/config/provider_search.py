@@ -47,6 +47,11 @@ class ProviderSearchConfig(StrictConfig):
         description="What is deferred: each function (tool), or each plugin / MCP server as one OpenAI namespace "
         "of at most 9 functions, larger ones split (plugin; OpenAI only).",
     )
+    model_supports_tool_search: bool = Field(
+        default=False,
+        description="true: the model behind the client's name supports tool search (a proxy's alias or an Azure "
+        "deployment such as my-gpt54); the name is then not checked against the models the provider documents.",
+    )
     loaded: int | None = Field(
         default=None,
         ge=1,

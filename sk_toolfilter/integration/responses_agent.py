@@ -27,6 +27,7 @@ from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.provider_wire.call import WireCall, wire_call
 from sk_toolfilter.provider_wire.namespaces import plugin_of
 from sk_toolfilter.provider_wire.openai_responses import ResponsesWire
+from sk_toolfilter.selection.learning import conversation_owner
 from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model
 from sk_toolfilter.selection.search_answer import OPENAI_CLIENT_SEARCH_TOOL, SearchSession
 
@@ -44,7 +45,7 @@ def provider_search_openai_client(*, transport: httpx.AsyncBaseTransport | None 
     return client
 
 
-def check_responses_agent(agent: Any) -> None:
+def check_responses_agent(agent: Any, *, assumed: bool = False) -> None:
     """A :class:`ConfigError` unless `agent` is an ``OpenAIResponsesAgent`` on a client from
     :func:`provider_search_openai_client`, for a model with tool search."""
     if agent.client not in _CLIENTS:
@@ -52,7 +53,7 @@ def check_responses_agent(agent: Any) -> None:
             "tool_filtering.provider_search: the OpenAIResponsesAgent's client sends no deferred tools; build it "
             "with sk_toolfilter.integration.responses_agent.provider_search_openai_client(...)"
         )
-    check_model("openai", agent.ai_model_id)
+    check_model("openai", agent.ai_model_id, assumed=assumed)
 
 
 async def invoke_with_provider_search(
@@ -67,7 +68,7 @@ async def invoke_with_provider_search(
 
     search = manager.config.provider_search
     if search.enabled:
-        check_responses_agent(agent)
+        check_responses_agent(agent, assumed=search.model_supports_tool_search)
     history = ChatHistory()
     if thread is not None and not (thread.store_enabled and thread.response_id):  # kept here, not on the server
         async for message in thread.get_messages(sort_order="asc"):
@@ -79,12 +80,14 @@ async def invoke_with_provider_search(
     offer = await manager.offer(history, names)
     on_wire = offer.on_wire or ["-none-"]  # [] would allow all
     behavior = FunctionChoiceBehavior.Auto(filters={"included_functions": on_wire})
-    with wire_call(_wire_call(manager, offer) if search.enabled and offer.deferred else None):
+    with wire_call(
+        _wire_call(manager, offer, conversation_owner(history)) if search.enabled and offer.deferred else None
+    ):
         async for item in agent.invoke(messages, thread=thread, function_choice_behavior=behavior, **kwargs):
             yield item
 
 
-def _wire_call(manager: Any, offer: Any) -> WireCall:
+def _wire_call(manager: Any, offer: Any, owner: str) -> WireCall:
     """What the transport does for this ``invoke``: defer, with the provider's search tool or (``search:
     filter``) the client-executed one and the filter's search desk, learning within the caller's scope."""
     search = manager.config.provider_search
@@ -95,5 +98,5 @@ def _wire_call(manager: Any, offer: Any) -> WireCall:
     def learn(query: str, name: str) -> None:
         manager.capture(query, [name])
 
-    session = SearchSession(manager, tuple(offer.names), tuple(offer.deferred), search.results, learn)
+    session = SearchSession(manager, tuple(offer.names), tuple(offer.deferred), search.results, learn, owner=owner)
     return WireCall(frozenset(offer.deferred), OPENAI_CLIENT_SEARCH_TOOL, session, spaces)

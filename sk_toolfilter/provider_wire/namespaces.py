@@ -2,7 +2,8 @@
 
 Each plugin or MCP server's deferred functions go as one ``namespace`` entry (OpenAI's models are
 trained to search namespaces), at most :data:`NAMESPACE_MAX` functions each (a larger plugin is split:
-``Crm``, ``Crm_2``, …), each function under its own name in the plugin (``record_opt_out``). The model
+``Crm``, ``Crm_2``, …; names unique across the whole catalog and the same on every request,
+:func:`namespace_layout`), each function under its own name in the plugin (``record_opt_out``). The model
 calls ``{"namespace": "Crm", "name": "record_opt_out"}``; frameworks know ``Crm-record_opt_out``. The
 transport keeps the framework's names on its side and the namespace form on the wire: :meth:`outgoing`
 rewrites a request body (tools, replayed calls, search answers), :meth:`incoming` a response's items.
@@ -11,27 +12,58 @@ Functions without a plugin, and loaded ones, stay plain functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 NAMESPACE_MAX = 9
 """Functions per namespace (OpenAI advises namespaces of fewer than 10 functions)."""
 
 PluginOf = Callable[[str], "tuple[str, str] | None"]
-"""A tool's ``(plugin, function name)`` by full name, or None (no plugin: never namespaced)."""
+"""A tool's ``(namespace, function name)`` by full name, or None (no plugin: never namespaced)."""
 
 
 def plugin_of(manager: Any) -> PluginOf:
-    """`manager`'s tools as ``(plugin, function name)`` by full name (the index it has when asked)."""
+    """`manager`'s tools as ``(namespace, function name)`` by full name, from the layout of the index it
+    has when asked (:func:`namespace_layout`: the same for every request of that catalog)."""
+    layouts: dict[int, tuple[Any, dict[str, tuple[str, str]]]] = {}
 
     def find(full_name: str) -> tuple[str, str] | None:
         index = manager.index
-        if full_name not in index:
-            return None
-        tool = index.tools[index.position(full_name)]
-        return tool.plugin, tool.name
+        known = layouts.get(id(index))
+        if known is None or known[0] is not index:
+            layouts.clear()
+            known = layouts[id(index)] = (index, namespace_layout((t.full_name, t.plugin, t.name) for t in index.tools))
+        return known[1].get(full_name)
 
     return find
+
+
+def namespace_layout(tools: Iterable[tuple[str, str, str]]) -> dict[str, tuple[str, str]]:
+    """Each tool ``(full name, plugin, function)`` of a catalog as ``(namespace, function)``, from the whole
+    catalog at once (so every request, and its replay, names a function the same way): each plugin's
+    functions in catalog order, :data:`NAMESPACE_MAX` per namespace (``Crm``, ``Crm_2``, …); a name taken by
+    a real plugin or an earlier split is never reused (``Crm_2`` split from ``Crm`` beside a plugin named
+    ``Crm_2`` becomes ``Crm_3``), so two functions of one name never share a namespace. Tools without a
+    plugin are left out (never namespaced)."""
+    members: dict[str, list[tuple[str, str]]] = {}
+    for full_name, plugin, function in tools:
+        if plugin:
+            members.setdefault(plugin, []).append((full_name, function))
+    taken = {plugin.casefold() for plugin in members}
+    layout: dict[str, tuple[str, str]] = {}
+    for plugin, functions in members.items():
+        suffix = 1
+        for start in range(0, len(functions), NAMESPACE_MAX):
+            space = plugin
+            if start:
+                suffix += 1
+                while f"{plugin}_{suffix}".casefold() in taken:
+                    suffix += 1
+                space = f"{plugin}_{suffix}"
+                taken.add(space.casefold())
+            for full_name, function in functions[start : start + NAMESPACE_MAX]:
+                layout[full_name] = (space, function)
+    return layout
 
 
 class Namespaces:
@@ -41,8 +73,6 @@ class Namespaces:
         self.plugin_of = plugin_of
         self._wire: dict[str, tuple[str, str]] = {}
         self._full: dict[tuple[str, str], str] = {}
-        self._count: dict[str, int] = {}
-        self._plugin: dict[str, str] = {}
 
     def outgoing(self, body: dict[str, Any]) -> dict[str, Any]:
         """`body` with its deferred functions grouped into namespaces, and its replayed function calls and
@@ -85,17 +115,12 @@ class Namespaces:
             found = self.plugin_of(name)
             if not found or not found[0]:
                 return None
-            plugin, function = found
-            taken = self._count.get(plugin, 0)
-            self._count[plugin] = taken + 1
-            space = plugin if taken < NAMESPACE_MAX else f"{plugin}_{taken // NAMESPACE_MAX + 1}"
-            self._plugin[space] = plugin
-            self._wire[name] = (space, function)
-            self._full[(space, function)] = name
+            self._wire[name] = found
+            self._full[found] = name
         return self._wire[name]
 
     def _description(self, space: str, members: list[dict[str, Any]]) -> str:
-        return f"{self._plugin.get(space, space)} tools: " + ", ".join(str(m.get("name")) for m in members)
+        return f"{space} tools: " + ", ".join(str(m.get("name")) for m in members)
 
     def _outgoing_item(self, item: Any) -> Any:
         if not isinstance(item, dict):

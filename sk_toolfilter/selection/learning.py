@@ -117,6 +117,19 @@ def fingerprint(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def conversation_owner(history: Any = None) -> str:
+    """Whose request this is, as a fingerprint: the scope and conversation the innermost
+    :func:`learning_context` names (the adapters set them from the run's arguments), else the history's
+    opening (its messages up to the first user message). What keeps one conversation's tool-search answers
+    from another's, with learning on or off."""
+    scope, conversation = current_context()
+    if conversation is None and history is not None:
+        from sk_toolfilter.selection.turns import conversation_opening
+
+        return fingerprint("owner", scope or "", "opening", *conversation_opening(history))
+    return fingerprint("owner", scope or "", "named", conversation or "")
+
+
 def request_key(catalog: str, request: str, scope: str = SHARED_SCOPE) -> str:
     """The fingerprint a request is remembered by: a hash of the catalog, the scope and the request, never the text."""
     return fingerprint(catalog, request.strip()) if not scope else fingerprint(catalog, scope, request.strip())

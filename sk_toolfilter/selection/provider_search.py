@@ -74,13 +74,17 @@ _DOCUMENTED = {
 }  # fmt: skip
 
 
-def check_model(provider: str, model: str | None) -> None:
-    """A :class:`ConfigError` naming `model` unless `provider` documents tool search for it."""
+def check_model(provider: str, model: str | None, *, assumed: bool = False) -> None:
+    """A :class:`ConfigError` naming `model` unless `provider` documents tool search for it, or the user
+    says the model behind that name supports it (`assumed`: ``provider_search.model_supports_tool_search``,
+    a proxy's alias or an Azure deployment name)."""
     supports, which = _DOCUMENTED[provider]
-    if not supports(model):
+    if not assumed and not supports(model):
         raise ConfigError(
             f"tool_filtering.provider_search: model {model!r} has no tool search ({provider} documents it for "
-            f"{which}). Use such a model, or turn provider search off (provider_search.enabled: false)"
+            f"{which}). Use such a model, turn provider search off (provider_search.enabled: false), or — a proxy "
+            "or Azure deployment name for such a model — set provider_search.model_supports_tool_search: true "
+            "(model_supports_tool_search=True on the client)"
         )
 
 
@@ -102,6 +106,19 @@ def check_mode(provider: str, unit: str) -> None:
         raise ConfigError(
             "tool_filtering.provider_search.unit: plugin defers each plugin as one OpenAI namespace; Claude has no "
             "namespaces: set unit: tool, or use an OpenAI Responses client"
+        )
+
+
+def check_tool_names(provider: str, search: str, names: Collection[str]) -> None:
+    """A :class:`ConfigError` when one of the agent's tools is named like the search tool the filter adds
+    (Claude's custom ``tool_search`` with ``search: filter``): the model's call to it would be taken as a
+    search and the agent's tool would never run."""
+    from sk_toolfilter.selection.search_answer import SEARCH_TOOL_NAME
+
+    if provider == "anthropic" and search == "filter" and SEARCH_TOOL_NAME in names:
+        raise ConfigError(
+            f"tool_filtering.provider_search.search: filter adds Claude's custom search tool {SEARCH_TOOL_NAME!r}, "
+            f"and one of the agent's tools has that name: rename the tool, or set search: provider"
         )
 
 

@@ -14,8 +14,9 @@ Bounds (what a model or a provider may send): arguments are read from at most
 :data:`MAX_ARGUMENT_CHARS` characters, a query keeps :data:`MAX_QUERY_CHARS` with control characters
 as spaces, arguments that are not a JSON object with a text ``query`` search for nothing (an empty
 answer), a repeated ``call_id`` is answered once, at most :data:`MAX_SEARCHES_PER_CALL` searches are
-answered within one model call, and no answer ever names a tool outside the call's deferred tools
-(hidden and excluded tools are never deferred).
+ranked within one model call (however many one response holds: the rest are answered empty), answers are
+kept per conversation and scope (never another's, whatever ``call_id`` a model chose), and no answer
+ever names a tool outside the call's deferred tools (hidden and excluded tools are never deferred).
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
+from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.retrieval.search import MAX_QUERY_CHARS as RANKED_QUERY_CHARS
+
+logger = library_logger(__name__)
 
 SEARCH_TOOL_NAME = "tool_search"
 """The search tool's name on the wire (Anthropic's custom tool; OpenAI names its own ``tool_search``)."""
@@ -69,8 +73,11 @@ MAX_ARGUMENT_CHARS = 2 * MAX_QUERY_CHARS
 """A search call's arguments are read from at most this many characters (a 1 MB query is cut first)."""
 MAX_SEARCHES_PER_CALL = 3
 """Searches answered within one model call; past them the response goes back to the framework as it is."""
-MAX_REMEMBERED = 1024
-"""Answers kept per manager (by ``call_id``): the replay of a stateless conversation and learning read them."""
+MAX_REMEMBERED = 65_536
+"""Answers kept per manager in total (by conversation and ``call_id``): the replay of a stateless
+conversation and learning read them (a few hundred bytes each)."""
+MAX_REMEMBERED_PER_CONVERSATION = 256
+"""Answers kept per conversation: its replays get the same tools back however many other conversations search."""
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")  # tabs and line breaks stay
 
@@ -105,25 +112,42 @@ class SearchAnswer:
     names: tuple[str, ...]
     learned: set[str] = field(default_factory=set)
     """Found tools the model then called (each learned once)."""
+    matched: int = 0
+    """Deferred tools with first-stage evidence for the query (0: the answer is the best-ranked ones)."""
 
 
 class _Answers:
-    """One manager's answers by ``call_id`` (bounded, oldest first out; thread-safe)."""
+    """One manager's answers by (owner, ``call_id``) — the owner is the conversation and scope that asked:
+    no conversation or tenant ever receives another's answer, whatever ``call_id`` its model chose.
+    Bounded per owner (:data:`MAX_REMEMBERED_PER_CONVERSATION`: one conversation's searches never evict
+    another's) and in total (:data:`MAX_REMEMBERED`, the least recently asked first out); thread-safe."""
 
     def __init__(self) -> None:
-        self._answers: OrderedDict[str, SearchAnswer] = OrderedDict()
+        self._owners: OrderedDict[str, OrderedDict[str, SearchAnswer]] = OrderedDict()
+        self._count = 0
         self._lock = threading.Lock()
 
-    def get(self, call_id: str) -> SearchAnswer | None:
+    def get(self, owner: str, call_id: str) -> SearchAnswer | None:
         with self._lock:
-            return self._answers.get(call_id)
+            answers = self._owners.get(owner)
+            return answers.get(call_id) if answers is not None else None
 
-    def put(self, answer: SearchAnswer) -> None:
+    def put(self, owner: str, answer: SearchAnswer) -> None:
         with self._lock:
-            self._answers[answer.call_id] = answer
-            self._answers.move_to_end(answer.call_id)
-            while len(self._answers) > MAX_REMEMBERED:
-                self._answers.popitem(last=False)
+            answers = self._owners.setdefault(owner, OrderedDict())
+            self._owners.move_to_end(owner)
+            self._count += answer.call_id not in answers
+            answers[answer.call_id] = answer
+            answers.move_to_end(answer.call_id)
+            if len(answers) > MAX_REMEMBERED_PER_CONVERSATION:
+                answers.popitem(last=False)
+                self._count -= 1
+            while self._count > MAX_REMEMBERED:
+                oldest = next(iter(self._owners.values()))
+                oldest.popitem(last=False)
+                self._count -= 1
+                if not oldest:
+                    self._owners.popitem(last=False)
 
 
 _BY_MANAGER: weakref.WeakKeyDictionary[Any, _Answers] = weakref.WeakKeyDictionary()
@@ -138,13 +162,27 @@ def _answers_of(manager: Any) -> _Answers:
         return answers
 
 
-async def rank_for_search(manager: SearchRanker, query: str, usable: Collection[str]) -> list[str]:
-    """The tools the filter ranks first for `query` among `usable` (the manager's ranking path: first
-    stage, learning from use, visibility), best first; tools without evidence are not listed."""
+class SearchRanking(NamedTuple):
+    """What the filter ranks for a search: `matched`, the tools with first-stage evidence (best first);
+    `closest`, the tools nearest the query when none has evidence (by cosine); `small_talk`: the query
+    asks for no tool (then both are empty)."""
+
+    matched: list[str]
+    closest: list[str]
+    small_talk: bool = False
+
+
+async def rank_for_search(manager: SearchRanker, query: str, usable: Collection[str]) -> SearchRanking:
+    """The tools the filter ranks for `query` among `usable` (the manager's ranking path: first stage,
+    learning from use, visibility). An empty query ranks nothing."""
     if not query.strip() or not usable:
-        return []
-    selection = await manager.select(query, allowed=set(usable))
-    return [t.full_name for t in selection.ranking.tools if t.evidence and t.full_name in usable]
+        return SearchRanking([], [])
+    ranking = (await manager.select(query, allowed=set(usable))).ranking
+    if ranking.no_tool_reason is not None:
+        return SearchRanking([], [], small_talk=True)
+    matched = [t.full_name for t in ranking.tools if t.evidence and t.full_name in usable]
+    unranked = [t.full_name for t in ranking.tools if not t.evidence] + [n for n, _ in ranking.without_evidence]
+    return SearchRanking(matched, [n for n in dict.fromkeys(unranked) if n in usable])
 
 
 @dataclass
@@ -163,26 +201,44 @@ class SearchSession:
     results: int
     learn: Callable[[str, str], None] | None = None
     within: Callable[[], AbstractContextManager[Any]] = nullcontext
+    owner: str = ""
+    """Whose searches these are (a fingerprint of the conversation and scope): answers are kept and
+    replayed per owner, never across."""
     given: list[SearchAnswer] = field(default_factory=list)
     """The answers this model call gave or replayed, in order."""
 
     def __post_init__(self) -> None:
         self._deferred = frozenset(self.deferred)
         self._answers = _answers_of(self.manager)
+        self.ranked = 0
+        """Searches this model call ranked (at most :data:`MAX_SEARCHES_PER_CALL`; the rest answered empty)."""
 
     async def answer(self, call_id: str, arguments: object) -> SearchAnswer:
-        """The answer to one search call: the same call answered before (a replay, a repeated
-        ``call_id``) gets the same tools; else the filter's first `results` deferred tools for its query."""
-        known = self._answers.get(call_id) if call_id else None
+        """The answer to one search call: the same call of this conversation answered before (a replay, a
+        repeated ``call_id``) gets the same tools; else the filter's first `results` deferred tools for its
+        query — those with first-stage evidence, or, when no deferred tool has any, the best-ranked
+        deferred tools (never an empty answer while tools remain, but for small talk or an empty query).
+        Past :data:`MAX_SEARCHES_PER_CALL` new searches in one model call, the answer is empty."""
+        known = self._answers.get(self.owner, call_id) if call_id else None
         if known is not None:
             answer = SearchAnswer(call_id, known.query, self.permitted(known.names), known.learned)
+        elif self.ranked >= MAX_SEARCHES_PER_CALL:
+            answer = SearchAnswer(call_id, search_query(arguments), ())  # over the bound: nothing ranked
+            logger.warning(
+                "sk-toolfilter: the model searched more than %d times in one call: the rest are answered empty",
+                MAX_SEARCHES_PER_CALL,
+            )
         else:
+            self.ranked += 1
             query = search_query(arguments)
             with self.within():
                 ranked = await rank_for_search(self.manager, query, (*self.loaded, *self.deferred))
-            answer = SearchAnswer(call_id, query, self.permitted(ranked)[: self.results])
+                names = self.permitted(ranked.matched)[: self.results]
+                if not names and not ranked.small_talk and query:  # no deferred tool matched: the closest
+                    names = self.permitted((await rank_for_search(self.manager, query, self.deferred)).closest)
+            answer = SearchAnswer(call_id, query, names[: self.results], matched=len(self.permitted(ranked.matched)))
             if call_id:
-                self._answers.put(answer)
+                self._answers.put(self.owner, answer)
         if all(a.call_id != answer.call_id for a in self.given):
             self.given.append(answer)
         return answer
