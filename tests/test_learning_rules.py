@@ -159,3 +159,19 @@ def test_a_tool_that_entered_but_overtook_nothing_is_said_with_where_it_landed()
     note = reordered.entered["Ops-service_status"]
     assert note.startswith("Ops-service_status entered at place 3, below Ops-logs (0.80 against 0.08)")
     assert "2 past requests like this one (best 0.93) called it" in note
+
+
+async def test_a_turn_whose_request_was_already_embedded_is_learned_before_the_next_request(demo_kernel):
+    """An agent loop: the turn's request was the query of its first request, so its vector is known; the
+    turn is learned at once (no embedding, no task), and the conversation's next request reads it."""
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig())
+    asked = "what time is it in Oslo right now"
+    first = ChatHistory()
+    first.add_user_message(asked)
+    with learning_context(conversation="c1"):
+        await manager.select_for_history(first)  # the request's vector is computed here
+        history = completed_turns((asked, [ANCHOR, "Messaging-send_email"]))
+        history.add_user_message("and in Lima?")
+        await manager.select_for_history(history)
+    assert len(manager.learning.memory) == 1  # learned in the request that saw the turn, not later
+    assert not manager.learning._tasks

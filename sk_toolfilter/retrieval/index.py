@@ -327,6 +327,13 @@ class ToolIndex:
             return vectors[texts[0]][None, :].copy()
         return np.stack([vectors[t] for t in texts])
 
+    def known_query_vectors(self, queries: Sequence[str]) -> list[np.ndarray | None]:
+        """The vector a request already computed for each query (the last ``QUERY_VECTORS_KEPT``; a copy),
+        else None — nothing is embedded."""
+        known = self._query_vectors
+        found = [known.get(q[:MAX_EMBED_CHARS]) for q in queries]
+        return [None if v is None else v.copy() for v in found]
+
     async def embed_beside_requests(self, queries: list[str]) -> np.ndarray:
         """Unit vectors for work beside the requests (learning from use), never in their way: a text a
         request embedded is reused (the last ``QUERY_VECTORS_KEPT``: one embedding per request), the

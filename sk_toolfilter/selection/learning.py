@@ -241,15 +241,27 @@ class Learning:
         conversation: str | None = None,
         scope: str | None = SHARED_SCOPE,
     ) -> None:
-        """:meth:`learn` beside the request, not in it (a task of the running loop; :meth:`settled` waits)."""
-        if not self.config.enabled or not turns or scope is None:
+        """:meth:`learn` without making the request wait: a turn whose request vector a request already
+        computed (an agent loop's turn: its request was the query) is learned now — an O(log n) insert, no
+        embedding — so the conversation's next request reads it; the rest are embedded beside the request
+        (a task of the running loop; :meth:`settled` waits)."""
+        if not self.config.enabled or not turns or scope is None or not index.has_embeddings:
+            return
+        fresh = self._fresh(index, turns, allowed, scope)
+        known = index.known_query_vectors([request for request, _ in fresh.values()])
+        for (key, (_, calls)), vector in zip(list(fresh.items()), known, strict=True):
+            if vector is not None:
+                del fresh[key]
+                if self.memory.learn(vector, calls, key, conversation=conversation, scope=scope) and self.file:
+                    self.file.changed(self.memory)
+        if not fresh:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a synchronous caller): nothing runs beside it
-            logger.debug("sk-toolfilter: learning skipped %d turns (no running event loop)", len(turns))
+            logger.debug("sk-toolfilter: learning skipped %d turns (no running event loop)", len(fresh))
             return
-        task = loop.create_task(self.learn(index, turns, allowed, conversation=conversation, scope=scope))
+        task = loop.create_task(self._learn_fresh(index, fresh, conversation=conversation, scope=scope))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -337,12 +349,28 @@ class Learning:
         many rows were added or refreshed."""
         if not self.config.enabled or not turns or not index.has_embeddings or scope is None:
             return 0  # (an index without vectors, BM25 only, has nothing to compare requests with)
+        return await self._learn_fresh(index, self._fresh(index, turns, allowed, scope), conversation, scope)
+
+    def _fresh(
+        self, index: ToolIndex, turns: Sequence[Turn], allowed: Callable[[str], bool], scope: str
+    ) -> dict[str, tuple[str, list[str]]]:
+        """The turns not learned before, by fingerprint: (request, the tools that may be learned)."""
         fresh: dict[str, tuple[str, list[str]]] = {}
         for turn in turns:
             calls = [c for c in turn.calls if c in index and allowed(c)][:MAX_TOOLS_PER_REQUEST]
             key = request_key(self.catalog, turn.request, scope)
             if calls and not self.memory.knows(key, calls) and key not in self._pending:
                 fresh[key] = (turn.request, calls)
+        return fresh
+
+    async def _learn_fresh(
+        self,
+        index: ToolIndex,
+        fresh: dict[str, tuple[str, list[str]]],
+        conversation: str | None = None,
+        scope: str = SHARED_SCOPE,
+    ) -> int:
+        """Embed `fresh` beside the requests and learn it; how many rows were added or refreshed."""
         if not fresh:
             return 0
         self._pending.update(fresh)
