@@ -438,7 +438,7 @@ async def test_at_most_three_searches_are_ranked_in_one_model_call_however_many_
     config = ToolFilterConfig(top_k=2, provider_search=FILTER)
     searches = [client_tool_search(f"track shipment number {i}", call_id=f"call_{i}") for i in range(50)]
     with ScriptedResponsesServer([searches, [message("ok")]]) as server:
-        agent, tool_filter = await openai_agent(server, config, store=False)
+        agent, _ = await openai_agent(server, config, store=False)
         await agent.run(CALENDAR)
     given = answers(server.requests[1])
     assert len(given) == 50  # every call paired with an output (an unpaired one is a 400)
