@@ -529,3 +529,36 @@ async def test_the_sdk_clients_own_http_client_is_kept_and_the_search_still_answ
     assert response.text == "It is in Memphis."
     assert seen == ["/v1/responses", "/v1/responses"]  # both requests through the application's transport
     assert answers(server.requests[1])  # and the search was answered on the way
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["not streamed", "streamed"])
+async def test_a_stored_chain_keeps_its_loaded_tools_on_every_request_as_a_stateless_one_does(stream):
+    """The default store (``previous_response_id``): Agent Framework sends a stored chain's later calls
+    with only their new messages; every request of the run, and of the next run on the session, loads
+    the tools the conversation's first request loaded."""
+    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
+    script = [
+        [function_call("track_package", {"tracking_number": "1Z999"})],
+        [message("It is in Memphis.")],
+        [function_call("track_package", {"tracking_number": "1Z998"}, 2)],
+        [message("And that one is in Reno.")],
+    ]
+    ask = "Where is my package 1Z999? Track it please"
+
+    async def run(agent, text: str, session) -> None:
+        if stream:
+            async for _ in agent.run(text, session=session, stream=True):
+                pass
+        else:
+            await agent.run(text, session=session)
+
+    with ScriptedResponsesServer(script) as server:
+        agent, _ = await openai_agent(server, config)  # store: the default
+        session = agent.create_session()
+        await run(agent, ask, session)
+        await run(agent, "and 1Z998?", session)
+    assert [r.get("previous_response_id") for r in server.requests] == [None, "resp_1", "resp_2", "resp_3"]
+    loaded = [wire(server, i)[0] for i in range(4)]
+    assert loaded[0] and "track_package" in loaded[0]
+    assert all(each == loaded[0] for each in loaded)  # after a tool call too, streamed or not
+    assert ran == ["track_package", "track_package"]

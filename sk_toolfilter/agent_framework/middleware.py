@@ -8,6 +8,7 @@ turn (and of a streamed turn) passes :class:`ToolFilterMiddleware`. It replaces 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 # tasks that copy its context), so the guard sees the offer of the call that asked for the tool.
 _OFFERED: ContextVar[tuple[int, frozenset[str]] | None] = ContextVar("sk_toolfilter_af_offered", default=None)
 
+MAX_CHAINS = 1024
+"""Stored chains (``previous_response_id``, server conversations) a middleware remembers the messages of."""
+
 
 def response_calls(response: Any) -> list[str]:
     """The function names a chat response calls, in order, once each."""
@@ -56,6 +60,11 @@ class ToolFilterMiddleware(ChatMiddleware):
     def __init__(self, manager: ToolFilterManager, query_strategy: QueryStrategy | None = None) -> None:
         self.manager = manager
         self.query_strategy: QueryStrategy = query_strategy or manager.config.query_strategy
+        self._chains: OrderedDict[str, list[Any]] = OrderedDict()
+        """The messages of each stored chain this process served, by the response (or server conversation)
+        id its next call continues: Agent Framework sends a stored chain's later calls with only their new
+        messages, so the filter reads the conversation as a stateless one shows it (bounded: the
+        :data:`MAX_CHAINS` most recent)."""
         self.last_selection: list[str] = []
         """The names offered on the most recent model call (empty when no tools were sent)."""
         self.last_selection_seconds = 0.0
@@ -84,8 +93,9 @@ class ToolFilterMiddleware(ChatMiddleware):
         ranked = {id(f) for f, _ in functions}
         # Entries the filter cannot rank (hosted tools) are the caller's explicit choice: they stay on offer.
         passthrough = [t for t in tools if id(t) not in ranked]
+        messages = self._whole_conversation(context)
         with context_from_arguments(self.manager.config.learning, context.kwargs):
-            history, offer = await self._select(context, list(by_name))
+            history, offer = await self._select(messages, list(by_name))
         deferred = offer.deferred
         # provider search: the rest goes deferred (the client marks it)
         kept = [*(by_name[n] for n in self.last_selection), *(by_name[n] for n in deferred), *passthrough]
@@ -105,7 +115,7 @@ class ToolFilterMiddleware(ChatMiddleware):
         set_call(WireCall(session=session, plugin_of=spaces) if session or spaces else None)
         _OFFERED.set((id(self.manager), frozenset([*self.last_selection, *deferred])))
         await call_next()
-        self._capture(context, history, set(by_name))
+        self._capture(context, history, set(by_name), messages)
 
     def _search_session(
         self, context: ChatContext, history: ChatHistory, offer: Offer, allowed: set[str]
@@ -126,13 +136,31 @@ class ToolFilterMiddleware(ChatMiddleware):
         results = manager.config.provider_search.results
         return SearchSession(manager, tuple(offer.names), tuple(offer.deferred), results, learn, within, owner)
 
-    def _capture(self, context: ChatContext, history: ChatHistory, allowed: set[str]) -> None:
+    def _whole_conversation(self, context: ChatContext) -> list[Any]:
+        """The call's messages after those of the stored chain it continues (``conversation_id``: a stored
+        response or a server conversation this process served); else its messages as they are."""
+        chain = (context.options or {}).get("conversation_id")
+        earlier = self._chains.get(chain) if isinstance(chain, str) else None
+        return [*earlier, *context.messages] if earlier else list(context.messages)
+
+    def _remember_chain(self, response: Any, messages: list[Any]) -> None:
+        """A stored response (or server conversation) the next call may continue: its conversation so far."""
+        chain = getattr(response, "conversation_id", None) or getattr(response, "response_id", None)
+        if isinstance(chain, str) and chain:
+            self._chains[chain] = [*messages, *(getattr(response, "messages", None) or ())]
+            self._chains.move_to_end(chain)
+            while len(self._chains) > MAX_CHAINS:
+                self._chains.popitem(last=False)
+
+    def _capture(self, context: ChatContext, history: ChatHistory, allowed: set[str], messages: list[Any]) -> None:
         """Learning from use: the response's function calls teach the turn they answer, now (streamed:
-        once the stream is finalized), within the run's scope and conversation."""
+        once the stream is finalized), within the run's scope and conversation; a stored response is
+        remembered for the call that continues it."""
 
         def capture(response: Any) -> Any:
             with context_from_arguments(self.manager.config.learning, context.kwargs):
                 self.manager.capture(history, response_calls(response), allowed=allowed)
+            self._remember_chain(response, messages)
             return response
 
         if context.stream:
@@ -140,8 +168,8 @@ class ToolFilterMiddleware(ChatMiddleware):
         elif context.result is not None:
             capture(context.result)
 
-    async def _select(self, context: ChatContext, names: list[str]) -> tuple[ChatHistory, Offer]:
-        history = to_chat_history(context.messages)
+    async def _select(self, messages: list[Any], names: list[str]) -> tuple[ChatHistory, Offer]:
+        history = to_chat_history(messages)
         offer = await self.manager.offer(history, names, strategy=self.query_strategy)
         self.last_offer = offer
         self.last_selection_seconds = offer.seconds
