@@ -25,7 +25,12 @@ from sk_toolfilter.agent_framework.middleware import ToolFilterMiddleware, ToolG
 from sk_toolfilter.agent_framework.picker_chat import agent_framework_picker_chat
 from sk_toolfilter.agent_framework.provider_search import ToolSearchOpenAIChatClient
 from sk_toolfilter.agent_framework.setup import AgentFrameworkFilter, create_agent_framework_filter
-from sk_toolfilter.agent_framework.tools import AgentFrameworkTools, kernel_function_tool, tool_from_agent_framework
+from sk_toolfilter.agent_framework.tools import (
+    AgentFrameworkTools,
+    kernel_function_tool,
+    plugin_tools,
+    tool_from_agent_framework,
+)
 
 __all__ = [
     "AgentFrameworkFilter",
@@ -36,5 +41,6 @@ __all__ = [
     "agent_framework_picker_chat",
     "create_agent_framework_filter",
     "kernel_function_tool",
+    "plugin_tools",
     "tool_from_agent_framework",
 ]

@@ -16,6 +16,7 @@ from typing import Any
 
 from agent_framework import FunctionTool
 
+from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.retrieval.metadata import (
     KEYWORDS_PROPERTY,
     ToolMetadata,
@@ -82,6 +83,46 @@ class AgentFrameworkTools:
     def exists(self, full_name: str) -> bool:
         present = self._present if self._present is not None else frozenset(self.names())
         return full_name in present
+
+
+def plugin_tools(plugin: str, tools: Iterable[Any]) -> list[FunctionTool]:
+    """Agent Framework tools as the functions of one plugin, named as an agent file or Semantic Kernel
+    names them (``Ops-service_status`` for a tool ``service_status`` of plugin ``Ops``)::
+
+        tool_filter = await create_agent_framework_filter(plugin_tools("Ops", [service_status, restart]), config)
+
+    The same functions in an agent file's plugin ``Ops`` and here are then one catalog: the same tool
+    names (what learning from use remembers, what ``exclude`` and ``tools_overrides`` name), the same
+    ranking, and one learning file read by both. Each tool keeps its function, schema, description and
+    settings; plain callables and ``@tool`` functions are accepted (hosted tools are not functions: a
+    ConfigError names them)."""
+    if not plugin or "-" in plugin:
+        raise ConfigError(f"plugin_tools: plugin name {plugin!r} must be non-empty and without '-'")
+    named = []
+    for item in tools:
+        found = item if isinstance(item, FunctionTool) else _as_function_tool(item)
+        extra = {**(found.additional_properties or {}), PLUGIN_PROPERTY: plugin}
+        named.append(
+            FunctionTool(
+                name=f"{plugin}-{found.name}",
+                description=found.description,
+                approval_mode=found.approval_mode,
+                max_invocations=found.max_invocations,
+                max_invocation_exceptions=found.max_invocation_exceptions,
+                additional_properties=extra,
+                func=found.func,
+                input_model=found.parameters(),
+            )
+        )
+    return named
+
+
+def _as_function_tool(item: Any) -> FunctionTool:
+    from agent_framework import tool
+
+    if not callable(item):
+        raise ConfigError(f"plugin_tools: {type(item).__name__} {str(item)[:60]!r} is not a function tool")
+    return tool(item)
 
 
 def kernel_function_tool(function: Any, kernel: Any) -> FunctionTool:
