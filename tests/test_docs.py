@@ -148,6 +148,15 @@ async def test_the_readme_token_figures_are_what_the_report_prints(tmp_path):
         f"{t['saved_percent']:.0f}",
         f"{t['provider_search_claude_saved_percent']:.0f}",
     )
+    units = re.search(r"estimates both \(on the bundled agent's sample queries: ([\d,]+) tools tokens\s+with `unit: tool`, (\d+) % saved against filtering off; ([\d,]+) with `unit: plugin`, (\d+) % saved\)", page)  # fmt: skip  # noqa: E501
+    assert units, "the unit sentence of docs/integrations/agent-framework.md changed: update this test"
+    tool_tokens, tool_saved, plugin_tokens, plugin_saved = units.groups()
+    assert (
+        within(tool_tokens, t["tools_tokens_provider_search"])
+        and tool_saved == f"{t['provider_search_saved_percent']:.0f}"
+    )
+    assert within(plugin_tokens, t["tools_tokens_provider_search_plugin"])
+    assert plugin_saved == f"{t['provider_search_plugin_saved_percent']:.0f}"
     off, queries, on, saved = found.groups()[:4]
     assert (off, queries, found.groups()[4:]) == (f"{t['tools_tokens_off']:,}", str(t["queries"]), (sent, checked))
     assert within(on, t["tools_tokens_on"]) and within(saved, t["saved_percent"], absolute=0.1)

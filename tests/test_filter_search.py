@@ -242,7 +242,7 @@ async def test_an_sk_responses_agent_gets_its_search_answered_by_the_filter():
     from sk_toolfilter.integration.responses_agent import invoke_with_provider_search
     from tests.test_provider_search import responses_agent
 
-    config = ToolFilterConfig(top_k=2, provider_search=FILTER, exclude=["Messaging-send_email"])
+    config = ToolFilterConfig(top_k=2, provider_search={**FILTER, "unit": "tool"}, exclude=["Messaging-send_email"])
     script = [
         [client_tool_search("percentage of a whole")],
         [function_call("Math-percentage", {"part": 15, "whole": 80})],

@@ -411,7 +411,7 @@ async def responses_agent(server: ScriptedResponsesServer, config: ToolFilterCon
 async def test_an_sk_responses_agent_sends_the_selection_loaded_the_rest_deferred_and_runs_a_found_tool():
     from sk_toolfilter.integration.responses_agent import invoke_with_provider_search
 
-    config = ToolFilterConfig(top_k=2, provider_search=ON, exclude=["Messaging-send_email"])
+    config = ToolFilterConfig(top_k=2, provider_search={**ON, "unit": "tool"}, exclude=["Messaging-send_email"])
     script = [[*tool_search("percent", []), function_call("Math-percentage", {"part": 15, "whole": 80})]]
     with ScriptedResponsesServer([*script, [message("18.75%")]]) as server:
         agent, manager, kernel = await responses_agent(server, config)
@@ -524,7 +524,7 @@ def searching_agent_file(tmp_path, framework: str = "agent-framework"):
     root = Path(__file__).resolve().parents[1]
     shutil.copytree(root / "instructions", tmp_path / "instructions", dirs_exist_ok=True)
     text = (root / "agent.yaml").read_text().replace("name: ", f"framework: {framework}\nname: ", 1)
-    text = text.replace("tool_filtering:\n", "tool_filtering:\n  provider_search: {enabled: true}\n", 1)
+    text = text.replace("tool_filtering:\n", "tool_filtering:\n  provider_search: {enabled: true, unit: tool}\n", 1)
     text = text.replace("init: {root: sandbox}", f"init: {{root: {tmp_path / 'sandbox'}}}")
     (tmp_path / "agent.yaml").write_text(text)
     return tmp_path / "agent.yaml"
@@ -604,3 +604,19 @@ async def test_the_offer_decides_what_is_loaded_and_what_is_deferred_for_every_a
     assert offer.on_wire == [*offer.names, *offer.deferred]
     off = await create_tool_filter(demo_kernel, ToolFilterConfig(top_k=2))
     assert (await off.offer(history, names)).deferred == ()  # without provider search nothing is deferred
+
+
+async def test_by_default_openai_gets_each_plugins_deferred_tools_as_namespaces_and_claude_flat_ones():
+    """unit: auto — the cheaper wire per provider: namespaces with OpenAI (the model sees a namespace by
+    its name and description), each function with Claude (no namespaces)."""
+    from sk_toolfilter.integration.responses_agent import invoke_with_provider_search
+    from sk_toolfilter.selection.provider_search import unit_for
+
+    assert ToolFilterConfig(provider_search=ON).provider_search.unit == "auto"
+    assert (unit_for("openai", "auto"), unit_for("anthropic", "auto")) == ("plugin", "tool")
+    with ScriptedResponsesServer([[message("5")]]) as server:
+        agent, manager, _ = await responses_agent(server, ToolFilterConfig(top_k=2, provider_search=ON))
+        [i async for i in invoke_with_provider_search(agent, manager, "What is 2 plus 3?")]
+    spaces = [t for t in server.tools(0) if t["type"] == "namespace"]
+    assert spaces and all(f.get("defer_loading") for s in spaces for f in s["tools"])
+    await manager.aclose()

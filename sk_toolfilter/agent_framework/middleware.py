@@ -23,7 +23,7 @@ from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.provider_wire.call import WireCall, set_call
 from sk_toolfilter.provider_wire.namespaces import plugin_of
 from sk_toolfilter.selection.learning import context_from_arguments, conversation_owner
-from sk_toolfilter.selection.provider_search import check_tool_names
+from sk_toolfilter.selection.provider_search import check_tool_names, unit_for
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.refusals import refusal, report_refusal
 from sk_toolfilter.selection.search_answer import SearchSession
@@ -111,7 +111,9 @@ class ToolFilterMiddleware(ChatMiddleware):
             )
         mark_deferred(deferred, kept, answered=answered)
         session = self._search_session(context, history, offer, set(by_name)) if answered else None
-        spaces = plugin_of(self.manager) if search.enabled and search.unit == "plugin" else None
+        provider = getattr(context.client, "tool_search_provider", "")
+        namespaced = search.enabled and unit_for(provider, search.unit) == "plugin"
+        spaces = plugin_of(self.manager) if namespaced else None
         set_call(WireCall(session=session, plugin_of=spaces) if session or spaces else None)
         _OFFERED.set((id(self.manager), frozenset([*self.last_selection, *deferred])))
         await call_next()

@@ -28,7 +28,7 @@ from sk_toolfilter.provider_wire.call import WireCall, wire_call
 from sk_toolfilter.provider_wire.namespaces import plugin_of
 from sk_toolfilter.provider_wire.openai_responses import ResponsesWire
 from sk_toolfilter.selection.learning import conversation_owner
-from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model
+from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model, unit_for
 from sk_toolfilter.selection.search_answer import OPENAI_CLIENT_SEARCH_TOOL, SearchSession
 
 _CLIENTS: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -91,7 +91,7 @@ def _wire_call(manager: Any, offer: Any, owner: str) -> WireCall:
     """What the transport does for this ``invoke``: defer, with the provider's search tool or (``search:
     filter``) the client-executed one and the filter's search desk, learning within the caller's scope."""
     search = manager.config.provider_search
-    spaces = plugin_of(manager) if search.unit == "plugin" else None
+    spaces = plugin_of(manager) if unit_for("openai", search.unit) == "plugin" else None
     if search.search != "filter":
         return WireCall(frozenset(offer.deferred), OPENAI_SEARCH_TOOL, plugin_of=spaces)
 

@@ -47,15 +47,43 @@ def provider_search_tools(
 
 
 def provider_search_tokens(
-    every_tool: Sequence[dict[str, Any]], plan: WirePlan, encoding: str, *, answered: bool = False
+    every_tool: Sequence[dict[str, Any]], plan: WirePlan, encoding: str, *, answered: bool = False, unit: str = "tool"
 ) -> tuple[int, int]:
     """(estimated tool tokens with OpenAI, with Claude) of one request sent as `plan` says; `answered`:
-    the filter answers the search (its client-executed search tool instead of the provider's)."""
+    the filter answers the search (its client-executed search tool instead of the provider's); `unit`:
+    ``plugin`` sends OpenAI each plugin's deferred functions as namespaces (:func:`namespaced`)."""
     shown, deferred = provider_search_tools(every_tool, plan)
+    if unit == "plugin":
+        deferred = namespaced(deferred)
     openai_tool = OPENAI_CLIENT_SEARCH_TOOL if answered else OPENAI_SEARCH_TOOL
     claude_tool = ANTHROPIC_CLIENT_SEARCH_TOOL if answered else ANTHROPIC_SEARCH_TOOL
     openai = count_json_tokens([*shown, *deferred, openai_tool], encoding)
     return openai, count_json_tokens([*shown, claude_tool], encoding)
+
+
+def namespaced(deferred: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What OpenAI documents the model sees up front of deferred namespaces: each namespace by its name
+    and description (the description the transport writes: ``Crm tools: f1, f2``), its functions not at
+    all until a search loads them; functions without a plugin stay by name and description. The layout
+    is the transport's (:func:`~sk_toolfilter.provider_wire.namespaces.namespace_layout`), from the
+    ``Plugin-function`` names."""
+    from sk_toolfilter.provider_wire.namespaces import namespace_layout
+
+    parts = [(str(t["name"]), *str(t["name"]).partition("-")[::2]) for t in deferred]
+    layout = namespace_layout((name, plugin, function) for name, plugin, function in parts if function)
+    spaces: dict[str, list[str]] = {}
+    plain = []
+    for tool in deferred:
+        where = layout.get(str(tool["name"]))
+        if where is None:
+            plain.append(tool)
+        else:
+            spaces.setdefault(where[0], []).append(where[1])
+    entries = [
+        {"type": "namespace", "name": space, "description": f"{space} tools: " + ", ".join(members)}
+        for space, members in spaces.items()
+    ]
+    return [*plain, *entries]
 
 
 def conversation_cache(

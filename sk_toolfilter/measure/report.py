@@ -160,6 +160,7 @@ def _estimate_provider_search(row: QueryReport, off: dict[str, Any], manager: To
     row.tools_tokens_provider_search, row.tools_tokens_provider_search_claude = provider_search_tokens(
         every_tool, plan, encoding
     )
+    row.tools_tokens_provider_search_plugin = provider_search_tokens(every_tool, plan, encoding, unit="plugin")[0]
     row.tools_tokens_filter_search = provider_search_tokens(every_tool, plan, encoding, answered=True)[0]
     row.tools_deferred = len(plan.deferred)
 

@@ -30,6 +30,8 @@ class QueryReport:
     """What the second stage (``rerank: {type: llm}``) did for this request ("" without one)."""
     tools_tokens_provider_search: int | None = None
     """Estimated tool tokens with provider tool search (``report --provider-search``; None: not estimated)."""
+    tools_tokens_provider_search_plugin: int | None = None
+    """The OpenAI estimate with each plugin's deferred functions as one namespace (``unit: plugin``)."""
     tools_tokens_provider_search_claude: int | None = None
     """The same with Claude (deferred tools documented as not in the prompt)."""
     tools_deferred: int = 0
@@ -144,6 +146,10 @@ class TokenReport:
         return {
             "tools_tokens_provider_search": tokens,
             "provider_search_saved_percent": round(100.0 * (off - tokens) / off, 2) if off else 0.0,
+            "tools_tokens_provider_search_plugin": (
+                plugin := sum(q.tools_tokens_provider_search_plugin or 0 for q in self.queries)
+            ),
+            "provider_search_plugin_saved_percent": round(100.0 * (off - plugin) / off, 2) if off else 0.0,
             "tools_tokens_provider_search_claude": claude,
             "provider_search_claude_saved_percent": round(100.0 * (off - claude) / off, 2) if off else 0.0,
             "mean_tools_deferred": round(sum(q.tools_deferred for q in self.queries) / len(self.queries), 2),
@@ -199,7 +205,10 @@ def provider_search_line(report: TokenReport) -> str | None:
         f"Provider tool search, an estimate from what the providers document: OpenAI Responses "
         f"{t['tools_tokens_provider_search']:,} tools tokens ({t['provider_search_saved_percent']:.1f}% saved against "
         f"off; the model still sees each of the {number(t['mean_tools_deferred'])} deferred tools per request by name "
-        f"and description), Claude {t['tools_tokens_provider_search_claude']:,} "
+        f"and description; {t['tools_tokens_provider_search_plugin']:,}, "
+        f"{t['provider_search_plugin_saved_percent']:.1f}% saved, with each plugin's deferred tools as one namespace, "
+        "unit: plugin, seen by the namespace's name and "
+        f"description only), Claude {t['tools_tokens_provider_search_claude']:,} "
         f"({t['provider_search_claude_saved_percent']:.1f}%; deferred tools are not in the prompt) — the selection's "
         "schemas in full and the search tool; tools the model finds later are not counted. With search: filter "
         f"(the filter answers the search) OpenAI {t['tools_tokens_filter_search']:,} (its search tool's definition "

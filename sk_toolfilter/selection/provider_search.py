@@ -90,14 +90,24 @@ def check_model(provider: str, model: str | None, *, assumed: bool = False) -> N
 
 def with_deferred(tools: Sequence[Any], deferred: Collection[str], kind: str, search_tool: dict[str, Any]) -> list[Any]:
     """A request's tool entries with ``defer_loading: true`` on the entries of type `kind` (``function``
-    for OpenAI, ``custom`` for Anthropic) named in `deferred`, then the provider's `search_tool`."""
+    for OpenAI, ``custom`` for Anthropic) named in `deferred`, then the provider's `search_tool` — only
+    when something is deferred (a search tool with nothing to find is refused by the providers)."""
     marked = [
         {**t, "defer_loading": True}
         if isinstance(t, dict) and t.get("type") == kind and t.get("name") in deferred
         else t
         for t in tools
     ]
+    if not any(isinstance(t, dict) and t.get("defer_loading") for t in marked):
+        return marked
     return [*marked, dict(search_tool)]
+
+
+def unit_for(provider: str, unit: str) -> str:
+    """What `unit` means for `provider`: ``auto`` is ``plugin`` (namespaces) with OpenAI, ``tool`` with Claude."""
+    if unit == "auto":
+        return "plugin" if provider == "openai" else "tool"
+    return unit
 
 
 def check_mode(provider: str, unit: str) -> None:
