@@ -144,8 +144,11 @@ def learning_of_file(path: str) -> Learning:
         raise ConfigError(f"{path}: no such learning file")
     if not header.get("catalog") or "model" not in header:
         raise ConfigError(f"{path}: not a learning file (or not one this user may read: see the warning)")
-    config = LearningConfig(file=str(path), read_only=True, scope="as recorded in the file")
-    return Learning(config, str(header["catalog"]), str(header["model"]))
+    catalog, model = str(header["catalog"]), str(header["model"])
+    learning = Learning(LearningConfig(file=str(path), read_only=True, scope="scoped"), catalog, model)
+    if set(learning.memory.scopes()) <= {SHARED_SCOPE}:  # rows of no scope: what an agent of scope: shared wrote
+        learning.config = learning.config.model_copy(update={"scope": "shared"})
+    return learning
 
 
 def memory_for(config: LearningConfig) -> UsageMemory:
@@ -206,7 +209,7 @@ class Learning:
         if self.config.scope == "shared":
             return SHARED_SCOPE
         if value is not None and str(value).strip():
-            return fingerprint(self.catalog, "scope", str(value))
+            return self._scope_fingerprint(value)
         if not self._warned_scope:
             self._warned_scope = True
             logger.warning(
@@ -276,6 +279,10 @@ class Learning:
             return None
         if self.config.scope == "shared":
             raise ConfigError("--scope: this agent's learning.scope is 'shared': every request reads every row")
+        return self._scope_fingerprint(value)
+
+    def _scope_fingerprint(self, value: object) -> str:
+        """What a scope value is stored as (never the value itself)."""
         return fingerprint(self.catalog, "scope", str(value))
 
     def summary(self, scope: str | None = None) -> dict[str, Any]:
