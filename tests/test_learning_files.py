@@ -189,3 +189,18 @@ async def test_learning_never_costs_a_request_its_embedding_or_its_circuit(tmp_p
         assert all(selection.ranking.fallback_reason is None for selection in selections)
     await manager.learning.settled()
     assert len(manager.learning.memory) == 0  # learning skipped what it could not embed, quietly
+
+
+@pytest.mark.parametrize(
+    "odd",
+    ["\x00\x1b[31m\u2028tenant\x7f", "x" * 200_000, "\ud83d" * 1000, ""],
+    ids=["control characters", "200,000 characters", "surrogates", "empty"],
+)
+async def test_any_text_a_user_controls_in_every_place_still_gets_its_request_answered(demo_kernel, odd):
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig(learning={"scope": "tenant_id"}))
+    history = completed_turns((f"what time is it in Tokyo {odd}", ["Time-current_time"]))
+    history.add_user_message(f"and in Paris? {odd}")
+    with learning_context(scope=odd or None, conversation=odd or None):
+        selection = await manager.select_for_history(history)
+        await manager.learning.settled()
+    assert selection.names  # answered (an empty scope value: answered, neither learning nor reading)
