@@ -562,3 +562,49 @@ async def test_a_stored_chain_keeps_its_loaded_tools_on_every_request_as_a_state
     assert loaded[0] and "track_package" in loaded[0]
     assert all(each == loaded[0] for each in loaded)  # after a tool call too, streamed or not
     assert ran == ["track_package", "track_package"]
+
+
+@pytest.mark.postgres
+async def test_two_replicas_on_one_store_answer_a_replay_and_continue_a_stored_chain_the_same(postgres):
+    """Two replicas behind one load balancer (two filters on one PostgreSQL store): a search replayed on
+    the replica that did not answer it gets the first replica's tools back, and a stored chain's next
+    turn reaching the other replica loads the tools its first request loaded."""
+    from agent_framework import Agent, AgentSession
+
+    from tests.test_shared_index import store_config
+
+    config = store_config(postgres.dsn).updated(top_k=2, provider_search=FILTER)
+
+    async def replica(server: ScriptedResponsesServer):
+        client = ToolSearchOpenAIChatClient(model=MODEL, api_key="offline", base_url=server.base_url)
+        tool_filter = await create_agent_framework_filter(list(TOOLS), config, agent_client=client)
+        agent = Agent(client=client, tools=tool_filter.tools, middleware=tool_filter.middleware)
+        return agent, tool_filter
+
+    script = [
+        [function_call("track_package", {"tracking_number": "1Z999"})],
+        [message("It is in Memphis.")],
+        [message("You're welcome.")],
+    ]
+    with ScriptedResponsesServer(script) as server:
+        first, first_filter = await replica(server)
+        second, second_filter = await replica(server)
+        await first.run("Where is my package 1Z999? Track it please")  # a stored chain: resp_1, resp_2
+        await first_filter.chat_middleware.settled()
+        await second.run("thanks!", session=AgentSession(service_session_id="resp_2"))  # the other replica
+    assert server.requests[2]["previous_response_id"] == "resp_2"
+    assert wire(server, 2)[0] == wire(server, 0)[0]  # the loaded tools of the chain's first request
+
+    # The answers: a replay of call_1 on the second replica is the first replica's answer.
+    a, b = first_filter.manager, second_filter.manager
+    usable = tuple(t.full_name for t in a.index.tools if t.full_name not in a.discovery_names)
+    shared = a.index_store.conversation_state()
+    answered = await SearchSession(a, (), usable, 3, owner="talk-1", shared=shared).answer(
+        "call_1", {"query": "track a shipment"}
+    )
+    again = SearchSession(b, (), usable, 3, owner="talk-1", shared=b.index_store.conversation_state())
+    assert (await again.answer("call_1", {"query": "reschedule an event"})).names == answered.names
+    other = SearchSession(b, (), usable, 3, owner="talk-2", shared=b.index_store.conversation_state())
+    assert (await other.answer("call_1", {"query": "reschedule an event"})).names != answered.names
+    for tool_filter in (first_filter, second_filter):
+        await tool_filter.aclose()

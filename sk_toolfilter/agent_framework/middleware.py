@@ -8,6 +8,7 @@ turn (and of a streamed turn) passes :class:`ToolFilterMiddleware`. It replaces 
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
@@ -54,6 +55,18 @@ def response_calls(response: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _messages_of(stored: Any) -> list[Any] | None:
+    """A chain's messages as another replica stored them (None for nothing, or anything malformed)."""
+    if not isinstance(stored, list):
+        return None
+    from agent_framework import Message
+
+    try:
+        return [Message.from_dict(item) for item in stored if isinstance(item, dict)]
+    except Exception:  # a row this version cannot read: the call goes on with its own messages
+        return None
+
+
 class ToolFilterMiddleware(ChatMiddleware):
     """Narrows the tools of every model call to the manager's selection for the conversation so far."""
 
@@ -61,6 +74,7 @@ class ToolFilterMiddleware(ChatMiddleware):
         self.manager = manager
         self.query_strategy: QueryStrategy = query_strategy or manager.config.query_strategy
         self._chains: OrderedDict[str, list[Any]] = OrderedDict()
+        self._writes: set[asyncio.Task[None]] = set()
         """The messages of each stored chain this process served, by the response (or server conversation)
         id its next call continues: Agent Framework sends a stored chain's later calls with only their new
         messages, so the filter reads the conversation as a stateless one shows it (bounded: the
@@ -93,7 +107,7 @@ class ToolFilterMiddleware(ChatMiddleware):
         ranked = {id(f) for f, _ in functions}
         # Entries the filter cannot rank (hosted tools) are the caller's explicit choice: they stay on offer.
         passthrough = [t for t in tools if id(t) not in ranked]
-        messages = self._whole_conversation(context)
+        messages = await self._whole_conversation(context)
         with context_from_arguments(self.manager.config.learning, context.kwargs):
             history, offer = await self._select(messages, list(by_name))
         deferred = offer.deferred
@@ -136,23 +150,48 @@ class ToolFilterMiddleware(ChatMiddleware):
         with within():
             owner = conversation_owner(history)
         results = manager.config.provider_search.results
-        return SearchSession(manager, tuple(offer.names), tuple(offer.deferred), results, learn, within, owner)
+        names, deferred = tuple(offer.names), tuple(offer.deferred)
+        return SearchSession(manager, names, deferred, results, learn, within, owner, self._shared_state())
 
-    def _whole_conversation(self, context: ChatContext) -> list[Any]:
+    async def _whole_conversation(self, context: ChatContext) -> list[Any]:
         """The call's messages after those of the stored chain it continues (``conversation_id``: a stored
-        response or a server conversation this process served); else its messages as they are."""
+        response or a server conversation this replica served, else one another replica shared through
+        the store); else its messages as they are."""
         chain = (context.options or {}).get("conversation_id")
-        earlier = self._chains.get(chain) if isinstance(chain, str) else None
+        if not isinstance(chain, str) or not chain:
+            return list(context.messages)
+        earlier = self._chains.get(chain)
+        shared = self._shared_state()
+        if earlier is None and shared is not None:
+            earlier = _messages_of(await shared.get("chain", chain))
         return [*earlier, *context.messages] if earlier else list(context.messages)
 
+    def _shared_state(self) -> Any:
+        store = self.manager.index_store
+        return store.conversation_state() if store is not None else None
+
     def _remember_chain(self, response: Any, messages: list[Any]) -> None:
-        """A stored response (or server conversation) the next call may continue: its conversation so far."""
+        """A stored response (or server conversation) the next call may continue: its conversation so far
+        (with a shared store, written there too, beside the request: :meth:`settled` waits for it)."""
         chain = getattr(response, "conversation_id", None) or getattr(response, "response_id", None)
-        if isinstance(chain, str) and chain:
-            self._chains[chain] = [*messages, *(getattr(response, "messages", None) or ())]
-            self._chains.move_to_end(chain)
-            while len(self._chains) > MAX_CHAINS:
-                self._chains.popitem(last=False)
+        if not isinstance(chain, str) or not chain:
+            return
+        whole = [*messages, *(getattr(response, "messages", None) or ())]
+        self._chains[chain] = whole
+        self._chains.move_to_end(chain)
+        while len(self._chains) > MAX_CHAINS:
+            self._chains.popitem(last=False)
+        shared = self._shared_state()
+        if shared is not None:
+            value = [m.to_dict() for m in whole if hasattr(m, "to_dict")]
+            task = asyncio.get_running_loop().create_task(shared.put("chain", chain, value))
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
+
+    async def settled(self) -> None:
+        """Wait for what this middleware is writing to the shared store (tests, shutdown)."""
+        while self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
 
     def _capture(self, context: ChatContext, history: ChatHistory, allowed: set[str], messages: list[Any]) -> None:
         """Learning from use: the response's function calls teach the turn they answer, now (streamed:

@@ -98,5 +98,9 @@ def _wire_call(manager: Any, offer: Any, owner: str) -> WireCall:
     def learn(query: str, name: str) -> None:
         manager.capture(query, [name])
 
-    session = SearchSession(manager, tuple(offer.names), tuple(offer.deferred), search.results, learn, owner=owner)
+    store = manager.index_store
+    shared = store.conversation_state() if store is not None else None
+    session = SearchSession(
+        manager, tuple(offer.names), tuple(offer.deferred), search.results, learn, owner=owner, shared=shared
+    )
     return WireCall(frozenset(offer.deferred), OPENAI_CLIENT_SEARCH_TOOL, session, spaces)

@@ -62,7 +62,7 @@ class ResponsesWire(httpx.AsyncBaseTransport):
         if session is None and spaces is None:
             return await self.send(request, body)
         if session is not None:
-            owed = self._pending.pop(str(body.get("previous_response_id")), [])
+            owed = await self._owed(str(body.get("previous_response_id")), session)
             body["input"] = await _paired([*owed, *_items(body.get("input"))], body, session)
         if body.get("stream"):
             first = await self.send(request, body, spaces)
@@ -74,6 +74,15 @@ class ResponsesWire(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+    async def _owed(self, response_id: str, session: SearchSession) -> list[dict[str, Any]]:
+        """The answers owed to the stored response `response_id` continues: this replica's, else the
+        shared store's (the response may have come from another replica)."""
+        owed = self._pending.pop(response_id, None)
+        if owed is None and session.shared is not None and response_id != "None":
+            stored = await session.shared.get("owed", response_id)
+            owed = [item for item in stored if isinstance(item, dict)] if isinstance(stored, list) else None
+        return owed or []
 
     async def send(
         self, request: httpx.Request, body: dict[str, Any], spaces: Namespaces | None = None
@@ -114,6 +123,8 @@ class ResponsesWire(httpx.AsyncBaseTransport):
             self._pending[str(reply["id"])] = step.outputs
             while len(self._pending) > _PENDING_MAX:
                 self._pending.popitem(last=False)
+            if session is not None and session.shared is not None:  # the next request may reach another replica
+                await session.shared.put("owed", str(reply["id"]), step.outputs)
         return _follow_up(body, reply, step.outputs) if step.continues else None
 
 

@@ -82,6 +82,14 @@ MAX_REMEMBERED_PER_CONVERSATION = 256
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")  # tabs and line breaks stay
 
 
+class SharedState(Protocol):
+    """Where replicas share what conversations leave on them (:mod:`sk_toolfilter.store.conversation_state`)."""
+
+    async def get(self, kind: str, key: str) -> Any | None: ...
+
+    async def put(self, kind: str, key: str, value: Any) -> None: ...
+
+
 class SearchRanker(Protocol):
     """What a search session reads of the manager: its ranking for a text among allowed tools."""
 
@@ -172,6 +180,16 @@ class SearchRanking(NamedTuple):
     small_talk: bool = False
 
 
+def _answer_of(call_id: str, stored: Any) -> SearchAnswer | None:
+    """An answer a replica kept in the shared store (None for nothing, or for anything malformed)."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("names"), list):
+        return None
+    names = tuple(n for n in stored["names"] if isinstance(n, str))
+    matched = stored.get("matched")
+    matched = matched if isinstance(matched, int) else 0
+    return SearchAnswer(call_id, str(stored.get("query") or ""), names, matched=matched)
+
+
 async def rank_for_search(manager: SearchRanker, query: str, usable: Collection[str]) -> SearchRanking:
     """The tools the filter ranks for `query` among `usable` (the manager's ranking path: first stage,
     learning from use, visibility). An empty query ranks nothing."""
@@ -204,6 +222,9 @@ class SearchSession:
     owner: str = ""
     """Whose searches these are (a fingerprint of the conversation and scope): answers are kept and
     replayed per owner, never across."""
+    shared: SharedState | None = None
+    """With a shared store: answers are kept there too, so a replay reaching another replica gets the
+    same tools back."""
     given: list[SearchAnswer] = field(default_factory=list)
     """The answers this model call gave or replayed, in order."""
 
@@ -220,6 +241,8 @@ class SearchSession:
         deferred tools (never an empty answer while tools remain, but for small talk or an empty query).
         Past :data:`MAX_SEARCHES_PER_CALL` new searches in one model call, the answer is empty."""
         known = self._answers.get(self.owner, call_id) if call_id else None
+        if known is None and call_id and self.shared is not None:
+            known = _answer_of(call_id, await self.shared.get("answer", f"{self.owner}:{call_id}"))
         if known is not None:
             answer = SearchAnswer(call_id, known.query, self.permitted(known.names), known.learned)
         elif self.ranked >= MAX_SEARCHES_PER_CALL:
@@ -239,6 +262,9 @@ class SearchSession:
             answer = SearchAnswer(call_id, query, names[: self.results], matched=len(self.permitted(ranked.matched)))
             if call_id:
                 self._answers.put(self.owner, answer)
+                if self.shared is not None:
+                    value = {"query": answer.query, "names": list(answer.names), "matched": answer.matched}
+                    await self.shared.put("answer", f"{self.owner}:{call_id}", value)
         if all(a.call_id != answer.call_id for a in self.given):
             self.given.append(answer)
         return answer

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sk_toolfilter.basics.errors import ConfigError, IndexStoreError, first_line, install_line
 from sk_toolfilter.basics.redaction import library_logger, remember_secret
 from sk_toolfilter.config import IndexConfig
+from sk_toolfilter.store.conversation_state import ConversationState
 from sk_toolfilter.store.learning_table import LearningTable
 from sk_toolfilter.store.outage import StoreOutage
 from sk_toolfilter.store.shared_catalog import Collection, SharedCatalog
@@ -101,6 +102,19 @@ class PostgresIndexStore:
             timeout=self._config.timeout_seconds,
             every_seconds=every_seconds,
             retry_seconds=self._config.retry_seconds,
+            where=self.where,
+            outage=self.outage,
+        )
+
+    def conversation_state(self, catalog: str) -> ConversationState:
+        """What conversations of catalog `catalog` leave on a replica (tool-search answers, stored chains),
+        shared by every replica (``<table_prefix>_conversation_state``)."""
+        return ConversationState(
+            self._pool,
+            self._config.db_schema,
+            f"{self._config.table_prefix}_conversation_state",
+            catalog,
+            timeout=self._config.timeout_seconds,
             where=self.where,
             outage=self.outage,
         )

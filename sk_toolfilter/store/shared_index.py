@@ -46,6 +46,7 @@ from sk_toolfilter.store.shared_catalog import CatalogVersion, SharedCatalog
 
 if TYPE_CHECKING:
     from sk_toolfilter.retrieval.encoders import EmbeddingService
+    from sk_toolfilter.store.conversation_state import ConversationState
     from sk_toolfilter.store.learning_table import LearningTable
     from sk_toolfilter.store.postgres import PostgresIndexStore
 
@@ -83,6 +84,7 @@ class SharedIndex:
         self.catalog, self.config = catalog, config
         self.stats = StoreStats()
         self._owner = owner
+        self._conversations: ConversationState | None = None
         self._next_check = 0.0
         self.outage = owner.outage if owner is not None else StoreOutage()  # one warning per outage
         self._check: tuple[asyncio.AbstractEventLoop, asyncio.Task[bool]] | None = None
@@ -109,6 +111,14 @@ class SharedIndex:
         if self._owner is None:
             return None
         return self._owner.learning_table(self.catalog.name, self.catalog.model_id, every_seconds)
+
+    def conversation_state(self) -> ConversationState | None:
+        """Where this catalog's replicas share what conversations leave on them (None without a database)."""
+        if self._owner is None:
+            return None
+        if self._conversations is None:
+            self._conversations = self._owner.conversation_state(self.catalog.name)
+        return self._conversations
 
     async def aclose(self) -> None:
         """Close the connections (the index in memory stays usable)."""
