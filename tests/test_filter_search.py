@@ -399,12 +399,20 @@ async def test_a_search_is_ranked_and_learned_within_the_runs_scope(monkeypatch,
     assert "named no" not in caplog.text  # no request of the run went unscoped
 
 
-async def test_a_search_in_the_users_own_words_is_never_answered_empty_while_tools_are_deferred():
-    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
+def usable_tools(manager) -> tuple[str, ...]:
+    """Every tool of `manager` a search may answer with (the discovery tools are never deferred)."""
+    return tuple(t.full_name for t in manager.index.tools if t.full_name not in manager.discovery_names)
+
+
+async def searching_manager():
+    """A filter-answered search's manager over the test tools, and the tools a search may answer with."""
     with ScriptedResponsesServer([[message("ok")]]) as server:
-        _, tool_filter = await openai_agent(server, config)
-    manager = tool_filter.manager
-    usable = tuple(t.full_name for t in manager.index.tools if t.full_name not in manager.discovery_names)
+        _, tool_filter = await openai_agent(server, ToolFilterConfig(top_k=2, provider_search=FILTER))
+    return tool_filter.manager, usable_tools(tool_filter.manager)
+
+
+async def test_a_search_in_the_users_own_words_is_never_answered_empty_while_tools_are_deferred():
+    manager, usable = await searching_manager()
     session = SearchSession(manager, usable[:2], usable[2:], 3)
     query = "Is nginx running on the proxy box?"  # the user's words: no tool has first-stage evidence
     assert (await rank_for_search(manager, query, usable)).matched == []
@@ -417,11 +425,7 @@ async def test_a_search_in_the_users_own_words_is_never_answered_empty_while_too
 async def test_two_conversations_searching_with_the_same_call_id_each_get_their_own_answer():
     from sk_toolfilter.selection.learning import conversation_owner, learning_context
 
-    config = ToolFilterConfig(top_k=2, provider_search=FILTER)
-    with ScriptedResponsesServer([[message("ok")]]) as server:
-        _, tool_filter = await openai_agent(server, config)
-    manager = tool_filter.manager
-    usable = tuple(t.full_name for t in manager.index.tools if t.full_name not in manager.discovery_names)
+    manager, usable = await searching_manager()
     answers_of = {}
     for tenant, query in (("acme", "track a shipment by its tracking number"), ("globex", "reschedule an event")):
         with learning_context(scope=tenant, conversation="thread-1"):
@@ -597,7 +601,7 @@ async def test_two_replicas_on_one_store_answer_a_replay_and_continue_a_stored_c
 
     # The answers: a replay of call_1 on the second replica is the first replica's answer.
     a, b = first_filter.manager, second_filter.manager
-    usable = tuple(t.full_name for t in a.index.tools if t.full_name not in a.discovery_names)
+    usable = usable_tools(a)
     shared = a.index_store.conversation_state()
     answered = await SearchSession(a, (), usable, 3, owner="talk-1", shared=shared).answer(
         "call_1", {"query": "track a shipment"}

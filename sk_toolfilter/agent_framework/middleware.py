@@ -151,7 +151,7 @@ class ToolFilterMiddleware(ChatMiddleware):
             owner = conversation_owner(history)
         results = manager.config.provider_search.results
         names, deferred = tuple(offer.names), tuple(offer.deferred)
-        return SearchSession(manager, names, deferred, results, learn, within, owner, self._shared_state())
+        return SearchSession(manager, names, deferred, results, learn, within, owner, manager.conversation_state)
 
     async def _whole_conversation(self, context: ChatContext) -> list[Any]:
         """The call's messages after those of the stored chain it continues (``conversation_id``: a stored
@@ -161,14 +161,10 @@ class ToolFilterMiddleware(ChatMiddleware):
         if not isinstance(chain, str) or not chain:
             return list(context.messages)
         earlier = self._chains.get(chain)
-        shared = self._shared_state()
+        shared = self.manager.conversation_state
         if earlier is None and shared is not None:
             earlier = _messages_of(await shared.get("chain", chain))
         return [*earlier, *context.messages] if earlier else list(context.messages)
-
-    def _shared_state(self) -> Any:
-        store = self.manager.index_store
-        return store.conversation_state() if store is not None else None
 
     def _remember_chain(self, response: Any, messages: list[Any]) -> None:
         """A stored response (or server conversation) the next call may continue: its conversation so far
@@ -181,7 +177,7 @@ class ToolFilterMiddleware(ChatMiddleware):
         self._chains.move_to_end(chain)
         while len(self._chains) > MAX_CHAINS:
             self._chains.popitem(last=False)
-        shared = self._shared_state()
+        shared = self.manager.conversation_state
         if shared is not None:
             value = [m.to_dict() for m in whole if hasattr(m, "to_dict")]
             task = asyncio.get_running_loop().create_task(shared.put("chain", chain, value))

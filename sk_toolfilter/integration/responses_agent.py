@@ -98,9 +98,13 @@ def _wire_call(manager: Any, offer: Any, owner: str) -> WireCall:
     def learn(query: str, name: str) -> None:
         manager.capture(query, [name])
 
-    store = manager.index_store
-    shared = store.conversation_state() if store is not None else None
     session = SearchSession(
-        manager, tuple(offer.names), tuple(offer.deferred), search.results, learn, owner=owner, shared=shared
+        manager,
+        tuple(offer.names),
+        tuple(offer.deferred),
+        search.results,
+        learn,
+        owner=owner,
+        shared=manager.conversation_state,
     )
     return WireCall(frozenset(offer.deferred), OPENAI_CLIENT_SEARCH_TOOL, session, spaces)

@@ -312,8 +312,7 @@ class ToolIndex:
         self.circuit.check()
         texts = [q[:MAX_EMBED_CHARS] for q in queries]
         known = self._query_vectors
-        vectors = {t: known[t] for t in texts if t in known}
-        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
+        vectors, missing = self._kept_and_missing(texts)
         if missing:
             # Chinese requests carry their English gloss, as Chinese tool texts do (retrieval.gloss).
             glossed = [with_english_gloss(t)[:MAX_EMBED_CHARS] for t in missing]
@@ -326,6 +325,12 @@ class ToolIndex:
         if len(texts) == 1:  # a copy (as np.stack gives): callers never share the kept vector
             return vectors[texts[0]][None, :].copy()
         return np.stack([vectors[t] for t in texts])
+
+    def _kept_and_missing(self, texts: Sequence[str]) -> tuple[dict[str, np.ndarray], list[str]]:
+        """The kept vectors of `texts` (cut to ``MAX_EMBED_CHARS``) by text, and the texts without one, once each."""
+        known = self._query_vectors
+        vectors = {t: known[t] for t in texts if t in known}
+        return vectors, [t for t in dict.fromkeys(texts) if t not in vectors]
 
     def known_query_vectors(self, queries: Sequence[str]) -> list[np.ndarray | None]:
         """The vector a request already computed for each query (the last ``QUERY_VECTORS_KEPT``; a copy),
@@ -344,9 +349,7 @@ class ToolIndex:
         if service is None or kept is None:
             raise EmbeddingServiceError("this index has no embedding service")
         texts = [q[:MAX_EMBED_CHARS] for q in queries]
-        known = self._query_vectors
-        vectors = {t: known[t] for t in texts if t in known}
-        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
+        vectors, missing = self._kept_and_missing(texts)
         if missing:
             if self._beside_lane is None:
                 self._beside_lane = asyncio.Lock()
@@ -356,9 +359,7 @@ class ToolIndex:
                     vector = await embed_texts(
                         encoder, [with_english_gloss(text)[:MAX_EMBED_CHARS]], timeout=self.circuit.timeout_seconds
                     )
-                if vector.shape[1] != dims:
-                    raise EmbeddingServiceError(f"embedding has {vector.shape[1]} dimensions, the index {dims}")
-                vectors[text] = vector[0]
+                vectors[text] = _of_dims(vector, dims)[0]
         return np.stack([vectors[t] for t in texts]) if texts else np.zeros((0, kept.shape[1]), np.float32)
 
     async def _embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -372,13 +373,7 @@ class ToolIndex:
         encoder = query_encoder(service)  # an asymmetric model embeds requests with its own encoder
 
         async def call(timeout: float) -> np.ndarray:
-            vectors = await embed_texts(encoder, texts, timeout=timeout)
-            if vectors.shape[1] != dims:
-                raise EmbeddingServiceError(
-                    f"query embedding has {vectors.shape[1]} dimensions, tool embeddings have {dims}: "
-                    "the embedding model changed since the index was built"
-                )
-            return vectors
+            return _of_dims(await embed_texts(encoder, texts, timeout=timeout), dims)
 
         return await self.circuit.call(call)
 
@@ -597,3 +592,13 @@ def _split_exemplars(vectors: np.ndarray) -> tuple[CatalogVectors, CatalogVector
     (~4x faster than float32 over 3,136 rows; scores move by ~1e-3 against margins of 0.05 and 0.10)."""
     split = len(load_exemplars().no_tool)
     return CatalogVectors(vectors[:split], "int8"), CatalogVectors(vectors[split:], "int8")
+
+
+def _of_dims(vectors: np.ndarray, dims: int) -> np.ndarray:
+    """`vectors` when they have the index's `dims`; else EmbeddingServiceError naming both."""
+    if vectors.shape[1] != dims:
+        raise EmbeddingServiceError(
+            f"query embedding has {vectors.shape[1]} dimensions, tool embeddings have {dims}: "
+            "the embedding model changed since the index was built"
+        )
+    return vectors

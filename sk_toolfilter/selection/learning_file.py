@@ -322,13 +322,17 @@ def _tail(archive: zipfile.ZipFile, name: str, rows: int, keep: int) -> np.ndarr
         if not shape or shape[0] != rows:
             raise ValueError(f"{name} of shape {shape}, not {rows} rows")
         row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
-        skip = (rows - keep) * row_bytes
-        while skip:
-            chunk = member.read(min(READ_CHUNK_BYTES, skip))
-            if not chunk:
-                raise EOFError("the file ends early")
-            skip -= len(chunk)
+        _skip(member, (rows - keep) * row_bytes)
         return _exact(member, dtype, (keep, *shape[1:]), keep * row_bytes)
+
+
+def _skip(member: IO[bytes], count: int) -> None:
+    """Read `count` bytes of `member` through, in chunks, keeping none (rows before the newest kept)."""
+    while count:
+        chunk = member.read(min(READ_CHUNK_BYTES, count))
+        if not chunk:
+            raise EOFError("the file ends early")
+        count -= len(chunk)
 
 
 def _tail_json_bytes(archive: zipfile.ZipFile, rows: int, keep: int) -> list[str]:
@@ -347,12 +351,7 @@ def _tail_json_bytes(archive: zipfile.ZipFile, rows: int, keep: int) -> list[str
         shape, dtype = _npy_header(member)
         if shape != (last,) or dtype != np.uint8:
             raise ValueError(f"tools_bytes of shape {shape} and type {dtype}, not {last} bytes")
-        skip = first
-        while skip:
-            chunk = member.read(min(READ_CHUNK_BYTES, skip))
-            if not chunk:
-                raise EOFError("the file ends early")
-            skip -= len(chunk)
+        _skip(member, first)
         blob = member.read(last - first)
     if len(blob) != last - first:
         raise EOFError("the file ends early")
@@ -367,12 +366,7 @@ def _tail_texts(archive: zipfile.ZipFile, name: str, rows: int, keep: int) -> li
         shape, dtype = _npy_header(member)
         if shape != (rows,) or dtype.kind != "U":
             raise ValueError(f"{name} of shape {shape} and type {dtype}")
-        skip = (rows - keep) * dtype.itemsize
-        while skip:
-            chunk = member.read(min(READ_CHUNK_BYTES, skip))
-            if not chunk:
-                raise EOFError("the file ends early")
-            skip -= len(chunk)
+        _skip(member, (rows - keep) * dtype.itemsize)
         per_chunk = max(1, READ_CHUNK_BYTES // dtype.itemsize)
         texts: list[str] = []
         while len(texts) < keep:

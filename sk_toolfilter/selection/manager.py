@@ -36,6 +36,7 @@ from sk_toolfilter.selection.tool_source import KernelTools, ToolSource
 from sk_toolfilter.selection.turns import Turn
 from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
+from sk_toolfilter.store.conversation_state import ConversationState
 from sk_toolfilter.store.shared_index import SharedIndex
 from sk_toolfilter.telemetry import Telemetry
 
@@ -178,6 +179,13 @@ class ToolFilterManager:
     def index_store(self) -> SharedIndex | None:
         """The shared store the index comes from (``index.store``), or None for an in-memory index."""
         return self._upkeep.store
+
+    @property
+    def conversation_state(self) -> ConversationState | None:
+        """Where replicas share what conversations leave on them (tool-search answers, stored chains), or
+        None without a shared store."""
+        store = self._upkeep.store
+        return store.conversation_state() if store is not None else None
 
     async def vectors_ready(self) -> None:
         """Wait until the tools' vectors are built (see ``embedding.background_above``) and the small-talk

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sk_toolfilter.basics.errors import first_line
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.store.outage import StoreOutage
-
-if TYPE_CHECKING:
-    from psycopg_pool import AsyncConnectionPool
+from sk_toolfilter.store.store_table import StoreTable
 
 logger = library_logger(__name__)
 
@@ -34,24 +31,11 @@ MAX_VALUE_CHARS = 4 * 2**20
 """A value larger than this (a very long chain) is kept in this replica only."""
 
 
-class ConversationState:
+class ConversationState(StoreTable):
     """One catalog's conversation state in the shared store (see the module docstring)."""
 
-    def __init__(
-        self,
-        pool: AsyncConnectionPool,
-        schema: str,
-        table: str,
-        catalog: str,
-        *,
-        timeout: float,
-        where: str = "an unnamed server",
-        outage: StoreOutage | None = None,
-    ) -> None:
-        self._pool, self._schema, self._table, self.catalog = pool, schema, table, catalog
-        self.timeout, self.where = timeout, where
-        self._outage = outage or StoreOutage()
-        self._created = False
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._writes = 0
 
     async def get(self, kind: str, key: str) -> Any | None:
@@ -59,12 +43,11 @@ class ConversationState:
         from psycopg import sql
 
         try:
+            table = sql.Identifier(self._schema, self._table)
             async with self._pool.connection(timeout=self.timeout) as connection:
-                await self._ensure_table(connection)
+                await self._ensure_table(connection, table)
                 cursor = await connection.execute(
-                    sql.SQL("SELECT value FROM {} WHERE catalog = %s AND kind = %s AND key = %s").format(
-                        sql.Identifier(self._schema, self._table)
-                    ),
+                    sql.SQL("SELECT value FROM {} WHERE catalog = %s AND kind = %s AND key = %s").format(table),
                     (self.catalog, kind, key),
                 )
                 row = await cursor.fetchone()
@@ -89,7 +72,7 @@ class ConversationState:
         table = sql.Identifier(self._schema, self._table)
         try:
             async with self._pool.connection(timeout=self.timeout) as connection:
-                await self._ensure_table(connection)
+                await self._ensure_table(connection, table)
                 await connection.execute(
                     sql.SQL(
                         "INSERT INTO {} (catalog, kind, key, value, at) VALUES (%s, %s, %s, %s, %s) "
@@ -108,20 +91,15 @@ class ConversationState:
             return
         self._answered()
 
-    async def _ensure_table(self, connection: Any) -> None:
-        if self._created:
-            return
+    def _create_statements(self, table: Any) -> list[Any]:
         from psycopg import sql
 
-        async with connection.transaction():
-            await connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{self._schema}.{self._table}",))
-            await connection.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (catalog text NOT NULL, kind text NOT NULL, key text NOT NULL, "
-                    "value text NOT NULL, at double precision NOT NULL, PRIMARY KEY (catalog, kind, key))"
-                ).format(sql.Identifier(self._schema, self._table))
-            )
-        self._created = True
+        return [
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (catalog text NOT NULL, kind text NOT NULL, key text NOT NULL, "
+                "value text NOT NULL, at double precision NOT NULL, PRIMARY KEY (catalog, kind, key))"
+            ).format(table)
+        ]
 
     def _report(self, exc: BaseException) -> None:
         if self._outage.begin():

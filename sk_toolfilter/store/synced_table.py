@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from sk_toolfilter.basics.errors import first_line
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.store.outage import StoreOutage
+from sk_toolfilter.store.store_table import StoreTable
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
 logger = library_logger(__name__)
@@ -26,7 +26,7 @@ logger = library_logger(__name__)
 State = TypeVar("State")
 
 
-class SyncedTable(Generic[State]):
+class SyncedTable(StoreTable, Generic[State]):
     """One catalog's rows of one shared table, kept in step with a process's `State` (see the module docstring)."""
 
     what = "state"
@@ -45,21 +45,14 @@ class SyncedTable(Generic[State]):
         where: str = "an unnamed server",
         outage: StoreOutage | None = None,
     ) -> None:
-        self._pool, self._schema, self._table, self.catalog = pool, schema, table, catalog
-        self.timeout, self.every_seconds, self.retry_seconds, self.where = timeout, every_seconds, retry_seconds, where
+        super().__init__(pool, schema, table, catalog, timeout=timeout, where=where, outage=outage)
+        self.every_seconds, self.retry_seconds = every_seconds, retry_seconds
         self._last_seq = 0
         self._next_sync = 0.0
-        self._outage = outage or StoreOutage()  # shared with the catalog's version checks: one warning
-        self._created = False
         self._task: tuple[asyncio.AbstractEventLoop, asyncio.Task[None]] | None = None
         self._lock: asyncio.Lock | None = None
         self.read_only = False
         """True: the table is read, never created or written (the CLI's inspecting commands)."""
-
-    @property
-    def qualified_name(self) -> str:
-        """``schema.table`` at the store (for messages)."""
-        return f"{self._schema}.{self._table}"
 
     def tick(self, state: State) -> None:
         """Called on each selection: start a background sync when one is due (never waits on it)."""
@@ -86,20 +79,6 @@ class SyncedTable(Generic[State]):
         self._next_sync = time.monotonic() + self.every_seconds
 
     async def _sync(self, state: State) -> None:
-        raise NotImplementedError
-
-    async def _ensure_table(self, connection: AsyncConnection[Any], table: Any) -> None:
-        """Create the table once (see :meth:`_create_statements`), under a transaction-scoped advisory lock:
-        replicas starting together take turns (``IF NOT EXISTS`` alone races in PostgreSQL's catalog)."""
-        if self._created:
-            return
-        async with connection.transaction():
-            await connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{self._schema}.{self._table}",))
-            for statement in self._create_statements(table):
-                await connection.execute(statement)
-        self._created = True
-
-    def _create_statements(self, table: Any) -> list[Any]:
         raise NotImplementedError
 
     def _report(self, exc: BaseException) -> None:
