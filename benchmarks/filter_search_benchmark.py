@@ -4,7 +4,7 @@ BFCL catalog (examples/data/bfcl: 1,287 tools, its 1,088 dev requests).
     python benchmarks/filter_search_benchmark.py [--limit N] [--results 1,3,5,8]
 
 For each request, the model's search query is the request itself. The search answer is what
-:class:`~sk_toolfilter.selection.search_answer.SearchSession` (the desk the wire transports use) loads
+:class:`~sk_toolfilter.provider_wire.search_answer.SearchSession` (the desk the wire transports use) loads
 for it with nothing loaded yet; the filter's ranking is ``ToolFilterManager.select``'s first stage for
 the same text. Prints recall@k of both (they must be equal: one ranking path; the count of requests
 whose answer differs from the ranking's top k is printed too) and the OpenAI tool tokens per request of
@@ -28,9 +28,9 @@ from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.measure.evaluation import load_queries
 from sk_toolfilter.measure.metrics import recall_at_k
 from sk_toolfilter.measure.provider_search_tokens import provider_search_tokens
+from sk_toolfilter.provider_wire.search_answer import SearchSession
 from sk_toolfilter.retrieval.metadata import openai_tool_definition
-from sk_toolfilter.selection.provider_search import wire_plan
-from sk_toolfilter.selection.search_answer import SearchSession
+from sk_toolfilter.selection.offer import search_offer
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "bfcl"
 ENCODING = "o200k_base"
@@ -92,7 +92,7 @@ def _count_tokens(
     answer: list[str],
 ) -> None:
     every_tool = [definitions[n] for n in every]
-    plan = wire_plan(manager, every, selection, manager.config.provider_search)
+    plan = search_offer(manager, every, selection, manager.config.provider_search)
     loaded = [definitions[n] for n in selection if n in definitions]
     tokens["filtering"].append(count_json_tokens(loaded, ENCODING) if loaded else 0)
     tokens["provider search"].append(provider_search_tokens(every_tool, plan, ENCODING)[0])

@@ -4,7 +4,7 @@
 
 For each dev half (and each converted multi-tool catalog with ``--multi``): a random half of its
 requests is traffic, the other half measured; 10 % and 50 % of all requests are served in order
-through the product's :class:`~sk_toolfilter.retrieval.usage.UsageMemory` with the shipped rule, in
+through the product's :class:`~sk_toolfilter.retrieval.memory.LearningMemory` with the shipped rule, in
 both label regimes — ``sent`` (the model called only the needed tools the filter had in its top 5)
 and ``all`` (discovery found every miss) — over 3 seeds (``training.replay``). Prints cold and
 learned recall@5 / complete@5 per set (means over the seeds), then the request path's p50 at 199
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from sk_toolfilter import LocalEmbeddingGenerator, ToolFilterConfig, ToolFilterManager, ToolIndex  # noqa: E402
 from sk_toolfilter.agents.catalog import load_catalog  # noqa: E402
-from sk_toolfilter.retrieval.usage import DEFAULT_RULE  # noqa: E402
+from sk_toolfilter.retrieval.memory import DEFAULT_RULE  # noqa: E402
 from training.replay import collect, families, load_all, replay  # noqa: E402
 from training.sources import BENCHMARKS  # noqa: E402
 
@@ -153,13 +153,13 @@ async def path_replay(name: str, folder: Path, fraction: float = 0.5, seeds: tup
 
     from sk_toolfilter.measure.evaluation import LabelledQuery, load_queries
     from sk_toolfilter.measure.metrics import complete_at_k, recall_at_k
+    from training.labelled_sets import turn_requests
     from training.replay import conversation_of, halves, related_ids
-    from training.rerank_shortlists import _turn_requests
 
     tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
     index = await ToolIndex.build(tools, LocalEmbeddingGenerator())
     if name == "bfcl_multiturn":  # each turn in its conversation's history
-        queries = [LabelledQuery(i, q, tuple(g)) for i, q, g in _turn_requests(folder)]
+        queries = [LabelledQuery(i, q, tuple(g)) for i, q, g in turn_requests(folder)]
     else:
         queries = [LabelledQuery(q.id, q.query, tuple(q.gold)) for q in load_queries(folder / "dev.jsonl")]
     ids = [q.id for q in queries]

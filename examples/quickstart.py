@@ -1,6 +1,6 @@
 """Runnable offline: index a kernel, select tools, clone settings, and filter a real SK request.
 
-    python examples/quickstart.py
+python examples/quickstart.py
 """
 
 import asyncio

@@ -49,7 +49,7 @@ _PUBLIC = {
     "sk_toolfilter.selection.offer": ("Offer",),
     "sk_toolfilter.integration.picker_chat": ("semantic_kernel_picker_chat",),
     "sk_toolfilter.selection.settings": ("clone_with_functions",),
-    "sk_toolfilter.selection.usage": ("UsageTracker",),
+    "sk_toolfilter.selection.call_counts": ("CallCounter", "UsageTracker"),
     "sk_toolfilter.agents.agent": ("load_agent",),
 }
 _HOME = {name: module for module, names in _PUBLIC.items() for name in names}
@@ -85,6 +85,7 @@ if TYPE_CHECKING:  # what type checkers see: the same names, re-exported (``impo
     from sk_toolfilter.retrieval.index import ToolIndex as ToolIndex
     from sk_toolfilter.retrieval.metadata import ParameterMetadata as ParameterMetadata, ToolMetadata as ToolMetadata
     from sk_toolfilter.retrieval.search import Ranking as Ranking, ScoredTool as ScoredTool, rank_tools as rank_tools
+    from sk_toolfilter.selection.call_counts import CallCounter as CallCounter, UsageTracker as UsageTracker
     from sk_toolfilter.selection.learning import learning_context as learning_context
     from sk_toolfilter.selection.llm_pick import LLMToolPicker as LLMToolPicker
     from sk_toolfilter.selection.manager import ToolFilterManager as ToolFilterManager
@@ -97,7 +98,6 @@ if TYPE_CHECKING:  # what type checkers see: the same names, re-exported (``impo
         run_second_stage as run_second_stage,
     )
     from sk_toolfilter.selection.settings import clone_with_functions as clone_with_functions
-    from sk_toolfilter.selection.usage import UsageTracker as UsageTracker
 
 
 def __getattr__(name: str) -> object:

@@ -23,7 +23,8 @@ from typing import Any
 MOVED: dict[str, str] = {
     **{name: f"retrieval.{name}" for name in ("text", "metadata", "bm25", "embeddings", "cache", "faults")},
     **{name: f"retrieval.{name}" for name in ("batching", "fusion", "names", "cutoff", "index", "search")},
-    **{name: f"selection.{name}" for name in ("manager", "query", "visibility", "sticky", "usage", "discovery")},
+    **{name: f"selection.{name}" for name in ("manager", "query", "visibility", "sticky", "discovery")},
+    "usage": "selection.call_counts",
     "settings": "selection.settings",
     "service": "integration.service",
     "guard": "integration.guard",

@@ -134,7 +134,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
             selection = await tools.manager.select_for_history(history)
         ranking = selection.ranking
         note = f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else ""
-        note += f"; second stage: {ranking.rerank}" if ranking.rerank else ""
+        note += f"; second stage: {ranking.second_stage[1].text}" if ranking.second_stage else ""
         note += f"; second stage: {selection.second_stage.describe()}" if selection.second_stage else ""
         print(
             f"method: {ranking.method}{note}; selected {len(selection.names)}: {', '.join(selection.names) or '(none)'}"

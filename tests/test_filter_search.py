@@ -13,7 +13,7 @@ import pytest
 from sk_toolfilter import ToolFilterConfig
 from sk_toolfilter.agent_framework import ToolSearchOpenAIChatClient, create_agent_framework_filter
 from sk_toolfilter.basics.errors import ConfigError
-from sk_toolfilter.selection.search_answer import (
+from sk_toolfilter.provider_wire.search_answer import (
     ANTHROPIC_CLIENT_SEARCH_TOOL,
     MAX_QUERY_CHARS,
     OPENAI_CLIENT_SEARCH_TOOL,
@@ -375,7 +375,7 @@ async def test_every_answer_is_the_filters_ranking_for_the_same_text():
 async def test_a_search_is_ranked_and_learned_within_the_runs_scope(monkeypatch, caplog):
     """The wire answers outside the middleware's own blocks: the run's learning context (its tenant) is
     entered around the ranking and the learning, so a scoped agent's search reads and teaches its tenant."""
-    from sk_toolfilter.selection import search_answer
+    from sk_toolfilter.provider_wire import search_answer
     from sk_toolfilter.selection.learning import current_context
 
     seen: list[object] = []

@@ -15,8 +15,8 @@ from semantic_kernel.contents import ChatHistory
 
 from sk_toolfilter import ToolFilterConfig, create_tool_filter
 from sk_toolfilter.cli import main
+from sk_toolfilter.retrieval.memory import LearningMemory, LearningRule
 from sk_toolfilter.retrieval.search import Ranking, rank_tools
-from sk_toolfilter.retrieval.usage import UsageMemory, UsageRule
 from sk_toolfilter.selection.learning import request_key
 from sk_toolfilter.selection.learning_file import LearningFile
 from tests.test_agent_loop import completed_turns
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAST = [f"let the ops crew know the nightly backup finished on {day}" for day in ("Monday", "Tuesday", "Wednesday")]
 NEW = "let the ops crew know the nightly backup finished on Friday"
 TARGET = "Messaging-post_to_channel"
-ONE_CONVERSATION = UsageRule(min_conversations=1)  # what the memory tests of other things read with
+ONE_CONVERSATION = LearningRule(min_conversations=1)  # what the memory tests of other things read with
 
 
 def unit(rng: np.random.Generator, dims: int = 16) -> np.ndarray:
@@ -61,23 +61,23 @@ def calls_file(path: Path, rows: list[tuple[str, list[str]]]) -> Path:
 
 def test_a_request_repeated_a_thousand_times_weighs_what_it_weighs_once():
     rng = np.random.default_rng(0)
-    memory, v = UsageMemory(rule=ONE_CONVERSATION), unit(rng)
+    memory, v = LearningMemory(rule=ONE_CONVERSATION), unit(rng)
     for _ in range(1000):
         memory.learn(near(v, rng, 0.01), ["spam-tool"], key="same request")
     memory.learn(near(v, rng, 0.05), ["real-tool"], key="another request")
     assert len(memory) == 2
-    usage = memory.usage(v)
+    usage = memory.evidence(v)
     assert usage["spam-tool"].requests == 1 and usage["real-tool"].requests == 1
 
 
 def test_the_memory_keeps_within_its_row_and_byte_bounds_and_forgets_the_oldest_first():
     rng = np.random.default_rng(1)
-    memory = UsageMemory(max_requests=50)
+    memory = LearningMemory(max_requests=50)
     for i in range(200):
         memory.learn(unit(rng), [f"t{i}"], key=f"k{i}", at=time.time() - 200 + i)
     assert len(memory) == 50
     assert {key for key, *_ in memory.rows()} == {f"k{i}" for i in range(150, 200)}
-    small = UsageMemory(max_bytes=20_000)
+    small = LearningMemory(max_bytes=20_000)
     for i in range(200):
         small.learn(unit(rng, 384), ["t"], key=f"k{i}")
     assert 0 < len(small) < 200 and small.nbytes <= 20_000
@@ -86,11 +86,11 @@ def test_the_memory_keeps_within_its_row_and_byte_bounds_and_forgets_the_oldest_
 def test_rows_past_their_age_leave_and_older_rows_weigh_less():
     now = [1e9]
     rng = np.random.default_rng(2)
-    memory = UsageMemory(max_age_days=10, half_life_days=1, clock=lambda: now[0], rule=ONE_CONVERSATION)
+    memory = LearningMemory(max_age_days=10, half_life_days=1, clock=lambda: now[0], rule=ONE_CONVERSATION)
     v = unit(rng)
     memory.learn(near(v, rng), ["old-tool"], key="old", at=now[0] - 3 * 86_400)
     memory.learn(near(v, rng), ["new-tool"], key="new")
-    usage = memory.usage(v)
+    usage = memory.evidence(v)
     assert usage["new-tool"].score > usage["old-tool"].score
     now[0] += 8 * 86_400  # the old row is 11 days old now
     memory.learn(near(v, rng), ["newest-tool"], key="newest")
@@ -99,7 +99,7 @@ def test_rows_past_their_age_leave_and_older_rows_weigh_less():
 
 @pytest.mark.parametrize("vector", [np.full(16, np.nan), np.zeros(16), np.ones(8), np.ones((2, 2, 4))])
 def test_a_vector_that_is_not_finite_empty_or_of_another_size_is_not_learned(vector):
-    memory = UsageMemory()
+    memory = LearningMemory()
     assert memory.learn(np.ones(16), ["t"], key="first")
     assert not memory.learn(vector, ["t"], key="bad")
     assert len(memory) == 1
@@ -107,7 +107,7 @@ def test_a_vector_that_is_not_finite_empty_or_of_another_size_is_not_learned(vec
 
 def test_trust_is_earned_where_similar_requests_call_the_same_tools_and_not_where_they_do_not():
     rng = np.random.default_rng(3)
-    consistent, scattered = UsageMemory(), UsageMemory()
+    consistent, scattered = LearningMemory(), LearningMemory()
     for topic in range(10):
         centre = unit(rng, 64)
         for i in range(6):
@@ -121,7 +121,7 @@ def test_trust_is_earned_where_similar_requests_call_the_same_tools_and_not_wher
 
 def test_learning_reorders_the_ranking_and_the_scores_stay_the_first_stages_position_by_position():
     rng = np.random.default_rng(4)
-    memory = UsageMemory(rule=UsageRule(gate=0.8, weight=2.0))
+    memory = LearningMemory(rule=LearningRule(gate=0.8, weight=2.0))
     v = unit(rng)
     for i in range(5):
         memory.learn(near(v, rng), ["c"], key=f"k{i}")
@@ -140,13 +140,13 @@ def test_learning_reorders_the_ranking_and_the_scores_stay_the_first_stages_posi
 def test_what_was_learned_survives_a_restart_through_its_file_without_any_text(tmp_path):
     rng = np.random.default_rng(5)
     path = tmp_path / "learned.npz"
-    memory = UsageMemory()
+    memory = LearningMemory()
     first = LearningFile(path, "shop", "model-a")
     for i in range(3):
         memory.learn(unit(rng), ["Shop-refund"], key=request_key("shop", f"refund order {i}"))
     first.flush(memory)
     assert b"refund order" not in path.read_bytes()
-    restored = UsageMemory()
+    restored = LearningMemory()
     assert LearningFile(path, "shop", "model-a").load_into(restored) == 3
     assert [r[0] for r in restored.rows()] == [r[0] for r in memory.rows()]
 
@@ -161,10 +161,10 @@ def test_a_hostile_learning_file_is_ignored_or_bounded_with_one_warning_each(tmp
     keys = np.array([f"{i}" for i in range(n)])
     times = np.full(n, time.time())
     np.savez(path, header=np.array(header), keys=keys, vectors=vectors, times=times, tools=np.array(json.dumps(tools)))
-    memory = UsageMemory(max_requests=1000, max_bytes=200_000)
+    memory = LearningMemory(max_requests=1000, max_bytes=200_000)
     with caplog.at_level(logging.WARNING):
         taken = LearningFile(path, "shop", "m").load_into(memory)
-        other = UsageMemory()
+        other = LearningMemory()
         LearningFile(path, "another catalog", "m").load_into(other)
     assert 0 < taken == len(memory) <= 1000 and memory.nbytes <= 200_000
     assert len(other) == 0
@@ -173,7 +173,7 @@ def test_a_hostile_learning_file_is_ignored_or_bounded_with_one_warning_each(tmp
     assert any("not this agent's catalog 'another catalog'" in w for w in warnings)
     path.write_bytes(b"not a zip file")
     with caplog.at_level(logging.WARNING):
-        assert LearningFile(path, "shop", "m").load_into(UsageMemory()) == 0
+        assert LearningFile(path, "shop", "m").load_into(LearningMemory()) == 0
     assert "cannot be read" in caplog.records[-1].getMessage()
 
 
@@ -322,7 +322,7 @@ def test_the_docs_replay_row_for_the_bundled_bfcl_catalog_is_what_the_replay_pri
     shipped int8 models give every x86 CPU the same vectors, so the figures are the same anywhere)."""
     import re
 
-    from sk_toolfilter.retrieval.usage import DEFAULT_RULE
+    from sk_toolfilter.retrieval.memory import DEFAULT_RULE
     from training.replay import collect_catalog, replay
 
     page = (ROOT / "docs" / "concepts" / "learning-from-use.md").read_text(encoding="utf-8")
@@ -347,5 +347,5 @@ async def test_the_learning_file_is_written_off_the_event_loop_as_turns_finish(d
     file = manager.learning.file
     assert file is not None and file._writing is not None  # a write was started in the executor
     await file._writing  # the event it sets, not a wall-clock wait
-    restored = UsageMemory()
+    restored = LearningMemory()
     assert LearningFile(path, "default", file.model).load_into(restored) == 1

@@ -14,7 +14,7 @@ import pytest
 
 from sk_toolfilter import ToolFilterConfig, create_tool_filter
 from sk_toolfilter.retrieval.cache import exclusive_lock
-from sk_toolfilter.retrieval.usage import UsageMemory
+from sk_toolfilter.retrieval.memory import LearningMemory
 from sk_toolfilter.selection.learning import learning_context
 from sk_toolfilter.selection.learning_file import LearningFile
 from tests.conftest import HashEmbedder, build_demo_kernel
@@ -25,8 +25,8 @@ AS_ROOT = pytest.mark.skipif(
 )
 
 
-def learned_memory(rows: int = 3, memory: UsageMemory | None = None) -> UsageMemory:
-    memory = memory if memory is not None else UsageMemory()
+def learned_memory(rows: int = 3, memory: LearningMemory | None = None) -> LearningMemory:
+    memory = memory if memory is not None else LearningMemory()
     rng = np.random.default_rng(0)
     for i in range(rows):
         memory.learn(rng.standard_normal(8), ["Shop-order"], key=f"k{i}", conversation=f"c{i}")
@@ -54,7 +54,7 @@ def test_a_symlinked_learning_file_is_refused_and_never_written_through(tmp_path
     link = tmp_path / "learned.npz"
     link.symlink_to(target)
     file = LearningFile(link, "shop", "m", every_seconds=0)
-    memory = UsageMemory()
+    memory = LearningMemory()
     file.load_into(memory)
     learned_memory(memory=memory)
     assert file.blocked is not None and "symbolic link" in file.blocked
@@ -81,7 +81,7 @@ def test_a_learning_file_or_lock_owned_by_another_user_is_refused(tmp_path):
     LearningFile(path, "shop", "m", every_seconds=0).flush(learned_memory())
     os.chown(path, 65534, 65534)  # swapped in by another local user
     file = LearningFile(path, "shop", "m", every_seconds=0)
-    memory = UsageMemory()
+    memory = LearningMemory()
     file.load_into(memory)
     assert len(memory) == 0 and file.blocked is not None and "another user" in file.blocked
     lock = tmp_path / "other.npz.lock"
@@ -146,8 +146,8 @@ async def test_aclose_never_blocks_the_event_loop_while_another_process_holds_th
 
 
 def test_a_restart_reads_back_every_row_the_bounded_memory_held(tmp_path):
-    def bounded() -> UsageMemory:
-        return UsageMemory(max_requests=100_000, max_bytes=2**20)
+    def bounded() -> LearningMemory:
+        return LearningMemory(max_requests=100_000, max_bytes=2**20)
 
     memory = bounded()
     rng = np.random.default_rng(1)

@@ -19,7 +19,7 @@ import yaml
 
 from sk_toolfilter import ConfigError, ToolFilterConfig, create_tool_filter
 from sk_toolfilter.cli import main
-from sk_toolfilter.retrieval.usage import MAX_CLOCK_SKEW_SECONDS, UsageMemory, UsageRule
+from sk_toolfilter.retrieval.memory import MAX_CLOCK_SKEW_SECONDS, LearningMemory, LearningRule
 from sk_toolfilter.selection.learning import learning_context
 from sk_toolfilter.selection.learning_file import LearningFile, forget_file
 from tests.test_agent_loop import completed_turns
@@ -42,10 +42,10 @@ def near(v: np.ndarray, rng: np.random.Generator, noise: float = 0.1) -> np.ndar
 
 REPLICA = """
 import sys, numpy as np
-from sk_toolfilter.retrieval.usage import UsageMemory
+from sk_toolfilter.retrieval.memory import LearningMemory
 from sk_toolfilter.selection.learning_file import LearningFile
 file = LearningFile(sys.argv[1], "shop", "m", every_seconds=0)
-memory = UsageMemory()
+memory = LearningMemory()
 file.load_into(memory)
 rng = np.random.default_rng(0)
 for line in sys.stdin:
@@ -85,7 +85,7 @@ class Replica:
 
 
 def file_tools(path: Path) -> list[tuple[str, ...]]:
-    memory = UsageMemory()
+    memory = LearningMemory()
     LearningFile(path, "shop", "m").load_into(memory)
     return [row.tools for row in memory.rows()]
 
@@ -110,7 +110,7 @@ def test_forget_on_a_file_holds_while_other_processes_of_the_agent_keep_learning
 
 def test_forget_of_a_file_no_process_has_written_yet_is_still_a_generation(tmp_path):
     path = tmp_path / "learned.npz"
-    memory, running = UsageMemory(), LearningFile(path, "shop", "m", every_seconds=0)
+    memory, running = LearningMemory(), LearningFile(path, "shop", "m", every_seconds=0)
     running.load_into(memory)
     memory.learn(np.ones(16), ["Shop-refund"], key="before")
     assert forget_file(path, "shop") == 0  # nothing was written: still a wipe every process sees
@@ -180,10 +180,10 @@ async def test_one_conversation_with_an_injected_call_moves_nothing_for_other_us
     await manager.learning.settled()
     assert len(manager.learning.memory) == 43
     # The attack is real: a rule that trusted one conversation would move the injected tool.
-    exposed = UsageMemory(rule=UsageRule(min_conversations=1))
+    exposed = LearningMemory(rule=LearningRule(min_conversations=1))
     exposed.restore(manager.learning.memory.rows())
     vector = (await manager.index.embed_queries([ASK]))[0]
-    assert INJECTED in exposed.usage(vector)
+    assert INJECTED in exposed.evidence(vector)
     for victim in victims:
         assert INJECTED not in await manager.filter_tools(victim)
         assert not (await manager.select(victim)).ranking.learned
@@ -216,16 +216,16 @@ async def test_a_scoped_agent_reads_only_its_own_scope_and_an_unscoped_request_l
 def test_the_nearest_turns_of_one_conversation_weigh_what_one_does():
     rng = np.random.default_rng(7)
     v = unit(rng)
-    memory = UsageMemory(rule=UsageRule(min_conversations=2))
+    memory = LearningMemory(rule=LearningRule(min_conversations=2))
     for i in range(30):  # one conversation, many near turns
         memory.learn(near(v, rng, 0.05), ["spam"], key=f"spam{i}", conversation="attacker")
-    assert memory.usage(v) == {}  # one conversation is never enough
+    assert memory.evidence(v) == {}  # one conversation is never enough
     for i in range(2):
         memory.learn(near(v, rng, 0.05), ["real"], key=f"real{i}", conversation=f"user{i}")
-    usage = memory.usage(v)
+    usage = memory.evidence(v)
     assert usage["real"].requests == 2 and "spam" not in usage
     memory.learn(near(v, rng, 0.05), ["spam"], key="spam-second", conversation="accomplice")
-    usage = memory.usage(v)
+    usage = memory.evidence(v)
     assert usage["spam"].requests == 2 and usage["spam"].score <= usage["real"].score * 1.5  # 31 turns, 2 votes
 
 
@@ -234,7 +234,7 @@ def test_the_nearest_turns_of_one_conversation_weigh_what_one_does():
 
 def test_a_full_memory_evicts_the_oldest_row_one_at_a_time_and_keeps_its_trust():
     rng = np.random.default_rng(8)
-    memory = UsageMemory(max_requests=200)
+    memory = LearningMemory(max_requests=200)
     centres = [unit(rng, 32) for _ in range(10)]
     start = time.time() - 10_000
     for i in range(200):
@@ -250,7 +250,7 @@ def test_a_full_memory_evicts_the_oldest_row_one_at_a_time_and_keeps_its_trust()
 
 def test_rows_dated_in_the_future_are_dated_now_and_age_out_like_the_rest():
     now = [1e9]
-    memory = UsageMemory(max_requests=100, max_age_days=30, clock=lambda: now[0])
+    memory = LearningMemory(max_requests=100, max_age_days=30, clock=lambda: now[0])
     rng = np.random.default_rng(9)
     for i in range(98):
         memory.learn(unit(rng), ["ahead"], key=f"future{i}", at=now[0] + 365 * 86_400)
@@ -264,7 +264,7 @@ def test_rows_dated_in_the_future_are_dated_now_and_age_out_like_the_rest():
 
 def test_a_file_and_a_table_row_from_the_future_warn_once_and_are_dated_now(tmp_path, caplog):
     path = tmp_path / "learned.npz"
-    writer, memory = LearningFile(path, "shop", "m"), UsageMemory()
+    writer, memory = LearningFile(path, "shop", "m"), LearningMemory()
     memory.learn(np.ones(16), ["Shop-refund"], key="a")
     writer.flush(memory)
     with zipfile.ZipFile(path) as archive:  # a replica whose clock runs a year ahead wrote these times
@@ -277,7 +277,7 @@ def test_a_file_and_a_table_row_from_the_future_warn_once_and_are_dated_now(tmp_
     with zipfile.ZipFile(path, "w") as archive:
         for name, data in members.items():
             archive.writestr(name, data)
-    restored = UsageMemory()
+    restored = LearningMemory()
     with caplog.at_level(logging.WARNING):
         assert LearningFile(path, "shop", "m").load_into(restored) == 1
     assert restored.rows()[0].at <= time.time() + MAX_CLOCK_SKEW_SECONDS
@@ -287,13 +287,13 @@ def test_a_file_and_a_table_row_from_the_future_warn_once_and_are_dated_now(tmp_
 @pytest.mark.parametrize("name_chars", [8, 200, 500])
 def test_the_memory_never_holds_more_bytes_than_it_may_whatever_the_names(name_chars):
     limit = int(0.1 * 2**20)
-    memory = UsageMemory(max_bytes=limit)
+    memory = LearningMemory(max_bytes=limit)
     rng = np.random.default_rng(10)
     for i in range(2_000):
         names = [f"Plugin-{'x' * name_chars}{i}-{j}" for j in range(3)]
         memory.learn(unit(rng, 384), names, key=f"k{i}")
         assert memory.nbytes <= limit
-    restored = UsageMemory(max_bytes=limit // 2)
+    restored = LearningMemory(max_bytes=limit // 2)
     restored.restore(memory.rows())
     assert len(restored) > 0 and restored.nbytes <= limit // 2
     kept = restored.rows()[-1]
@@ -311,7 +311,7 @@ def test_a_learning_file_that_is_a_fifo_or_a_link_to_a_device_is_refused_with_on
     link.symlink_to("/dev/zero")
     with caplog.at_level(logging.WARNING):
         for path in (fifo, link):
-            assert LearningFile(path, "shop", "m").load_into(UsageMemory()) == 0  # returns: no hang
+            assert LearningFile(path, "shop", "m").load_into(LearningMemory()) == 0  # returns: no hang
     messages = [r.getMessage() for r in caplog.records]
     assert any("is a FIFO" in m for m in messages) and any("symbolic link" in m for m in messages)  # never followed
 
@@ -344,7 +344,7 @@ def test_a_small_compressed_file_of_millions_of_rows_is_refused_from_its_headers
         scopes=np.zeros(rows, dtype="U32"),
     )
     assert path.stat().st_size < 8 * 2**20
-    memory = UsageMemory(max_bytes=2**20)
+    memory = LearningMemory(max_bytes=2**20)
     tracemalloc.start()
     with caplog.at_level(logging.WARNING):
         assert LearningFile(path, "shop", "m").load_into(memory) == 0
@@ -357,11 +357,11 @@ def test_a_small_compressed_file_of_millions_of_rows_is_refused_from_its_headers
 def test_a_file_over_the_newest_rows_the_memory_holds_is_read_in_memory_proportional_to_them(tmp_path):
     path = tmp_path / "learned.npz"
     rng = np.random.default_rng(11)
-    big = UsageMemory(max_requests=9_000)
+    big = LearningMemory(max_requests=9_000)
     for i in range(9_000):
         big.learn(unit(rng, 384), ["Shop-refund"], key=f"k{i}", at=time.time() - 9_000 + i)
     LearningFile(path, "shop", "m").flush(big)
-    small = UsageMemory(max_requests=100)
+    small = LearningMemory(max_requests=100)
     tracemalloc.start()
     assert LearningFile(path, "shop", "m").load_into(small) == 100
     peak = tracemalloc.get_traced_memory()[1]

@@ -9,7 +9,7 @@ import numpy as np
 from semantic_kernel.contents import ChatHistory
 
 from sk_toolfilter import ToolFilterConfig, create_tool_filter
-from sk_toolfilter.retrieval.usage import UsageMemory
+from sk_toolfilter.retrieval.memory import LearningMemory
 from sk_toolfilter.selection.learning import learning_context
 from sk_toolfilter.selection.visibility import ToolPolicy
 from tests.test_agent_loop import completed_turns
@@ -99,7 +99,7 @@ def test_what_makes_a_tool_destructive():
 
 
 def test_companions_count_conversations_not_requests_and_follow_eviction():
-    memory = UsageMemory(max_requests=3)
+    memory = LearningMemory(max_requests=3)
     rng = np.random.default_rng(0)
     for i in range(3):  # one conversation, three requests: one conversation's evidence
         memory.learn(rng.standard_normal(8), ["A", "B"], key=f"k{i}", conversation="c1")
@@ -113,7 +113,7 @@ def test_companions_count_conversations_not_requests_and_follow_eviction():
 
 
 def test_one_tenant_learning_more_never_evicts_another_tenants_rows():
-    memory = UsageMemory(max_requests=300)
+    memory = LearningMemory(max_requests=300)
     rng = np.random.default_rng(2)
     for i in range(20):
         memory.learn(rng.standard_normal(8), ["Crm-find"], key=f"g{i}", conversation=f"g{i}", scope="globex")
@@ -151,10 +151,10 @@ async def test_trust_is_each_tenants_own(demo_kernel):
 
 
 def test_a_tool_that_entered_but_overtook_nothing_is_said_with_where_it_landed():
-    from sk_toolfilter.retrieval.usage import DEFAULT_RULE, UsageEvidence, reorder_by_usage
+    from sk_toolfilter.retrieval.memory import DEFAULT_RULE, PastEvidence, reorder_by_past_calls
 
-    evidence = {"Ops-service_status": UsageEvidence(0.75, 2, 0.93)}
-    reordered = reorder_by_usage(["Ops-restart", "Ops-logs"], [0.9, 0.8], evidence, 0.1, DEFAULT_RULE)
+    evidence = {"Ops-service_status": PastEvidence(0.75, 2, 0.93)}
+    reordered = reorder_by_past_calls(["Ops-restart", "Ops-logs"], [0.9, 0.8], evidence, 0.1, DEFAULT_RULE)
     assert not reordered.moved
     note = reordered.entered["Ops-service_status"]
     assert note.startswith("Ops-service_status entered at place 3, below Ops-logs (0.80 against 0.08)")

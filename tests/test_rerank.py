@@ -41,7 +41,8 @@ async def test_the_second_stage_only_reorders_the_first_stages_shortlist(tmp_pat
     for query in QUERIES:
         a = await rank_tools(first.index, query, first.config, limit=20)
         b = await rank_tools(second.index, query, second.config, limit=20)
-        assert b.rerank is not None and "tiny-reranker" in b.rerank, query
+        note = b.steps["cross-encoder"]
+        assert note.reordered and "tiny-reranker" in note.text, query
         names_a, names_b = [t.full_name for t in a.tools], [t.full_name for t in b.tools]
         shortlist = [t.full_name for t in a.tools if t.evidence][:10]
         assert set(names_b[: len(shortlist)]) == set(shortlist), query  # nothing added, nothing lost
@@ -73,8 +74,9 @@ async def test_a_failing_reranker_gives_the_first_stages_answer_and_says_why(tmp
         for query in QUERIES:
             assert await broken.filter_tools(query) == await first.filter_tools(query), query
             ranking = await rank_tools(broken.index, query, broken.config, limit=10)
-            assert ranking.rerank is not None and ranking.rerank.startswith("second stage failed"), query
-            assert "damaged or was replaced" in ranking.rerank
+            note = ranking.steps["cross-encoder"]
+            assert not note.reordered and note.text.startswith("second stage failed"), query
+            assert "damaged or was replaced" in note.text
     warnings = [r for r in caplog.records if "second stage failed" in r.getMessage()]
     assert len(warnings) == 1  # once per cause, not once per request
 
@@ -120,8 +122,9 @@ async def test_a_reranker_folder_naming_another_network_or_a_nan_weight_is_refus
     for query in QUERIES[:3]:
         assert await broken.filter_tools(query) == await first.filter_tools(query), query
         ranking = await rank_tools(broken.index, query, broken.config, limit=10)
-        assert ranking.rerank is not None and ranking.rerank.startswith("second stage failed"), query
-        assert "one finite score per pair is needed" in ranking.rerank and "model.json" in ranking.rerank
+        note = ranking.steps["cross-encoder"]
+        assert not note.reordered and note.text.startswith("second stage failed"), query
+        assert "one finite score per pair is needed" in note.text and "model.json" in note.text
     for weight in ("NaN", "Infinity", '"heavy"'):
         text = json.dumps({**manifest, "first_stage_weight": "@"}).replace('"@"', weight)
         (other / "model.json").write_text(text)
@@ -129,7 +132,18 @@ async def test_a_reranker_folder_naming_another_network_or_a_nan_weight_is_refus
             await create_tool_filter(kernel, rerank(model=str(other)))
 
 
-async def test_the_report_and_eval_name_the_cross_encoder(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("rerank_block", "ran", "eval_name"),
+    [
+        (f"{{type: cross-encoder, model: {RERANKER}}}", "hybrid + cross-encoder for 3 of 3", "hybrid+cross-encoder@10"),
+        ("learned", "hybrid + learned ranker for 3 of 3", "hybrid+learned@30"),
+        ("{type: cross-encoder, model: DAMAGED}", "hybrid (cross-encoder failed: the first stage's order) for 3", None),
+    ],
+    ids=["cross-encoder", "learned ranker", "cross-encoder failing"],
+)
+async def test_the_report_names_the_second_stage_that_ran(tmp_path, monkeypatch, rerank_block, ran, eval_name):
+    """The report reads which reordering ran from the ranking's notes keyed by step, never from their text:
+    the learned ranker is never reported as a failed cross-encoder."""
     from pathlib import Path
 
     from sk_toolfilter.agents.agent import open_toolset
@@ -140,16 +154,22 @@ async def test_the_report_and_eval_name_the_cross_encoder(tmp_path, monkeypatch)
 
     root = Path(__file__).resolve().parent.parent
     shutil.copytree(root / "instructions", tmp_path / "instructions")
+    if "DAMAGED" in rerank_block:
+        damaged = tmp_path / "damaged"
+        shutil.copytree(RERANKER, damaged)
+        (damaged / "model.onnx").write_bytes(b"not a model")
+        rerank_block = rerank_block.replace("DAMAGED", str(damaged))
     text = (
         (root / "agent.yaml")
         .read_text()
-        .replace("tool_filtering:\n", f"tool_filtering:\n  rerank: {{type: cross-encoder, model: {RERANKER}}}\n", 1)
+        .replace("tool_filtering:\n", f"tool_filtering:\n  rerank: {rerank_block}\n", 1)
     )
     (tmp_path / "agent.yaml").write_text(text)
     monkeypatch.chdir(tmp_path)
     spec = load_agent_file(tmp_path / "agent.yaml")
     async with await open_toolset(spec) as toolset:
         report = await build_token_report(spec, toolset.kernel, toolset.manager, spec.sample_queries[:3])
-    assert "+ cross-encoder for" in methods_used(report)
-    assert method_name("hybrid", spec.tool_filtering) == "hybrid+cross-encoder@10"
+    assert methods_used(report).startswith(ran), methods_used(report)
+    if eval_name is not None:
+        assert method_name("hybrid", spec.tool_filtering) == eval_name
     assert method_name("hybrid", ToolFilterConfig()) == "hybrid"

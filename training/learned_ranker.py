@@ -56,14 +56,14 @@ async def _collect_catalog(family: str, name: str, source: Path, depth: int, cac
     from sk_toolfilter.retrieval import search
     from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, cached
     from sk_toolfilter.retrieval.index import ToolIndex
-    from training.rerank_shortlists import _turn_requests
+    from training.labelled_sets import turn_requests
 
     service = LocalEmbeddingGenerator()
     if cache is not None:
         service = cached(service, cache)  # type: ignore[arg-type]
     index = await ToolIndex.build([t for t, _ in load_catalog(source / "tools.jsonl")], service, cache=cache)  # type: ignore[arg-type]
     if name == "bfcl_multiturn":
-        requests = [(q, gold) for _, q, gold in _turn_requests(source)]
+        requests = [(q, gold) for _, q, gold in turn_requests(source)]
     else:
         requests = [(q.query, list(q.gold)) for q in load_queries(source / "dev.jsonl")]
     config = ToolFilterConfig()
@@ -99,7 +99,7 @@ async def first_stage_pass(index: object, query: str, shortlist: list[int], conf
 
 def collect(benchmarks: Path, multi: Path, out: Path, depth: int, cache_dir: Path | None) -> None:
     from sk_toolfilter.retrieval.cache import EmbeddingCache
-    from training.rerank_shortlists import catalogs
+    from training.labelled_sets import catalogs
 
     cache = EmbeddingCache(cache_dir) if cache_dir else None
     out.mkdir(parents=True, exist_ok=True)

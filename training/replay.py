@@ -9,7 +9,7 @@ Shared by the learning-from-use benchmark and the second stage's folds. Two step
    ``<out>/<catalog>.npz`` + ``.json``.
 2. :func:`replay` — a random half of a catalog's requests is the traffic, the other half is
    measured. A fraction of all requests (10 %, 50 %) is served in order through the product's
-   :class:`~sk_toolfilter.retrieval.usage.UsageMemory` and learned with the tools "called": in the
+   :class:`~sk_toolfilter.retrieval.memory.LearningMemory` and learned with the tools "called": in the
    ``sent`` regime only the needed tools the filter had in its top 5 at that moment (no discovery
    found the others), in the ``all`` regime every needed tool (discovery found every miss). The
    measured half is then ranked with what was learned: recall@5, complete@5 cold and learned.
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from sk_toolfilter.measure.metrics import complete_at_k, recall_at_k
-from sk_toolfilter.retrieval.usage import UsageMemory, UsageRule
+from sk_toolfilter.retrieval.memory import LearningMemory, LearningRule
 
 TOP = 5
 
@@ -79,7 +79,7 @@ async def collect_catalog(family: str, name: str, source: Path, depth: int = 100
     from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, cached
     from sk_toolfilter.retrieval.index import ToolIndex
     from sk_toolfilter.retrieval.search import rank_many
-    from training.rerank_shortlists import _turn_requests
+    from training.labelled_sets import turn_requests
 
     service = LocalEmbeddingGenerator()
     if cache is not None:
@@ -87,7 +87,7 @@ async def collect_catalog(family: str, name: str, source: Path, depth: int = 100
     tools = [t for t, _ in load_catalog(source / "tools.jsonl")]
     index = await ToolIndex.build(tools, service, cache=cache)  # type: ignore[arg-type]  (every vector ready)
     if name == "bfcl_multiturn":
-        requests = _turn_requests(source)
+        requests = turn_requests(source)
     else:
         requests = [(q.id, q.query, list(q.gold)) for q in load_queries(source / "dev.jsonl")]
     config = ToolFilterConfig()
@@ -108,7 +108,7 @@ async def collect_catalog(family: str, name: str, source: Path, depth: int = 100
 def collect(benchmarks: Path, multi: Path | None, out: Path, depth: int = 100, cache_dir: Path | None = None) -> None:
     """Write the first stage's evidence of every catalog under `out` (catalogs already there are kept)."""
     from sk_toolfilter.retrieval.cache import EmbeddingCache
-    from training.rerank_shortlists import catalogs
+    from training.labelled_sets import catalogs
 
     cache = EmbeddingCache(cache_dir) if cache_dir else None
     for family, name, source in catalogs(benchmarks, multi):
@@ -193,12 +193,12 @@ def conversation(evidence: Evidence, i: int) -> str:
 
 
 def replay(
-    evidence: Evidence, rule: UsageRule, fraction: float, seed: int, regime: str = "sent", clock: float = 1e9
+    evidence: Evidence, rule: LearningRule, fraction: float, seed: int, regime: str = "sent", clock: float = 1e9
 ) -> Outcome:
     """Serve `fraction` of the catalog's requests (from a random half) as traffic, then measure the other half."""
     traffic, measured = halves(len(evidence), seed, related(evidence))
     traffic = traffic[: round(fraction * len(evidence))]
-    memory = UsageMemory(rule=rule, clock=lambda: clock, half_life_days=None, background_trust=False)
+    memory = LearningMemory(rule=rule, clock=lambda: clock, half_life_days=None, background_trust=False)
     for i in traffic.tolist():
         gold = evidence.gold[i]
         talk = conversation(evidence, i)

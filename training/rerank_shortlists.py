@@ -25,32 +25,8 @@ from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import LocalEmbeddingGenerator, cached
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.search import rank_tools
-from training.sources import BENCHMARKS, RETRIEVAL_SETS
-
-# The dev sets are families of their own; bfcl_multiturn's turn requests belong to the bfcl family
-# (one repository, one fold).
-DEV_FAMILIES = {name: name for name in RETRIEVAL_SETS} | {"bfcl_multiturn": "bfcl"}
-
-
-def catalogs(benchmarks: Path, multi: Path | None) -> list[tuple[str, str, Path]]:
-    """(family, catalog, folder) of every catalog with labelled requests."""
-    found = [(DEV_FAMILIES[name], name, benchmarks / name) for name in DEV_FAMILIES]
-    if multi is not None:
-        families = json.loads((multi / "families.json").read_text())
-        found += [(family, name, multi / name) for family, names in families.items() for name in names]
-    return found
-
-
-def _turn_requests(folder: Path) -> list[tuple[str, str, list[str]]]:
-    """bfcl_multiturn: each turn's user request -> every tool its steps call (the first step's row)."""
-    turns: dict[str, tuple[str, list[str]]] = {}
-    for line in (folder / "dev.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        key = f"{row['entry']}/t{row['turn']}"
-        user = next(m["content"] for m in reversed(row["messages"]) if m["role"] == "user")
-        _, gold = turns.setdefault(key, (user, []))
-        gold.extend(g for g in row["gold"] if g not in gold)
-    return [(key, query, gold) for key, (query, gold) in turns.items()]
+from training.labelled_sets import catalogs, turn_requests
+from training.sources import BENCHMARKS
 
 
 def write_tool_texts(benchmarks: Path, multi: Path | None, out: Path) -> None:
@@ -75,7 +51,7 @@ async def build(benchmarks: Path, multi: Path | None, out: Path, depth: int, cac
             tools = [t for t, _ in load_catalog(folder / "tools.jsonl")]
             index = await ToolIndex.build(tools, service, cache=cache)
             if name == "bfcl_multiturn":
-                requests = _turn_requests(folder)
+                requests = turn_requests(folder)
             else:
                 requests = [(q.id, q.query, list(q.gold)) for q in load_queries(folder / "dev.jsonl")]
             for rid, query, gold in requests:

@@ -31,9 +31,9 @@ import httpx2
 
 from sk_toolfilter.agent_framework.provider_search import deferred_tools
 from sk_toolfilter.provider_wire.anthropic_messages import MessagesWire
+from sk_toolfilter.provider_wire.search_answer import ANTHROPIC_CLIENT_SEARCH_TOOL
 from sk_toolfilter.provider_wire.wrapping import wrap_transports
 from sk_toolfilter.selection.provider_search import ANTHROPIC_SEARCH_TOOL, check_model, with_deferred
-from sk_toolfilter.selection.search_answer import ANTHROPIC_CLIENT_SEARCH_TOOL
 
 
 class ToolSearchAnthropicClient(AnthropicClient):

@@ -21,13 +21,11 @@ from sk_toolfilter.agent_framework.messages import to_chat_history
 from sk_toolfilter.agent_framework.provider_search import check_client, mark_deferred
 from sk_toolfilter.agent_framework.tools import function_tools
 from sk_toolfilter.basics.errors import ConfigError
-from sk_toolfilter.provider_wire.call import WireCall, set_call
-from sk_toolfilter.provider_wire.namespaces import plugin_of
+from sk_toolfilter.provider_wire.call import call_for_offer, set_call
 from sk_toolfilter.selection.learning import context_from_arguments, conversation_owner
-from sk_toolfilter.selection.provider_search import check_tool_names, unit_for
+from sk_toolfilter.selection.provider_search import check_tool_names
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.refusals import refusal, report_refusal
-from sk_toolfilter.selection.search_answer import SearchSession
 
 if TYPE_CHECKING:
     from semantic_kernel.contents import ChatHistory
@@ -117,41 +115,23 @@ class ToolFilterMiddleware(ChatMiddleware):
         if not kept:
             options.pop("tool_choice", None)
         context.options = options  # a copy: the next call of the loop starts from the agent's full list
-        answered = search.enabled and search.search == "filter" and bool(deferred)
-        if answered and context.stream and getattr(context.client, "tool_search_provider", None) == "anthropic":
+        provider = getattr(context.client, "tool_search_provider", "")
+        if offer.filter_answers and context.stream and provider == "anthropic":
             raise ConfigError(
                 "tool_filtering.provider_search.search: filter answers Claude's searches on non-streamed runs only "
                 "(the answer needs the whole reply): run without streaming, or set search: provider"
             )
-        mark_deferred(deferred, kept, answered=answered)
-        session = self._search_session(context, history, offer, set(by_name)) if answered else None
-        provider = getattr(context.client, "tool_search_provider", "")
-        namespaced = search.enabled and unit_for(provider, search.unit) == "plugin"
-        spaces = plugin_of(self.manager) if namespaced else None
-        set_call(WireCall(session=session, plugin_of=spaces) if session or spaces else None)
-        _OFFERED.set((id(self.manager), frozenset([*self.last_selection, *deferred])))
-        await call_next()
-        self._capture(context, history, set(by_name), messages)
+        mark_deferred(deferred, kept, answered=offer.filter_answers)
 
-    def _search_session(
-        self, context: ChatContext, history: ChatHistory, offer: Offer, allowed: set[str]
-    ) -> SearchSession:
-        """The filter's search desk for this model call: it answers among the deferred tools and learns
-        when the model calls a tool it found, both within the run's scope (its learning context); its
-        answers are this conversation's alone."""
-        manager = self.manager
-
-        def learn(query: str, name: str) -> None:
-            manager.capture(query, [name], allowed=allowed)
-
-        def within() -> AbstractContextManager[Any]:
-            return context_from_arguments(manager.config.learning, context.kwargs)
+        def within() -> AbstractContextManager[Any]:  # the run's learning context: the wire answers outside it
+            return context_from_arguments(self.manager.config.learning, context.kwargs)
 
         with within():
             owner = conversation_owner(history)
-        results = manager.config.provider_search.results
-        names, deferred = tuple(offer.names), tuple(offer.deferred)
-        return SearchSession(manager, names, deferred, results, learn, within, owner, manager.conversation_state)
+        set_call(call_for_offer(self.manager, offer, provider, owner=owner, allowed=set(by_name), within=within))
+        _OFFERED.set((id(self.manager), frozenset([*self.last_selection, *deferred])))
+        await call_next()
+        self._capture(context, history, set(by_name), messages)
 
     async def _whole_conversation(self, context: ChatContext) -> list[Any]:
         """The call's messages after those of the stored chain it continues (``conversation_id``: a stored

@@ -28,9 +28,9 @@ from agent_framework_openai import OpenAIChatClient
 
 from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.provider_wire.openai_responses import ResponsesWire, search_input
+from sk_toolfilter.provider_wire.search_answer import MAX_ARGUMENT_CHARS, OPENAI_CLIENT_SEARCH_TOOL
 from sk_toolfilter.provider_wire.wrapping import wrap_transports
 from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_mode, check_model, with_deferred
-from sk_toolfilter.selection.search_answer import MAX_ARGUMENT_CHARS, OPENAI_CLIENT_SEARCH_TOOL
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def _client_search_call(content: Content) -> dict[str, Any] | None:
 
 def replayed_arguments(arguments: Any) -> Any:
     """A search call's arguments as replayed: a text parsed when it is at most
-    :data:`~sk_toolfilter.selection.search_answer.MAX_ARGUMENT_CHARS` long and nested within JSON's depth
+    :data:`~sk_toolfilter.provider_wire.search_answer.MAX_ARGUMENT_CHARS` long and nested within JSON's depth
     (anything else — too long, too deep, not JSON — replays as ``{}``: a search for nothing)."""
     if not isinstance(arguments, str):
         return arguments

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import (
     Field,
     field_validator,
@@ -72,7 +74,22 @@ class AgentLoopConfig(StrictConfig):
         "semantic 0.9 / bm25 0.1 for the shipped minilm-l6-tools-v1), else the single-request blend.",
     )
 
+    first_request_weights: Literal["plain", "turn"] | dict[RankingMethod, float] = Field(
+        default="plain",
+        description="Hybrid blend for a conversation's first request (its one user request, no tool called yet): "
+        "plain ranks it as filter_tools ranks a bare request (the top-level blend: chosen leave-one-catalog-family-"
+        "out, see benchmarks/first_request_benchmark.py), turn as the requests inside a turn (method_weights above), "
+        "or a blend of its own.",
+    )
+
     @field_validator("method_weights")
     @classmethod
     def _weights_non_negative(cls, value: dict[RankingMethod, float] | None) -> dict[RankingMethod, float] | None:
         return None if value is None else checked_weights(value)
+
+    @field_validator("first_request_weights")
+    @classmethod
+    def _first_weights_non_negative(
+        cls, value: Literal["plain", "turn"] | dict[RankingMethod, float]
+    ) -> Literal["plain", "turn"] | dict[RankingMethod, float]:
+        return value if isinstance(value, str) else checked_weights(value)

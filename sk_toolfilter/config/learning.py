@@ -8,7 +8,7 @@ from sk_toolfilter.config.base import StrictConfig
 
 
 class LearningConfig(StrictConfig):
-    """Learning from use (:mod:`sk_toolfilter.retrieval.usage`): every completed turn is remembered as
+    """Learning from use (:mod:`sk_toolfilter.retrieval.memory`): every completed turn is remembered as
     (the request's vector, the tools called) — never its text — and a new request's shortlist is
     reordered by what similar past requests called, weighted by how far that held on this agent's own
     traffic. Only the order changes: how many tools are sent stays what the first stage's scores say.

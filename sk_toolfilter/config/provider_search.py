@@ -21,7 +21,7 @@ class ProviderSearchConfig(StrictConfig):
 
     ``search: filter`` answers the model's search with this library's ranking (OpenAI's ``tool_search``
     with ``execution: "client"``; Anthropic's custom search tool answered with ``tool_reference``
-    blocks): :mod:`sk_toolfilter.selection.search_answer`. Within a conversation the loaded tools and
+    blocks): :mod:`sk_toolfilter.provider_wire.search_answer`. Within a conversation the loaded tools and
     their order stay as its first request sent them (the cached prefix); found tools arrive in the
     conversation, after it.
     """

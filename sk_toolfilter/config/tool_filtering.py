@@ -192,6 +192,17 @@ class ToolFilterConfig(StrictConfig):
             weights = model_weights
         return self if weights is None else self.model_copy(update={"method_weights": dict(weights)})
 
+    def for_first_request(self, model_weights: dict[str, float] | None = None) -> ToolFilterConfig:
+        """This configuration as a conversation's first request uses it (``agent_loop.first_request_weights``):
+        unchanged (``plain``: as :meth:`~sk_toolfilter.ToolFilterManager.filter_tools` ranks), as a turn's
+        requests (``turn``: :meth:`for_turn`), or with a blend of its own."""
+        weights = self.agent_loop.first_request_weights
+        if weights == "plain":
+            return self
+        if weights == "turn":
+            return self.for_turn(model_weights)
+        return self.model_copy(update={"method_weights": dict(weights)})
+
     @classmethod
     def from_mapping(cls, data: Any, *, where: str = "tool_filtering") -> ToolFilterConfig:
         """Validate a mapping (e.g. the parsed YAML block); errors name the key and the bad value."""

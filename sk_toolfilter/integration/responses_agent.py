@@ -24,12 +24,11 @@ from typing import Any
 import httpx
 
 from sk_toolfilter.basics.errors import ConfigError
-from sk_toolfilter.provider_wire.call import WireCall, wire_call
-from sk_toolfilter.provider_wire.namespaces import plugin_of
+from sk_toolfilter.provider_wire.call import call_for_offer, wire_call
 from sk_toolfilter.provider_wire.openai_responses import ResponsesWire
+from sk_toolfilter.provider_wire.search_answer import OPENAI_CLIENT_SEARCH_TOOL
 from sk_toolfilter.selection.learning import conversation_owner
-from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model, unit_for
-from sk_toolfilter.selection.search_answer import OPENAI_CLIENT_SEARCH_TOOL, SearchSession
+from sk_toolfilter.selection.provider_search import OPENAI_SEARCH_TOOL, check_model
 
 _CLIENTS: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -80,31 +79,8 @@ async def invoke_with_provider_search(
     offer = await manager.offer(history, names)
     on_wire = offer.on_wire or ["-none-"]  # [] would allow all
     behavior = FunctionChoiceBehavior.Auto(filters={"included_functions": on_wire})
-    with wire_call(
-        _wire_call(manager, offer, conversation_owner(history)) if search.enabled and offer.deferred else None
-    ):
+    tool = OPENAI_CLIENT_SEARCH_TOOL if offer.filter_answers else OPENAI_SEARCH_TOOL
+    call = call_for_offer(manager, offer, "openai", owner=conversation_owner(history), search_tool=tool)
+    with wire_call(call if search.enabled and offer.deferred else None):
         async for item in agent.invoke(messages, thread=thread, function_choice_behavior=behavior, **kwargs):
             yield item
-
-
-def _wire_call(manager: Any, offer: Any, owner: str) -> WireCall:
-    """What the transport does for this ``invoke``: defer, with the provider's search tool or (``search:
-    filter``) the client-executed one and the filter's search desk, learning within the caller's scope."""
-    search = manager.config.provider_search
-    spaces = plugin_of(manager) if unit_for("openai", search.unit) == "plugin" else None
-    if search.search != "filter":
-        return WireCall(frozenset(offer.deferred), OPENAI_SEARCH_TOOL, plugin_of=spaces)
-
-    def learn(query: str, name: str) -> None:
-        manager.capture(query, [name])
-
-    session = SearchSession(
-        manager,
-        tuple(offer.names),
-        tuple(offer.deferred),
-        search.results,
-        learn,
-        owner=owner,
-        shared=manager.conversation_state,
-    )
-    return WireCall(frozenset(offer.deferred), OPENAI_CLIENT_SEARCH_TOOL, session, spaces)

@@ -20,7 +20,7 @@ from typing import Any
 from sk_toolfilter.basics.errors import ConfigError, closest_names
 from sk_toolfilter.basics.input_files import json_lines, json_object
 from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.usage import UsageMemory
+from sk_toolfilter.retrieval.memory import LearningMemory
 from sk_toolfilter.selection.learning import request_key
 from sk_toolfilter.selection.visibility import NameResolver
 
@@ -75,7 +75,7 @@ def _parse(where: str, row: dict[str, Any]) -> tuple[str, list[str]]:
 async def learn_calls_file(
     path: str | Path,
     index: ToolIndex,
-    memory: UsageMemory,
+    memory: LearningMemory,
     catalog: str,
     permitted: Callable[[str], bool],
     progress: Callable[[int, int], None] | None = None,
@@ -114,7 +114,9 @@ async def learn_calls_file(
     return result
 
 
-async def _learn_batch(batch: list[tuple[str, list[str]]], index: ToolIndex, memory: UsageMemory, catalog: str) -> int:
+async def _learn_batch(
+    batch: list[tuple[str, list[str]]], index: ToolIndex, memory: LearningMemory, catalog: str
+) -> int:
     vectors = await index.embed_queries([query for query, _ in batch])
     rows = zip(batch, vectors, strict=True)
     return sum(memory.learn(vector, tools, request_key(catalog, query)) for (query, tools), vector in rows)

@@ -40,8 +40,8 @@ from sk_toolfilter.measure.evaluation import (
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import cached, create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
+from sk_toolfilter.retrieval.memory import LearningMemory
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
-from sk_toolfilter.retrieval.usage import UsageMemory
 from sk_toolfilter.selection.learning import describe_trust, memory_for, request_key
 from sk_toolfilter.selection.visibility import NameResolver
 from sk_toolfilter.store.shared_index import SharedIndex
@@ -364,7 +364,7 @@ async def run_eval(args: argparse.Namespace) -> int:
 
 async def _learned(
     args: argparse.Namespace, index: ToolIndex, config: ToolFilterConfig, queries: list[LabelledQuery]
-) -> UsageMemory:
+) -> LearningMemory:
     """``--learn FILE``: a memory (bounded as ``learning`` says) that learned the calls file; a warning
     when measured queries are in it too (their own answers are remembered: the figure flatters)."""
     if not index.has_embeddings:

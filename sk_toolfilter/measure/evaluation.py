@@ -18,7 +18,7 @@ from sk_toolfilter.basics.input_files import json_lines, json_object
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
 from sk_toolfilter.measure.metrics import complete_at_k, ndcg_at_k, recall_at_k, reciprocal_rank
 from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.usage import UsageMemory
+from sk_toolfilter.retrieval.memory import LearningMemory
 from sk_toolfilter.selection.manager import ToolFilterManager
 from sk_toolfilter.selection.pipeline import Selection, StageOutcome
 
@@ -119,7 +119,7 @@ async def evaluate_method(
     tool_tokens: np.ndarray | None = None,
     rerank: RerankMode = "none",
     picker: SecondStage | None = None,
-    memory: UsageMemory | None = None,
+    memory: LearningMemory | None = None,
     first_request: bool = True,
 ) -> MethodResult:
     """Send every query through a :class:`ToolFilterManager` on `index` configured as `config` with
@@ -200,7 +200,7 @@ def eval_manager(
     config: ToolFilterConfig,
     method: SearchMethod,
     picker: SecondStage | None = None,
-    memory: UsageMemory | None = None,
+    memory: LearningMemory | None = None,
 ) -> ToolFilterManager:
     """The manager eval sends its queries through: `config` with `method` on `index`, `picker` as its
     second stage, learning from use reading `memory` only, in one shared scope (no file, no table: eval

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sk_toolfilter.selection.provider_search import wire_plan
+from sk_toolfilter.selection.offer import search_offer
 
 if TYPE_CHECKING:
     from semantic_kernel import Kernel
@@ -71,11 +71,11 @@ async def measure_live(
     for done, item in enumerate(queries, 1):
         messages = [Message(role="user", contents=[item.query])]
         offer = await manager.offer(to_chat_history(messages), list(by_name))
-        plan = wire_plan(manager, list(by_name), list(offer.names), manager.config.provider_search)
+        plan = search_offer(manager, list(by_name), list(offer.names), manager.config.provider_search)
         sent = {
             "off": (tools, ()),
-            "on": ([by_name[n] for n in plan.loaded], ()),
-            "provider_search": ([by_name[n] for n in plan.on_wire_order], plan.deferred),
+            "on": ([by_name[n] for n in plan.names], ()),
+            "provider_search": ([by_name[n] for n in plan.on_wire], plan.deferred),
         }
         tokens: dict[str, int | None] = {}
         cached: dict[str, int | None] = {}
@@ -86,7 +86,7 @@ async def measure_live(
             usage = (await client.get_response(messages, options=options)).usage_details or {}
             tokens[mode], cached[mode] = usage.get("input_token_count"), usage.get("cache_read_input_token_count")
         mark_deferred((), ())
-        rows.append(LiveQuery(item.query, tokens, cached, list(plan.loaded), len(plan.deferred)))
+        rows.append(LiveQuery(item.query, tokens, cached, list(plan.names), len(plan.deferred)))
         if progress is not None:
             progress(done, len(queries))
     return rows

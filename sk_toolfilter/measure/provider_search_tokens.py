@@ -18,41 +18,36 @@ from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter.basics.tokenizer import count_json_tokens
 from sk_toolfilter.measure.caching import cache_split
-from sk_toolfilter.selection.provider_search import (
-    ANTHROPIC_SEARCH_TOOL,
-    OPENAI_SEARCH_TOOL,
-    AgentTools,
-    WirePlan,
-    wire_plan,
-)
-from sk_toolfilter.selection.search_answer import ANTHROPIC_CLIENT_SEARCH_TOOL, OPENAI_CLIENT_SEARCH_TOOL
+from sk_toolfilter.provider_wire.search_answer import ANTHROPIC_CLIENT_SEARCH_TOOL, OPENAI_CLIENT_SEARCH_TOOL
+from sk_toolfilter.selection.offer import Offer, search_offer
+from sk_toolfilter.selection.provider_search import ANTHROPIC_SEARCH_TOOL, OPENAI_SEARCH_TOOL, AgentTools
 
 if TYPE_CHECKING:
     from sk_toolfilter.config.provider_search import ProviderSearchConfig
 
 
 def provider_search_tools(
-    every_tool: Sequence[dict[str, Any]], plan: WirePlan
+    every_tool: Sequence[dict[str, Any]], offer: Offer
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The plan's loaded tools in full and its deferred ones by name and description (Chat Completions
+    """The offer's loaded tools in full and its deferred ones by name and description (Chat Completions
     shapes in, Responses shapes out). `every_tool`: the unfiltered request's tools."""
     by_name = {t["function"]["name"]: t["function"] for t in every_tool}
-    shown = [{"type": "function", **by_name[n]} for n in plan.loaded if n in by_name]
+    shown = [{"type": "function", **by_name[n]} for n in offer.names if n in by_name]
     deferred = [
         {"type": "function", "name": n, "description": by_name[n].get("description") or ""}
-        for n in plan.deferred
+        for n in offer.deferred
         if n in by_name
     ]
     return shown, deferred
 
 
 def provider_search_tokens(
-    every_tool: Sequence[dict[str, Any]], plan: WirePlan, encoding: str, *, answered: bool = False, unit: str = "tool"
+    every_tool: Sequence[dict[str, Any]], offer: Offer, encoding: str, *, answered: bool = False, unit: str = "tool"
 ) -> tuple[int, int]:
-    """(estimated tool tokens with OpenAI, with Claude) of one request sent as `plan` says; `answered`:
+    """(estimated tool tokens with OpenAI, with Claude) of one request sent as `offer` says; `answered`:
     the filter answers the search (its client-executed search tool instead of the provider's); `unit`:
     ``plugin`` sends OpenAI each plugin's deferred functions as namespaces (:func:`namespaced`)."""
-    shown, deferred = provider_search_tools(every_tool, plan)
+    shown, deferred = provider_search_tools(every_tool, offer)
     if unit == "plugin":
         deferred = namespaced(deferred)
     openai_tool = OPENAI_CLIENT_SEARCH_TOOL if answered else OPENAI_SEARCH_TOOL
@@ -99,12 +94,12 @@ def conversation_cache(
     selection loaded, the rest deferred: the list changes when the selection does) and ``filter-answered
     search`` (the first request's selection loaded for the whole conversation, the rest deferred)."""
     names = [t["function"]["name"] for t in every_tool]
-    plans = [wire_plan(manager, names, list(selection), config) for selection in selections]
-    hosted = [provider_search_tokens(every_tool, plan, encoding)[0] for plan in plans]
-    first = plans[0] if plans else WirePlan((), ())
+    offers = [search_offer(manager, names, list(selection), config) for selection in selections]
+    hosted = [provider_search_tokens(every_tool, offer, encoding)[0] for offer in offers]
+    first = offers[0] if offers else Offer([], True)
     answered = provider_search_tokens(every_tool, first, encoding, answered=True)[0]
     return {
         "filtering": cache_split(selections, tokens_filtering),
-        "provider search": cache_split([p.on_wire_order for p in plans], hosted),
-        "filter-answered search": cache_split([first.on_wire_order] * len(plans), [answered] * len(plans)),
+        "provider search": cache_split([o.on_wire for o in offers], hosted),
+        "filter-answered search": cache_split([first.on_wire] * len(offers), [answered] * len(offers)),
     }

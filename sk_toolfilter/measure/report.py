@@ -33,7 +33,7 @@ from sk_toolfilter.measure.token_report import (
     provider_search_line,
 )
 from sk_toolfilter.measure.wire import RecordingTransport, offline_chat_service
-from sk_toolfilter.selection.provider_search import wire_plan
+from sk_toolfilter.selection.offer import search_offer
 from sk_toolfilter.selection.visibility import NameResolver
 
 if TYPE_CHECKING:
@@ -152,17 +152,17 @@ async def _query_report(
 
 
 def _estimate_provider_search(row: QueryReport, off: dict[str, Any], manager: ToolFilterManager, encoding: str) -> None:
-    """The row's tool tokens with provider tool search: the wire plan of the filtered request's selection
-    over the unfiltered request's tools (:func:`~sk_toolfilter.selection.provider_search.wire_plan`)."""
+    """The row's tool tokens with provider tool search: the offer of the filtered request's selection over
+    the unfiltered request's tools (:func:`~sk_toolfilter.selection.offer.search_offer`)."""
     every_tool = off.get("tools") or []
     names = [t["function"]["name"] for t in every_tool]
-    plan = wire_plan(manager, names, row.selected, manager.config.provider_search)
+    offer = search_offer(manager, names, row.selected, manager.config.provider_search)
     row.tools_tokens_provider_search, row.tools_tokens_provider_search_claude = provider_search_tokens(
-        every_tool, plan, encoding
+        every_tool, offer, encoding
     )
-    row.tools_tokens_provider_search_plugin = provider_search_tokens(every_tool, plan, encoding, unit="plugin")[0]
-    row.tools_tokens_filter_search = provider_search_tokens(every_tool, plan, encoding, answered=True)[0]
-    row.tools_deferred = len(plan.deferred)
+    row.tools_tokens_provider_search_plugin = provider_search_tokens(every_tool, offer, encoding, unit="plugin")[0]
+    row.tools_tokens_filter_search = provider_search_tokens(every_tool, offer, encoding, answered=True)[0]
+    row.tools_deferred = len(offer.deferred)
 
 
 async def _play_conversation(
@@ -186,9 +186,11 @@ def _selection_fields(selection: Selection | None) -> dict[str, Any]:
         return {}
     ranking = selection.ranking
     method = ranking.method + (f" (fallback: {ranking.fallback_reason})" if ranking.fallback_reason else "")
-    if ranking.rerank is not None:  # rerank: cross-encoder
-        reordered = ranking.rerank.startswith("reordered")
-        method += " + cross-encoder" if reordered else " (cross-encoder failed: the first stage's order)"
+    for step, note in ranking.steps.items():  # each reordering that ran, by name: never read from its text
+        if note.reordered:
+            method += f" + {step}"
+        elif step != "learning from use":  # learning that moved nothing ranks as the first stage did
+            method += f" ({step} failed: the first stage's order)"
     stage = selection.second_stage
     if stage is not None and stage.attempted:
         method += " + llm pick" if stage.picked is not None else f" (llm pick fell back: {stage.fallback})"

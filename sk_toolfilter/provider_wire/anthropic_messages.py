@@ -20,7 +20,12 @@ import httpx2  # the ``anthropic`` SDK's HTTP package (a fork of httpx with the 
 
 from sk_toolfilter.provider_wire.call import current_call
 from sk_toolfilter.provider_wire.replies import json_reply, rewritten_reply, usage_sum, with_body
-from sk_toolfilter.selection.search_answer import MAX_SEARCHES_PER_CALL, SEARCH_TOOL_NAME, SearchAnswer, SearchSession
+from sk_toolfilter.provider_wire.search_answer import (
+    MAX_SEARCHES_PER_CALL,
+    SEARCH_TOOL_NAME,
+    SearchAnswer,
+    SearchSession,
+)
 
 NO_MATCH = "No tool matched this search. Describe the task in other words, or answer without a tool."
 

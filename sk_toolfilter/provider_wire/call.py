@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from sk_toolfilter.provider_wire.namespaces import PluginOf
-from sk_toolfilter.selection.search_answer import SearchSession
+from sk_toolfilter.provider_wire.namespaces import PluginOf, plugin_of
+from sk_toolfilter.provider_wire.search_answer import SearchSession
+from sk_toolfilter.selection.offer import Offer
+from sk_toolfilter.selection.provider_search import unit_for
 
 
 @dataclass(frozen=True)
@@ -46,3 +48,36 @@ def wire_call(call: WireCall | None) -> Iterator[None]:
         yield
     finally:
         _CALL.reset(token)
+
+
+def call_for_offer(
+    manager: Any,
+    offer: Offer,
+    provider: str,
+    *,
+    owner: str,
+    search_tool: dict[str, Any] | None = None,
+    allowed: Collection[str] | None = None,
+    within: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> WireCall | None:
+    """What the wire does for one model call with `offer`, for both frameworks: with `search_tool` (Semantic
+    Kernel) the transport marks the deferred tools itself; with ``unit: plugin`` (OpenAI) each plugin's
+    tools go as one namespace; and when the filter answers the searches (``offer.filter_answers``), its
+    search desk answers among the deferred tools, keeps the answers `owner`'s (a conversation in a scope)
+    and learns a found tool the model then calls (among `allowed`, `within` the caller's learning context).
+    None when the wire has nothing to do."""
+    search = manager.config.provider_search
+    spaces = plugin_of(manager) if search.enabled and unit_for(provider, search.unit) == "plugin" else None
+    session = None
+    if offer.filter_answers:
+
+        def learn(query: str, name: str) -> None:
+            manager.capture(query, [name], allowed=allowed)
+
+        names, state = tuple(offer.names), manager.conversation_state
+        scope = within or nullcontext
+        session = SearchSession(manager, names, offer.deferred, search.results, learn, scope, owner, state)
+    marked = frozenset(offer.deferred) if search_tool is not None else frozenset()
+    if not (marked or session or spaces):
+        return None
+    return WireCall(marked, search_tool, session, spaces)

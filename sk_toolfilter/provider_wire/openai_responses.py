@@ -33,8 +33,8 @@ from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.provider_wire.call import current_call
 from sk_toolfilter.provider_wire.namespaces import Namespaces
 from sk_toolfilter.provider_wire.replies import RESENT_HEADERS, json_reply, rewritten_reply, usage_sum, with_body
+from sk_toolfilter.provider_wire.search_answer import MAX_SEARCHES_PER_CALL, SearchAnswer, SearchSession
 from sk_toolfilter.selection.provider_search import with_deferred
-from sk_toolfilter.selection.search_answer import MAX_SEARCHES_PER_CALL, SearchAnswer, SearchSession
 
 logger = library_logger(__name__)
 

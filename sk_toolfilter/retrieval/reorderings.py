@@ -9,16 +9,28 @@ have without the reordering.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.retrieval.candidate_features import FirstStagePass, candidate_features, load_learned_ranker
 from sk_toolfilter.retrieval.first_stage import FirstStage, interleave
+from sk_toolfilter.retrieval.memory import LearningMemory, ScopedMemory
 from sk_toolfilter.retrieval.rerank import SecondStage, rerank_lists
-from sk_toolfilter.retrieval.usage import ScopedUsage, UsageMemory
+
+ReorderingStep = Literal["cross-encoder", "learned ranker", "learning from use"]
+"""The reorderings by name, as :attr:`~sk_toolfilter.retrieval.search.Ranking.steps` keys them."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepNote:
+    """What one reordering did to one ranking: whether it changed the order, and in ``explain``'s words
+    what it did or why the order stands."""
+
+    reordered: bool
+    text: str
 
 
 @dataclass(slots=True)
@@ -31,11 +43,14 @@ class Ordered:
     tools (empty: the scores follow the tools). What the cut reads."""
     second: SecondStage | None = None
     """The cross-encoder's outcome (its per-tool scores are shown beside the methods')."""
-    rerank_note: str | None = None
+    steps: dict[ReorderingStep, StepNote] = field(default_factory=dict)
+    """What each reordering that ran said, in the order they ran."""
     learned: dict[str, str] = field(default_factory=dict)
     """Tools learning from use moved up, and why."""
-    learning_note: str | None = None
-    """Why learning from use moved nothing, when it found similar past requests."""
+
+    def noted(self, step: ReorderingStep, note: StepNote | None, **changes: Any) -> Ordered:
+        """This order with `changes` (``order``, ``positional``, ...) and `step`'s note, when it has one."""
+        return replace(self, **changes, steps=self.steps if note is None else {**self.steps, step: note})
 
 
 class Reordering(Protocol):
@@ -47,7 +62,7 @@ class Reordering(Protocol):
 
 
 def reorderings(
-    first: FirstStage, config: ToolFilterConfig, memory: UsageMemory | ScopedUsage | None
+    first: FirstStage, config: ToolFilterConfig, memory: LearningMemory | ScopedMemory | None
 ) -> tuple[list[Reordering], int]:
     """The reorderings that apply to `first` (none for small talk, and none that reads vectors for a
     request ranked without them) and how many tools they need ranked (0: no more than sent)."""
@@ -79,7 +94,7 @@ class CrossEncoderStep:
         lists = first.lists(None if depth is None else max(depth, rerank.shortlist))
         order = interleave(lists)
         if len(order) <= 1:
-            return Ordered(order[:depth])
+            return ordered.noted("cross-encoder", None, order=order[:depth])
         second = await rerank_lists(first.index, first.query, lists, order[: rerank.shortlist], rerank)
         positional: list[float] = []
         if second.lists is not None:  # the scores the cut would have seen, named tools (always first) aside
@@ -88,7 +103,8 @@ class CrossEncoderStep:
             reordered = interleave(second.lists)
             kept = set(reordered)
             order = reordered + [i for i in order if i not in kept]  # beyond the shortlist: first-stage order
-        return Ordered(order[:depth], positional, second, second.note)
+        note = StepNote(second.lists is not None, second.note)
+        return ordered.noted("cross-encoder", note, order=order[:depth], positional=positional, second=second)
 
 
 class LearnedRankerStep:
@@ -109,8 +125,10 @@ class LearnedRankerStep:
         rows = candidate_features(view, first.index.vectors_of(head), first.index.tools, len(first.index))
         ranked = [head[i] for i in np.argsort(-ranker.scores(rows), kind="stable")]
         positional = [float(final[i]) for i in unnamed]
-        note = learned_note(len(head), min(config.rerank.shortlist, ranker.shortlist))
-        return Ordered(first.named + ranked + unnamed[len(head) :], positional, ordered.second, note)
+        note = StepNote(True, learned_note(len(head), min(config.rerank.shortlist, ranker.shortlist)))
+        return ordered.noted(
+            "learned ranker", note, order=first.named + ranked + unnamed[len(head) :], positional=positional
+        )
 
 
 def learned_note(ranked: int, shortlist: int) -> str:
@@ -122,9 +140,9 @@ def learned_note(ranked: int, shortlist: int) -> str:
 
 @dataclass(slots=True)
 class LearningStep:
-    """Learning from use: what similar past requests called moves up (:mod:`sk_toolfilter.retrieval.usage`)."""
+    """Learning from use: what similar past requests called moves up (:mod:`sk_toolfilter.retrieval.memory`)."""
 
-    memory: UsageMemory | ScopedUsage
+    memory: LearningMemory | ScopedMemory
 
     async def __call__(self, first: FirstStage, ordered: Ordered, depth: int | None) -> Ordered:
         if first.vectors is None or not ordered.order:
@@ -140,10 +158,13 @@ class LearningStep:
 
         reordered = self.memory.reorder(names, scores, first.vectors[0], permitted)
         # A tool that entered but overtook nothing is said (where it landed, below whom, by how much).
-        note = "; ".join([*([reordered.note] if reordered.note else []), *reordered.entered.values()]) or None
+        text = "; ".join([*([reordered.note] if reordered.note else []), *reordered.entered.values()])
         if not reordered.moved:
-            return Ordered(ordered.order, ordered.positional, ordered.second, ordered.rerank_note, {}, note)
+            return ordered.noted("learning from use", StepNote(False, text) if text else None, learned={})
         learned_order = [index.position(n) for n in reordered.names]
         scores = scores + [0.0] * (len(learned_order) - len(scores))  # a tool that entered: the list grew
         moved = {n: e.describe() for n, e in reordered.moved.items()}
-        return Ordered(first.named + learned_order, scores, ordered.second, ordered.rerank_note, moved, note)
+        note = StepNote(True, text or f"moved up {', '.join(moved)}")
+        return ordered.noted(
+            "learning from use", note, order=first.named + learned_order, positional=scores, learned=moved
+        )

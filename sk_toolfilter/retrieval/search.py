@@ -18,10 +18,10 @@ from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import SearchMethod, ToolFilterConfig
 from sk_toolfilter.retrieval.first_stage import WEAK_WORD_MARGIN, FirstStage, TextScores, first_stage
 from sk_toolfilter.retrieval.index import ToolIndex
+from sk_toolfilter.retrieval.memory import LearningMemory, ScopedMemory
 from sk_toolfilter.retrieval.metadata import ToolMetadata
-from sk_toolfilter.retrieval.reorderings import Ordered, reorderings
+from sk_toolfilter.retrieval.reorderings import Ordered, ReorderingStep, StepNote, reorderings
 from sk_toolfilter.retrieval.text import split_request_intents
-from sk_toolfilter.retrieval.usage import ScopedUsage, UsageMemory
 
 logger = library_logger(__name__)
 
@@ -63,12 +63,29 @@ class Ranking:
     without_evidence: list[tuple[str, str]] = field(default_factory=list)
     """When no tool has evidence: the closest few by cosine (and the one sharing the most words), as
     ``(full_name, why it has none)`` pairs for ``explain`` (they are never sent)."""
-    rerank: str | None = None
-    """What the second stage did (``rerank``): reordered the shortlist, or why the first stage's order stands."""
+    steps: dict[ReorderingStep, StepNote] = field(default_factory=dict)
+    """What each reordering after the first stage did, keyed by step (``cross-encoder``, ``learned
+    ranker``, ``learning from use``), in the order they ran: whether it reordered, and what it did or
+    why the order stands (learning from use: only when it found similar past requests)."""
     learned: dict[str, str] = field(default_factory=dict)
     """Tools that learning from use moved up, and why (\"3 past requests like this one (best 0.91) called it\")."""
-    learning_note: str | None = None
-    """When similar past requests were found but learning moved nothing: why (\"not applied: trust 0.00 …\")."""
+
+    @property
+    def second_stage(self) -> tuple[ReorderingStep, StepNote] | None:
+        """The second stage that ran (``rerank``: the cross-encoder or the learned ranker) and its note."""
+        for step in SECOND_STAGES:
+            if step in self.steps:
+                return step, self.steps[step]
+        return None
+
+    @property
+    def learning_note(self) -> str | None:
+        """What learning from use said when it moved nothing (\"not applied: trust 0.00 …\"), else None."""
+        note = self.steps.get("learning from use")
+        return note.text if note is not None and not note.reordered else None
+
+
+SECOND_STAGES: tuple[ReorderingStep, ...] = ("cross-encoder", "learned ranker")
 
 
 async def rank_tools(
@@ -79,7 +96,7 @@ async def rank_tools(
     limit: int | None = None,
     allowed: Collection[str] | np.ndarray | None = None,
     fill: bool = True,
-    memory: UsageMemory | ScopedUsage | None = None,
+    memory: LearningMemory | ScopedMemory | None = None,
 ) -> Ranking:
     """Rank `index` against `query` with ``config.search_method``; keep the best `limit` tools: the
     batch of one (:func:`rank_many`).
@@ -95,7 +112,7 @@ async def rank_tools(
     Without embeddings, or when embedding the query fails, semantic and hybrid fall back to BM25
     (``Ranking.fallback_reason`` says why; the index's circuit breaker logs one warning per incident).
 
-    With `memory` (learning from use, :mod:`sk_toolfilter.retrieval.usage`), what similar past requests
+    With `memory` (learning from use, :mod:`sk_toolfilter.retrieval.memory`), what similar past requests
     called reorders the ranking; the scores stay the first stage's, position by position.
     """
     rankings = await rank_many(index, [query], config, limit=limit, allowed=allowed, fill=fill, memory=memory)
@@ -110,7 +127,7 @@ async def rank_many(
     limit: int | None = None,
     allowed: Collection[str] | np.ndarray | None = None,
     fill: bool = False,
-    memory: UsageMemory | ScopedUsage | None = None,
+    memory: LearningMemory | ScopedMemory | None = None,
     whole_text_limit: int | None = None,
 ) -> list[Ranking]:
     """One ranking per text, the primitive every ranking goes through: the request vectors of every
@@ -166,7 +183,7 @@ async def _rank_one(
     limit: int | None,
     mask: np.ndarray | None,
     fill: bool,
-    memory: UsageMemory | ScopedUsage | None = None,
+    memory: LearningMemory | ScopedMemory | None = None,
 ) -> Ranking:
     """One text's ranking from its vectors (:func:`rank_many`): the first stage, then each reordering
     (:mod:`sk_toolfilter.retrieval.reorderings`) over as many tools as the deepest of them reads."""
@@ -193,9 +210,8 @@ async def _rank_one(
         request.fallback_reason,
         first.no_tool_reason,
         without_evidence,
-        ordered.rerank_note,
+        ordered.steps,
         ordered.learned,
-        ordered.learning_note,
     )
 
 

@@ -260,11 +260,6 @@ class SmallTalkVectors:
     tool_request: CatalogVectors | None = None
 
 
-def may_be_small_talk(request: str) -> bool:
-    """False for a request about something (more than :data:`MAX_SUBJECT_WORDS` subject words)."""
-    return len(subject_words(request)) <= MAX_SUBJECT_WORDS
-
-
 @dataclass(frozen=True)
 class SmallTalkVerdict:
     """How close a request is to small talk and to its best tool (cosine similarities)."""

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 
 from sk_toolfilter.config import AgentLoopConfig
 from sk_toolfilter.retrieval.cutoff import ToolDecision
+from sk_toolfilter.retrieval.memory import ScopedMemory
 from sk_toolfilter.retrieval.prerequisites import Provider, providers_of
-from sk_toolfilter.retrieval.usage import ScopedUsage
 from sk_toolfilter.selection.turns import Turn
 
 Usable = Callable[[str, bool], bool]
 """``usable(name, searchable_only)``: the tool may be offered (visible, or searchable; allowed; exists)."""
 
-CompanionSource = ScopedUsage
+CompanionSource = ScopedMemory
 """Co-usage: what learning from use remembers of the request's scope, read as the request's conversation may."""
 
 

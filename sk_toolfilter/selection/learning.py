@@ -1,5 +1,5 @@
 """Learning from use, for one manager: every completed turn becomes (the request's vector, the tools
-called), kept in a :class:`~sk_toolfilter.retrieval.usage.UsageMemory` and, when configured, in a file.
+called), kept in a :class:`~sk_toolfilter.retrieval.memory.LearningMemory` and, when configured, in a file.
 
 What is learned from a turn: only the tools that were in the catalog, visible and allowed to that
 conversation when it was served (never an excluded, hidden or disallowed tool, never a discovery
@@ -32,12 +32,12 @@ from sk_toolfilter.basics.errors import ConfigError, EmbeddingServiceError
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import LearningConfig
 from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.usage import (
+from sk_toolfilter.retrieval.memory import (
     DEFAULT_RULE,
     MAX_TOOLS_PER_REQUEST,
     SHARED_SCOPE,
-    ScopedUsage,
-    UsageMemory,
+    LearningMemory,
+    ScopedMemory,
 )
 from sk_toolfilter.selection.learning_file import LearningFile
 from sk_toolfilter.selection.turns import Turn
@@ -88,7 +88,7 @@ def context_from_arguments(config: LearningConfig, arguments: Any) -> AbstractCo
     )
 
 
-def describe_trust(memory: UsageMemory) -> str:
+def describe_trust(memory: LearningMemory) -> str:
     """The trust a memory ends with, and what it means (``learn``, ``eval --learn``)."""
     trust = memory.settle()
     if trust > memory.rule.floor:
@@ -151,9 +151,9 @@ def learning_of_file(path: str) -> Learning:
     return learning
 
 
-def memory_for(config: LearningConfig) -> UsageMemory:
+def memory_for(config: LearningConfig) -> LearningMemory:
     """An empty memory bounded as `config` says."""
-    return UsageMemory(
+    return LearningMemory(
         max_requests=config.max_requests,
         max_bytes=int(config.max_megabytes * 2**20),
         max_age_days=config.max_age_days,
@@ -228,7 +228,7 @@ class Learning:
         hidden = self.policy is not None and self.policy.is_hidden(name)
         return name in index and name not in discovery and not hidden and (allowed is None or name in allowed)
 
-    def usable(self, scope: str | None = SHARED_SCOPE, conversation: str | None = None) -> ScopedUsage | None:
+    def usable(self, scope: str | None = SHARED_SCOPE, conversation: str | None = None) -> ScopedMemory | None:
         """What a ranking of `scope` and `conversation` reads (None when learning is off, nothing was
         learned, or a scoped agent's request named no scope)."""
         if not self.config.enabled or not len(self.memory) or scope is None:

@@ -21,7 +21,7 @@ from sk_toolfilter.basics.errors import ConfigError
 from sk_toolfilter.basics.input_files import open_regular
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.retrieval.cache import exclusive_lock, write_atomically
-from sk_toolfilter.retrieval.usage import MAX_TOOLS_PER_REQUEST, SHARED_SCOPE, LearnedRow, UsageMemory
+from sk_toolfilter.retrieval.memory import MAX_TOOLS_PER_REQUEST, SHARED_SCOPE, LearningMemory, MemoryRow
 from sk_toolfilter.store.synced_file import SyncedFile, off_the_loop
 
 logger = library_logger(__name__)
@@ -59,8 +59,8 @@ def describe_foreign(found: tuple[str, str], ours: tuple[str, str]) -> str:
     )
 
 
-class LearningFile(SyncedFile[UsageMemory]):
-    """Keeps a :class:`UsageMemory` in a ``.npz`` file beside the agent: read at start, written
+class LearningFile(SyncedFile[LearningMemory]):
+    """Keeps a :class:`LearningMemory` in a ``.npz`` file beside the agent: read at start, written
     (atomically, under a lock, merged with what other processes wrote) at most every `every_seconds`
     after something was learned, and on :meth:`flush`.
 
@@ -93,7 +93,7 @@ class LearningFile(SyncedFile[UsageMemory]):
         self.foreign: tuple[str, str] | None = None
         """(catalog, model) of the file when they are not this process's: it is never overwritten."""
 
-    def load_into(self, memory: UsageMemory) -> int:
+    def load_into(self, memory: LearningMemory) -> int:
         """Learn the rows in the file; returns how many were taken."""
         rows, self.generation, self._wiped_at = self._read(memory)
         memory.forget_before(self._wiped_at)  # (the file's rows are newer; the memory learns the time)
@@ -101,18 +101,18 @@ class LearningFile(SyncedFile[UsageMemory]):
         self._written_version = memory.version
         return taken
 
-    def _restore(self, memory: UsageMemory, rows: list[LearnedRow]) -> int:
+    def _restore(self, memory: LearningMemory, rows: list[MemoryRow]) -> int:
         clamped = memory.clamped
         taken = memory.restore(rows)
         if memory.clamped > clamped:
             self._warn_once("future", f"{memory.clamped - clamped} rows dated in the future were dated now")
         return taken
 
-    def max_file_bytes(self, memory: UsageMemory) -> int:
+    def max_file_bytes(self, memory: LearningMemory) -> int:
         """The largest file read for `memory`: its vectors as float32 (4x its int8 codes), and room."""
         return 8 * memory.max_bytes + 16 * 2**20
 
-    def _read(self, memory: UsageMemory) -> tuple[list[LearnedRow], int, float]:
+    def _read(self, memory: LearningMemory) -> tuple[list[MemoryRow], int, float]:
         """The file's well-formed rows (at most the newest `memory` can hold), its generation and when its
         last wipe was; no rows when it is missing or unusable (then the generation this process knows)."""
         self.blocked, self.foreign = None, None
@@ -137,7 +137,7 @@ class LearningFile(SyncedFile[UsageMemory]):
             "(point learning.file at another path, or wipe this one with `sk-toolfilter forget`)",
         )
 
-    def _read_open(self, handle: IO[bytes], memory: UsageMemory) -> tuple[list[LearnedRow], int, float]:
+    def _read_open(self, handle: IO[bytes], memory: LearningMemory) -> tuple[list[MemoryRow], int, float]:
         with zipfile.ZipFile(handle) as archive:
             header = json.loads(str(_small_member(archive, "header")))
             if not isinstance(header, dict) or header.get("format") not in READ_FORMATS:
@@ -156,7 +156,7 @@ class LearningFile(SyncedFile[UsageMemory]):
                 self._refuse(f"cannot be read ({exc})")
                 return [], generation, wiped_at  # its generation still counts: a wipe is never missed
 
-    def check(self, memory: UsageMemory) -> None:
+    def check(self, memory: LearningMemory) -> None:
         """Every `every_seconds`: read what the other processes wrote, and notice a wipe (``forget``), even
         when this one has nothing to write — off the event loop when one runs (a ``stat``; the file
         only when it changed)."""
@@ -166,7 +166,7 @@ class LearningFile(SyncedFile[UsageMemory]):
         self._next_check = now + self.every_seconds
         self._checking = off_the_loop(self._check, memory)
 
-    def _check(self, memory: UsageMemory) -> None:
+    def _check(self, memory: LearningMemory) -> None:
         try:
             info = self.path.stat()
         except OSError:
@@ -176,7 +176,7 @@ class LearningFile(SyncedFile[UsageMemory]):
         with self._lock:
             self._merge(memory)
 
-    def _merge(self, memory: UsageMemory) -> None:
+    def _merge(self, memory: LearningMemory) -> None:
         """Take what the other processes wrote, after adopting a wipe the file shows (under ``_lock``)."""
         rows, generation, wiped_at = self._read(memory)
         if generation > self.generation:
@@ -184,7 +184,7 @@ class LearningFile(SyncedFile[UsageMemory]):
         memory.forget_before(wiped_at)  # a wipe's time holds whatever generation brought it
         self._restore(memory, rows)
 
-    def _adopt_wipe(self, memory: UsageMemory, generation: int, wiped_at: float) -> None:
+    def _adopt_wipe(self, memory: LearningMemory, generation: int, wiped_at: float) -> None:
         """Another process wiped the file at `wiped_at`: what this one learned before is dropped, never
         written back (what it learned since stays)."""
         memory.forget_before(wiped_at)
@@ -208,10 +208,10 @@ class LearningFile(SyncedFile[UsageMemory]):
         except (OSError, ConfigError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile):
             return {}, 0, 0.0, 0
 
-    def _pending(self, memory: UsageMemory) -> bool:
+    def _pending(self, memory: LearningMemory) -> bool:
         return memory.version != self._written_version
 
-    def _merge_and_write(self, memory: UsageMemory) -> bool:
+    def _merge_and_write(self, memory: LearningMemory) -> bool:
         self._merge(memory)  # what the others learned since, and any wipe
         if self.blocked is not None:
             return False  # another catalog's, or not a learning file: never overwritten
@@ -237,7 +237,7 @@ class LearningFile(SyncedFile[UsageMemory]):
         except OSError as exc:
             raise ConfigError(f"learning file {self.path}: cannot be wiped ({exc.strerror or exc})") from None
 
-    def _write(self, rows: list[LearnedRow], generation: int) -> None:
+    def _write(self, rows: list[MemoryRow], generation: int) -> None:
         dims = rows[0].vector.shape[0] if rows else 0
         header = {
             "format": FILE_FORMAT,
@@ -376,8 +376,8 @@ def _tail_texts(archive: zipfile.ZipFile, name: str, rows: int, keep: int) -> li
 
 
 def _file_rows(
-    archive: zipfile.ZipFile, version: int, memory: UsageMemory, warn: Callable[[str, str], None]
-) -> list[LearnedRow]:
+    archive: zipfile.ZipFile, version: int, memory: LearningMemory, warn: Callable[[str, str], None]
+) -> list[MemoryRow]:
     """The newest rows `memory` can hold, checked against every member's header before any is read."""
     (rows, *rest), vector_type = _npy_shape(archive, "vectors")
     if rows == 0:
@@ -438,14 +438,14 @@ def _good_rows(
     conversations: list[str],
     scopes: list[str],
     warn: Callable[[str, str], None],
-) -> Iterable[LearnedRow]:
+) -> Iterable[MemoryRow]:
     """The file's rows that are well formed; one warning for the rest."""
     bad = 0
     rows = zip(keys, vectors, tools, times.tolist(), conversations, scopes, strict=True)
     for key, vector, names, at, conversation, scope in rows:
         good_names = isinstance(names, list) and all(isinstance(n, str) and len(n) <= MAX_NAME_CHARS for n in names)
         if good_names and np.isfinite(vector).all() and np.isfinite(at) and isinstance(key, str):
-            yield LearnedRow(key, vector, tuple(names), at, str(conversation), str(scope))
+            yield MemoryRow(key, vector, tuple(names), at, str(conversation), str(scope))
         else:
             bad += 1
     if bad:

@@ -17,6 +17,7 @@ from sk_toolfilter.retrieval.encoders import EmbeddingService, embedding_model_i
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.rerank import check_rerank_model
+from sk_toolfilter.selection.call_counts import CallCounter
 from sk_toolfilter.selection.catalog_upkeep import Catalog, CatalogUpkeep, build_first_index
 from sk_toolfilter.selection.learning import Learning
 from sk_toolfilter.selection.lookup import find_searchable, search_catalog
@@ -34,7 +35,6 @@ from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_fun
 from sk_toolfilter.selection.sticky import StickyLists
 from sk_toolfilter.selection.tool_source import KernelTools, ToolSource
 from sk_toolfilter.selection.turns import Turn
-from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy, resolve_bare_names
 from sk_toolfilter.store.conversation_state import ConversationState
 from sk_toolfilter.store.shared_index import SharedIndex
@@ -58,10 +58,10 @@ class ToolFilterManager:
     """
 
     def __init__(
-        self, index: ToolIndex, config: ToolFilterConfig | None = None, *, usage: UsageTracker | None = None
+        self, index: ToolIndex, config: ToolFilterConfig | None = None, *, usage: CallCounter | None = None
     ) -> None:
         self.config = resolve_bare_names(config or ToolFilterConfig(), index.names)
-        self.usage = usage or UsageTracker()
+        self.usage = usage or CallCounter()
         if self.config.agent_loop.co_usage_file:
             logger.warning(
                 "sk-toolfilter: agent_loop.co_usage_file is no longer read or written: co-usage is a signal of "

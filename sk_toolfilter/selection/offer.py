@@ -10,16 +10,18 @@ their own tool objects; every rule about what is sent lives here and in the sele
 * a tool the index does not know (given to one run only) stays on offer, after the selection, and
   counts toward ``max_tools_total`` (it is the first cut when the cap is reached);
 * provider tool search on → what is sent loaded, and every other usable tool deferred
-  (:func:`~sk_toolfilter.selection.provider_search.wire_plan`).
+  (:func:`search_offer`); the offer says whether the filter answers the model's searches.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sk_toolfilter.basics.redaction import library_logger, warn_once
+from sk_toolfilter.config import ProviderSearchConfig
 from sk_toolfilter.selection.pipeline import Selection
+from sk_toolfilter.selection.provider_search import AgentTools
 
 logger = library_logger(__name__)
 
@@ -33,7 +35,8 @@ class Offer:
     nothing hidden). ``selection``: the evidence (None with filtering off; its decisions reach as deep
     as sending needs: every ranked tool and why is :meth:`ToolFilterManager.explain`). ``seconds``: time spent.
     ``deferred``: with provider tool search, every other tool this agent may use, sent deferred for the
-    provider's search to find (catalog order; empty without it).
+    provider's search to find (catalog order; empty without it). ``filter_answers``: the model's searches
+    among them are answered by the filter (``provider_search.search: filter``), not by the provider.
     """
 
     names: list[str]
@@ -41,6 +44,7 @@ class Offer:
     selection: Selection | None = None
     seconds: float = 0.0
     deferred: tuple[str, ...] = ()
+    filter_answers: bool = False
 
     @property
     def on_wire(self) -> list[str]:
@@ -82,3 +86,23 @@ def selected_offer(
             )
         names = [n for n in names if n not in dropped]
     return Offer(names, narrowed=True, selection=selection, seconds=seconds)
+
+
+def search_offer(
+    manager: AgentTools,
+    candidates: Sequence[str],
+    selection: Sequence[str],
+    config: ProviderSearchConfig,
+    base: Offer | None = None,
+) -> Offer:
+    """Provider tool search on: `base` (or a new offer) loading the `selection` (at most ``config.loaded``)
+    and deferring every other candidate this agent may use. Hidden (excluded, disabled) tools and the
+    discovery tools are never sent, loaded or deferred."""
+    discovery = set(manager.discovery_names)
+    loaded = [n for n in selection if n not in discovery]
+    if config.loaded is not None:
+        loaded = loaded[: config.loaded]
+    taken = set(loaded)
+    deferred = tuple(n for n in candidates if n not in taken and n not in discovery and not manager.is_hidden(n))
+    answers = config.search == "filter" and bool(deferred)
+    return replace(base or Offer([], True), names=loaded, deferred=deferred, narrowed=True, filter_answers=answers)

@@ -3,15 +3,15 @@ which models the provider documents tool search for (``tool_filtering.provider_s
 
 The ranking decides what is loaded up front; every other tool this agent may use goes deferred
 (``defer_loading: true``) beside the provider's search tool, so a tool the ranking missed is one
-server-side search away instead of lost. A framework adapter applies the :class:`WirePlan` to its
-request (:mod:`sk_toolfilter.agent_framework.provider_search`).
+server-side search away instead of lost: :func:`~sk_toolfilter.selection.offer.search_offer` makes the
+:class:`~sk_toolfilter.selection.offer.Offer`, and :mod:`sk_toolfilter.provider_wire` applies it to the
+request on the wire.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sk_toolfilter.basics.errors import ConfigError
@@ -28,6 +28,9 @@ class AgentTools(Protocol):
 
     def is_hidden(self, full_name: str) -> bool: ...
 
+
+SEARCH_TOOL_NAME = "tool_search"
+"""The filter's search tool's name on the wire (Anthropic's custom tool; OpenAI names its own ``tool_search``)."""
 
 OPENAI_SEARCH_TOOL: dict[str, str] = {"type": "tool_search"}
 """The Responses API's hosted tool search (never deferred itself)."""
@@ -123,8 +126,6 @@ def check_tool_names(provider: str, search: str, names: Collection[str]) -> None
     """A :class:`ConfigError` when one of the agent's tools is named like the search tool the filter adds
     (Claude's custom ``tool_search`` with ``search: filter``): the model's call to it would be taken as a
     search and the agent's tool would never run."""
-    from sk_toolfilter.selection.search_answer import SEARCH_TOOL_NAME
-
     if provider == "anthropic" and search == "filter" and SEARCH_TOOL_NAME in names:
         raise ConfigError(
             f"tool_filtering.provider_search.search: filter adds Claude's custom search tool {SEARCH_TOOL_NAME!r}, "
@@ -142,36 +143,3 @@ def refuse_in_semantic_kernel(config: ProviderSearchConfig) -> None:
             "OpenAIResponsesAgent with sk_toolfilter.integration.responses_agent.invoke_with_provider_search, or "
             "Agent Framework (sk_toolfilter.agent_framework.ToolSearchOpenAIChatClient)"
         )
-
-
-@dataclass(frozen=True)
-class WirePlan:
-    """One model call's tools: `loaded` as the filter selected them (wire order), `deferred` the rest of
-    what this agent may use (catalog order)."""
-
-    loaded: tuple[str, ...]
-    deferred: tuple[str, ...]
-
-    @property
-    def on_wire(self) -> frozenset[str]:
-        """Every tool the model can call on this request: loaded, or found with the provider's search."""
-        return frozenset(self.on_wire_order)
-
-    @property
-    def on_wire_order(self) -> tuple[str, ...]:
-        """Loaded, then deferred."""
-        return self.loaded + self.deferred
-
-
-def wire_plan(
-    manager: AgentTools, candidates: Sequence[str], selection: Sequence[str], config: ProviderSearchConfig
-) -> WirePlan:
-    """Loaded: the selection (at most ``config.loaded``); deferred: every other candidate this agent may
-    use. Hidden (excluded, disabled) tools and the discovery tools are never sent, loaded or deferred."""
-    discovery = set(manager.discovery_names)
-    loaded = [n for n in selection if n not in discovery]
-    if config.loaded is not None:
-        loaded = loaded[: config.loaded]
-    taken = set(loaded)
-    deferred = [n for n in candidates if n not in taken and n not in discovery and not manager.is_hidden(n)]
-    return WirePlan(tuple(loaded), tuple(deferred))

@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING
 from sk_toolfilter.config import ToolFilterConfig
 from sk_toolfilter.selection.catalog_upkeep import CatalogUpkeep
 from sk_toolfilter.selection.learning import Learning, current_context, fingerprint
-from sk_toolfilter.selection.offer import Offer, selected_offer, visible_offer
+from sk_toolfilter.selection.offer import Offer, search_offer, selected_offer, visible_offer
 from sk_toolfilter.selection.pipeline import Selection, SelectionRequest, take_snapshot
-from sk_toolfilter.selection.provider_search import wire_plan
 from sk_toolfilter.selection.query import QueryStrategy, build_query
 from sk_toolfilter.selection.selector import Selector
 from sk_toolfilter.selection.span import SpanWriter
@@ -66,12 +65,11 @@ class RequestPath:
         search = self.config.provider_search
         if not search.enabled:
             return offer
-        plan = wire_plan(self, on_offer, offer.names, search)
-        return replace(offer, names=list(plan.loaded), deferred=plan.deferred, narrowed=True)
+        return search_offer(self, on_offer, offer.names, search, offer)
 
     @property
     def discovery_names(self) -> list[str]:
-        """The discovery tools (never deferred: :func:`wire_plan` reads them here)."""
+        """The discovery tools (never deferred: :func:`~sk_toolfilter.selection.offer.search_offer` reads them here)."""
         return self.upkeep.catalog.discovery_names
 
     def is_hidden(self, full_name: str) -> bool:

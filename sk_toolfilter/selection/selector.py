@@ -9,6 +9,7 @@ from sk_toolfilter.retrieval.cutoff import ToolDecision
 from sk_toolfilter.retrieval.search import MAX_QUERY_PARTS, Ranking, rank_many
 from sk_toolfilter.retrieval.text import split_request_clauses
 from sk_toolfilter.selection.agent_loop import LoopInputs, plan_agent_loop
+from sk_toolfilter.selection.call_counts import CallCounter
 from sk_toolfilter.selection.learning import Learning
 from sk_toolfilter.selection.pipeline import (
     SecondStage,
@@ -24,7 +25,6 @@ from sk_toolfilter.selection.pipeline import (
     send_everything,
 )
 from sk_toolfilter.selection.turns import Turn
-from sk_toolfilter.selection.usage import UsageTracker
 from sk_toolfilter.selection.visibility import ToolPolicy
 
 # Only a request's first characters are read for a list of actions (a pasted document is not one).
@@ -34,14 +34,14 @@ MAX_LISTED_REQUEST_CHARS = 2000
 class Selector:
     """One manager's selection policy, run stage by stage over a snapshot (see :meth:`run`)."""
 
-    def __init__(self, config: ToolFilterConfig, policy: ToolPolicy, usage: UsageTracker) -> None:
+    def __init__(self, config: ToolFilterConfig, policy: ToolPolicy, usage: CallCounter) -> None:
         self.config, self.policy, self.usage = config, policy, usage
         self.second_stage: SecondStage | None = None
         """The stage between ranking and cut (``rerank: {type: llm}``), or None."""
         rerank = config.rerank
         self.stage_breaker = Breaker(rerank.failure_threshold, rerank.cooldown_seconds)
         """Pauses a second stage whose calls keep failing (``rerank.failure_threshold``, ``cooldown_seconds``)."""
-        self._turn_configs: dict[tuple[tuple[str, float], ...], ToolFilterConfig] = {}
+        self._turn_configs: dict[tuple[bool, tuple[tuple[str, float], ...]], ToolFilterConfig] = {}
         self.learning: Learning | None = None
         """Learning from use (``learning``): what similar past requests called reorders the first stage."""
 
@@ -50,18 +50,21 @@ class Selector:
         loop = self.config.agent_loop
         return max(self.config.top_k, loop.max_tools) if turn is not None and loop.enabled else self.config.top_k
 
-    def _turn_config(self, model_weights: dict[str, float] | None) -> ToolFilterConfig:
-        """The configuration a turn's requests rank with (:meth:`ToolFilterConfig.for_turn`), made once per blend."""
-        key = tuple(sorted((model_weights or {}).items()))
+    def _turn_config(self, model_weights: dict[str, float] | None, *, first_request: bool) -> ToolFilterConfig:
+        """The configuration a turn's requests rank with (:meth:`ToolFilterConfig.for_turn`; a conversation's
+        first request: :meth:`ToolFilterConfig.for_first_request`), made once per blend."""
+        key = (first_request, tuple(sorted((model_weights or {}).items())))
         if key not in self._turn_configs:
-            self._turn_configs[key] = self.config.for_turn(model_weights)
+            make = self.config.for_first_request if first_request else self.config.for_turn
+            self._turn_configs[key] = make(model_weights)
         return self._turn_configs[key]
 
     async def run(self, request: SelectionRequest, snapshot: Snapshot) -> Selection:
         """The stages of :mod:`sk_toolfilter.selection.pipeline`, in order, over one catalog snapshot."""
         config, turn = self.config, request.turn if self.config.agent_loop.enabled else None
         if turn is not None:
-            config = self._turn_config(snapshot.catalog.index.loop_fusion_weights)
+            first_request = not request.completed and not turn.calls
+            config = self._turn_config(snapshot.catalog.index.loop_fusion_weights, first_request=first_request)
         needs = self._needs(turn.request) if turn is not None else []
         ranking, *need_rankings = await self._first_stage(request, snapshot, config, needs)
         budget = self.budget(turn)

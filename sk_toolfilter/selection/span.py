@@ -30,8 +30,8 @@ class SpanWriter:
         record.offered, record.pins = selection.names, [n for n in selection.names if n in pinned]
         record.scores = [scores.get(n) for n in selection.names]
         record.fallback_reason, record.query = selection.ranking.fallback_reason, query
-        if selection.ranking.rerank is not None:
-            record.extra["sk_toolfilter.rerank"] = selection.ranking.rerank
+        for step, note in selection.ranking.steps.items():  # sk_toolfilter.cross_encoder, .learned_ranker, ...
+            record.extra[f"sk_toolfilter.{step.replace(' ', '_').replace('-', '_')}"] = note.text
         if selection.second_stage is not None:
             record.extra["sk_toolfilter.pick"] = selection.second_stage.note
             if selection.second_stage.fallback is not None:  # e.g. "timeout", "paused" (its circuit is open)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.retrieval.usage import LearnedRow, UsageMemory
+from sk_toolfilter.retrieval.memory import LearningMemory, MemoryRow
 from sk_toolfilter.store.synced_table import SyncedTable
 
 logger = library_logger(__name__)
@@ -38,7 +38,7 @@ REREAD_ROWS = 1_000  # as the co-usage table: rows numbered earlier but committe
 MAX_NAME_CHARS = 512
 
 
-class LearningTable(SyncedTable[UsageMemory]):
+class LearningTable(SyncedTable[LearningMemory]):
     """One catalog's learning from use in the shared store (see the module docstring)."""
 
     what = "learning"
@@ -51,7 +51,7 @@ class LearningTable(SyncedTable[UsageMemory]):
         """The wipe generation this replica last read (None: not read yet)."""
         self._warned_future = False
 
-    async def _sync(self, memory: UsageMemory) -> None:
+    async def _sync(self, memory: LearningMemory) -> None:
         from psycopg import sql
 
         table = sql.Identifier(self._schema, self._table)
@@ -92,7 +92,7 @@ class LearningTable(SyncedTable[UsageMemory]):
                 values = vector.to_numpy() if hasattr(vector, "to_numpy") else vector  # pgvector's Vector, binary
                 vector_array = np.asarray(values, dtype=np.float32)
                 theirs.append(
-                    LearnedRow(str(key), vector_array, tuple(names), float(at), str(conversation or key), str(scope))
+                    MemoryRow(str(key), vector_array, tuple(names), float(at), str(conversation or key), str(scope))
                 )
         clamped = memory.clamped
         memory.restore(theirs)
@@ -136,7 +136,7 @@ class LearningTable(SyncedTable[UsageMemory]):
         row = await cursor.fetchone()
         return (int(row[0]), float(row[1])) if row else (0, 0.0)
 
-    async def _write(self, connection: AsyncConnection[Any], table: Any, rows: list[LearnedRow], keep: int) -> None:
+    async def _write(self, connection: AsyncConnection[Any], table: Any, rows: list[MemoryRow], keep: int) -> None:
         from psycopg import sql
 
         async with connection.cursor() as cursor:

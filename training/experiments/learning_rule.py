@@ -1,4 +1,4 @@
-"""Choose the learning-from-use rule (:class:`~sk_toolfilter.retrieval.usage.UsageRule`) by traffic replay.
+"""Choose the learning-from-use rule (:class:`~sk_toolfilter.retrieval.memory.LearningRule`) by traffic replay.
 
 Every rule of a small grid is replayed on every collected catalog (``training.replay``: 3 random
 halves, 10 % and 50 % of the traffic, both label regimes). A rule is *admissible* on a set of
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sk_toolfilter.retrieval.usage import UsageRule
+from sk_toolfilter.retrieval.memory import LearningRule
 from training.replay import Evidence, families, load_all, replay
 
 FRACTIONS = (0.1, 0.5)
@@ -51,7 +51,7 @@ def _init(folder: str) -> None:
 
 def _deltas(rule_fields: dict[str, float]) -> dict[str, list[float]]:
     """Per catalog: [Δrecall, Δcomplete] for each (fraction, regime), means over the seeds."""
-    rule = UsageRule(**rule_fields)  # type: ignore[arg-type]
+    rule = LearningRule(**rule_fields)  # type: ignore[arg-type]
     table: dict[str, list[float]] = {}
     for evidence in _SETS:
         row = []
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         "columns": [
             f"{m} {fr} {rg}" for fr, rg in itertools.product(FRACTIONS, REGIMES) for m in ("recall", "complete")
         ],
-        "shipped": {**asdict(UsageRule(**shipped)), "mean_gain": gain} if shipped else None,  # type: ignore[arg-type]
+        "shipped": {**asdict(LearningRule(**shipped)), "mean_gain": gain} if shipped else None,  # type: ignore[arg-type]
         "shipped_table": shipped_table,
         "folds": folds,
         "all": [[f, t] for f, t in results],

@@ -1,4 +1,5 @@
-"""Counting which filtered functions the model actually calls (for ``always_include_top_n_used``)."""
+"""Counting which filtered functions the model actually calls (for ``always_include_top_n_used``): counts
+only, never what a request was like (that is learning from use, :mod:`sk_toolfilter.retrieval.memory`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
     from semantic_kernel import Kernel
 
 
-class UsageTracker:
+class CallCounter:
     """Thread-safe call counts per full function name."""
 
     def __init__(self) -> None:
@@ -52,3 +53,7 @@ class UsageTracker:
         if any(f is self._filter for _, f in kernel.auto_function_invocation_filters):
             return
         kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, self._filter)
+
+
+UsageTracker = CallCounter
+"""The name of :class:`CallCounter` before 0.9 (kept for existing imports)."""

@@ -33,11 +33,10 @@ from typing import Any, NamedTuple, Protocol
 
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.retrieval.search import MAX_QUERY_CHARS as RANKED_QUERY_CHARS
+from sk_toolfilter.selection.provider_search import SEARCH_TOOL_NAME
 
 logger = library_logger(__name__)
 
-SEARCH_TOOL_NAME = "tool_search"
-"""The search tool's name on the wire (Anthropic's custom tool; OpenAI names its own ``tool_search``)."""
 
 SEARCH_DESCRIPTION = (
     "Search the tools you can load when none of your tools fits the task. Describe what you need to do in a "
