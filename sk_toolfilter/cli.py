@@ -462,7 +462,7 @@ def learned_lines(summary: dict[str, Any]) -> str:
 async def cmd_forget(args: argparse.Namespace) -> int:
     """``forget AGENT``: wipe what learning from use learned for the agent (its ``learning.file``)."""
     from sk_toolfilter.agents.agent_file import load_agent_file
-    from sk_toolfilter.selection.learning_file import forget_file
+    from sk_toolfilter.store.learning_file import forget_file
 
     spec = load_agent_file(args.agent)
     path, store = spec.tool_filtering.learning.file, spec.tool_filtering.index.store

@@ -359,17 +359,47 @@ async def test_the_shipped_model_carries_its_turn_blend_to_the_index(loop_kernel
 
 @pytest.mark.parametrize("weights", [{"semantic": 1.0, "bm25": 0.0}, {"semantic": 0.0, "bm25": 1.0}])
 async def test_the_requests_of_a_turn_are_ranked_with_the_turn_blend(loop_kernel, weights):
+    from semantic_kernel.contents import AuthorRole, ChatMessageContent, FunctionCallContent, FunctionResultContent
+
     from sk_toolfilter.retrieval.search import rank_tools
 
     manager = await create_tool_filter(loop_kernel, ToolFilterConfig(agent_loop={"method_weights": weights}))
     request = "track package 1Z999 and tell me what is on my calendar on Friday"
     history = ChatHistory()
     history.add_user_message(request)
-    in_turn = (await manager.select_for_history(history)).ranking
+    call = FunctionCallContent(id="call_0", name="Shipping-track_package")
+    history.add_message(ChatMessageContent(role=AuthorRole.ASSISTANT, items=[call]))
+    result = FunctionResultContent(id="call_0", name="Shipping-track_package", result="in transit")
+    history.add_message(ChatMessageContent(role=AuthorRole.TOOL, items=[result]))
+    in_turn = (await manager.select_for_history(history)).ranking  # the turn's second request
     alone = await rank_tools(manager.index, request, ToolFilterConfig(method_weights=weights), limit=20, fill=False)
     assert [t.tool.full_name for t in in_turn.tools][:8] == [t.tool.full_name for t in alone.tools][:8]
     single = await rank_tools(manager.index, request, manager.config, limit=20, fill=False)
     assert [round(t.score, 6) for t in in_turn.tools] != [round(t.score, 6) for t in single.tools]
+
+
+@pytest.mark.parametrize("first_request_weights", ["plain", "turn"])
+async def test_a_conversations_first_request_ranks_as_filter_tools_unless_told_otherwise(
+    loop_kernel, first_request_weights
+):
+    """The first request (one user message, no tool called) ranks with the plain blend by default: the
+    turn blend gained on the dev families and lost on every catalog family held out
+    (benchmarks/first_request_benchmark.py); ``first_request_weights: turn`` keeps the turn blend."""
+    from sk_toolfilter.retrieval.search import rank_tools
+
+    weights = {"semantic": 0.0, "bm25": 1.0}  # a turn blend far from the plain one: the two orders differ
+    loop = {"method_weights": weights, "first_request_weights": first_request_weights}
+    manager = await create_tool_filter(loop_kernel, ToolFilterConfig(agent_loop=loop))
+    request = "track package 1Z999 and tell me what is on my calendar on Friday"
+    history = ChatHistory()
+    history.add_user_message(request)
+    first = (await manager.select_for_history(history)).ranking
+    blend = ToolFilterConfig() if first_request_weights == "plain" else ToolFilterConfig(method_weights=weights)
+    alone = await rank_tools(manager.index, request, blend, limit=20, fill=False)
+    assert [t.tool.full_name for t in first.tools][:8] == [t.tool.full_name for t in alone.tools][:8]
+    if first_request_weights == "plain":  # exactly what filter_tools ranks for the same words
+        plain = await manager.select(request)
+        assert [t.tool.full_name for t in first.tools] == [t.tool.full_name for t in plain.ranking.tools]
 
 
 async def test_a_request_and_its_listed_actions_are_ranked_in_one_batch_with_one_embedding_call(

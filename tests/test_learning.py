@@ -18,7 +18,7 @@ from sk_toolfilter.cli import main
 from sk_toolfilter.retrieval.memory import LearningMemory, LearningRule
 from sk_toolfilter.retrieval.search import Ranking, rank_tools
 from sk_toolfilter.selection.learning import request_key
-from sk_toolfilter.selection.learning_file import LearningFile
+from sk_toolfilter.store.learning_file import LearningFile
 from tests.test_agent_loop import completed_turns
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from sk_toolfilter import ToolFilterConfig, create_tool_filter
-from sk_toolfilter.retrieval.cache import exclusive_lock
+from sk_toolfilter.basics.files import exclusive_lock
 from sk_toolfilter.retrieval.memory import LearningMemory
 from sk_toolfilter.selection.learning import learning_context
-from sk_toolfilter.selection.learning_file import LearningFile
+from sk_toolfilter.store.learning_file import LearningFile
 from tests.conftest import HashEmbedder, build_demo_kernel
 from tests.test_agent_loop import completed_turns
 

@@ -21,7 +21,7 @@ from sk_toolfilter import ConfigError, ToolFilterConfig, create_tool_filter
 from sk_toolfilter.cli import main
 from sk_toolfilter.retrieval.memory import MAX_CLOCK_SKEW_SECONDS, LearningMemory, LearningRule
 from sk_toolfilter.selection.learning import learning_context
-from sk_toolfilter.selection.learning_file import LearningFile, forget_file
+from sk_toolfilter.store.learning_file import LearningFile, forget_file
 from tests.test_agent_loop import completed_turns
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ def near(v: np.ndarray, rng: np.random.Generator, noise: float = 0.1) -> np.ndar
 REPLICA = """
 import sys, numpy as np
 from sk_toolfilter.retrieval.memory import LearningMemory
-from sk_toolfilter.selection.learning_file import LearningFile
+from sk_toolfilter.store.learning_file import LearningFile
 file = LearningFile(sys.argv[1], "shop", "m", every_seconds=0)
 memory = LearningMemory()
 file.load_into(memory)

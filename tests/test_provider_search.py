@@ -415,7 +415,7 @@ async def test_an_sk_responses_agent_sends_the_selection_loaded_the_rest_deferre
     script = [[*tool_search("percent", []), function_call("Math-percentage", {"part": 15, "whole": 80})]]
     with ScriptedResponsesServer([*script, [message("18.75%")]]) as server:
         agent, manager, kernel = await responses_agent(server, config)
-        replies = [i.message.content async for i in invoke_with_provider_search(agent, manager, "What is 2 plus 3?")]
+        replies = [i.message.content async for i in invoke_with_provider_search(agent, manager, "Add 2 and 3")]
         loaded, deferred, others = wire(server)
         every = {f.fully_qualified_name for f in kernel.get_full_list_of_function_metadata()}
         visible = every - {"Messaging-send_email"} - set(manager.discovery_names)
@@ -433,7 +433,7 @@ async def test_an_sk_responses_agent_without_provider_search_gets_the_selection_
 
     with ScriptedResponsesServer([[message("5")]]) as server:
         agent, manager, _ = await responses_agent(server, ToolFilterConfig(top_k=2))
-        [_ async for _ in invoke_with_provider_search(agent, manager, "What is 2 plus 3?")]
+        [_ async for _ in invoke_with_provider_search(agent, manager, "Add 2 and 3")]
         loaded, deferred, others = wire(server)
     assert "Math-add" in loaded and len(loaded) <= 4 and deferred == [] and others == []
     await manager.aclose()
@@ -596,7 +596,7 @@ async def test_the_offer_decides_what_is_loaded_and_what_is_deferred_for_every_a
     manager = await create_tool_filter(demo_kernel, config)
     names = [f.fully_qualified_name for f in demo_kernel.get_full_list_of_function_metadata()]
     history = ChatHistory()
-    history.add_user_message("what is 2 plus 3?")
+    history.add_user_message("add 2 and 3")
     offer = await manager.offer(history, names)
     visible = set(names) - {"Messaging-send_email"} - set(manager.discovery_names)
     assert 0 < len(offer.names) <= 2 and "Math-add" in offer.names

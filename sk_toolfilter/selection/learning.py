@@ -39,9 +39,9 @@ from sk_toolfilter.retrieval.memory import (
     LearningMemory,
     ScopedMemory,
 )
-from sk_toolfilter.selection.learning_file import LearningFile
 from sk_toolfilter.selection.turns import Turn
 from sk_toolfilter.selection.visibility import ToolPolicy
+from sk_toolfilter.store.learning_file import LearningFile
 from sk_toolfilter.store.learning_table import LearningTable
 from sk_toolfilter.store.shared_index import SharedIndex
 

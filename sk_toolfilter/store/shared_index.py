@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sk_toolfilter.basics.errors import ConfigError, EmbeddingServiceError, IndexStoreError
+from sk_toolfilter.basics.errors import EmbeddingServiceError, IndexStoreError
 from sk_toolfilter.basics.progress import ProgressCallback
 from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config import BM25Config, IndexConfig
@@ -40,6 +40,7 @@ from sk_toolfilter.retrieval.index import ToolIndex, embed_catalog, embedding_te
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.numerics import AGREEMENT, worst_agreement
 from sk_toolfilter.retrieval.scoring import Precision
+from sk_toolfilter.store.index_store import IndexStore, connect_store
 from sk_toolfilter.store.outage import StoreOutage
 from sk_toolfilter.store.records import StoredCatalog, content_hash, pack_image, record_key, to_record
 from sk_toolfilter.store.shared_catalog import CatalogVersion, SharedCatalog
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from sk_toolfilter.retrieval.encoders import EmbeddingService
     from sk_toolfilter.store.conversation_state import ConversationState
     from sk_toolfilter.store.learning_table import LearningTable
-    from sk_toolfilter.store.postgres import PostgresIndexStore
 
 logger = library_logger(__name__)
 
@@ -80,7 +80,7 @@ class StoreStats:
 class SharedIndex:
     """A shared catalog bound to one embedding model, as a :class:`ToolFilterManager` uses it."""
 
-    def __init__(self, catalog: SharedCatalog, config: IndexConfig, owner: PostgresIndexStore | None = None) -> None:
+    def __init__(self, catalog: SharedCatalog, config: IndexConfig, owner: IndexStore | None = None) -> None:
         self.catalog, self.config = catalog, config
         self.stats = StoreStats()
         self._owner = owner
@@ -94,11 +94,7 @@ class SharedIndex:
     @classmethod
     async def open(cls, config: IndexConfig, embedding_service: EmbeddingService) -> SharedIndex:
         """Connect to the store ``config.store`` names; IndexStoreError (naming the server) if it fails."""
-        if config.store != "postgres":
-            raise ConfigError(f"tool_filtering.index.store: {config.store!r} is not a database store")
-        from sk_toolfilter.store.postgres import PostgresIndexStore
-
-        store = await PostgresIndexStore.connect(config)
+        store = await connect_store(config)
         return cls(store.catalog(config.catalog, embedding_model_id(embedding_service)), config, store)
 
     @property

@@ -5,7 +5,7 @@ this process and under a lock file across processes, each write merged with what
 wrote since (the subclass's ``_merge_and_write``), atomically replaced; a file that cannot be written is
 one warning and what is learned stays in memory.
 
-Subclass: :class:`~sk_toolfilter.selection.learning_file.LearningFile` (learning from use, ``.npz``).
+Subclass: :class:`~sk_toolfilter.store.learning_file.LearningFile` (learning from use, ``.npz``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from sk_toolfilter.basics.files import exclusive_lock, remove_stale_temporaries
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.retrieval.cache import exclusive_lock, remove_stale_temporaries
 
 logger = library_logger(__name__)
 

@@ -18,9 +18,9 @@ from typing import IO, Any
 import numpy as np
 
 from sk_toolfilter.basics.errors import ConfigError
+from sk_toolfilter.basics.files import exclusive_lock, write_atomically
 from sk_toolfilter.basics.input_files import open_regular
 from sk_toolfilter.basics.redaction import library_logger
-from sk_toolfilter.retrieval.cache import exclusive_lock, write_atomically
 from sk_toolfilter.retrieval.memory import MAX_TOOLS_PER_REQUEST, SHARED_SCOPE, LearningMemory, MemoryRow
 from sk_toolfilter.store.synced_file import SyncedFile, off_the_loop
 
