@@ -9,7 +9,10 @@ from pydantic import (
     field_validator,
 )
 
+from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.config.base import RankingMethod, StrictConfig, checked_weights
+
+logger = library_logger(__name__)
 
 
 class AgentLoopConfig(StrictConfig):
@@ -86,6 +89,16 @@ class AgentLoopConfig(StrictConfig):
     @classmethod
     def _weights_non_negative(cls, value: dict[RankingMethod, float] | None) -> dict[RankingMethod, float] | None:
         return None if value is None else checked_weights(value)
+
+    @field_validator("co_usage_file")
+    @classmethod
+    def _co_usage_file_unused(cls, value: str | None) -> str | None:
+        if value:
+            logger.warning(
+                "sk-toolfilter: agent_loop.co_usage_file is no longer read or written: co-usage is a signal of "
+                "learning from use, kept where it is (learning.file, the shared table) under its scope and rules"
+            )
+        return value
 
     @field_validator("first_request_weights")
     @classmethod

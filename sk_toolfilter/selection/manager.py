@@ -13,12 +13,12 @@ from sk_toolfilter.retrieval.bulk import collector_paused
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.cutoff import ToolDecision
 from sk_toolfilter.retrieval.embeddings import create_embedding_service
-from sk_toolfilter.retrieval.encoders import EmbeddingService, embedding_model_id
+from sk_toolfilter.retrieval.encoders import EmbeddingService
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.rerank import check_rerank_model
 from sk_toolfilter.selection.call_counts import CallCounter
-from sk_toolfilter.selection.catalog_upkeep import Catalog, CatalogUpkeep, build_first_index
+from sk_toolfilter.selection.catalog_upkeep import Catalog, build_first_index
 from sk_toolfilter.selection.learning import Learning
 from sk_toolfilter.selection.lookup import find_searchable, search_catalog
 from sk_toolfilter.selection.offer import Offer
@@ -30,7 +30,6 @@ from sk_toolfilter.selection.pipeline import (
 from sk_toolfilter.selection.provider_search import refuse_in_semantic_kernel
 from sk_toolfilter.selection.query import QueryStrategy
 from sk_toolfilter.selection.request_path import ConversationPins, RequestPath
-from sk_toolfilter.selection.selector import Selector
 from sk_toolfilter.selection.settings import allowed_by_behavior, clone_with_functions
 from sk_toolfilter.selection.sticky import StickyLists
 from sk_toolfilter.selection.tool_source import KernelTools, ToolSource
@@ -62,25 +61,17 @@ class ToolFilterManager:
     ) -> None:
         self.config = resolve_bare_names(config or ToolFilterConfig(), index.names)
         self.usage = usage or CallCounter()
-        if self.config.agent_loop.co_usage_file:
-            logger.warning(
-                "sk-toolfilter: agent_loop.co_usage_file is no longer read or written: co-usage is a signal of "
-                "learning from use, kept where it is (learning.file, the shared table) under its scope and rules"
-            )
         self.policy = ToolPolicy(self.config)
         self.policy.check_pins(self.config.always_include, index.names)
         check_rerank_model(self.config.rerank)  # a wrong rerank.model fails here, not per request
-        self._upkeep = CatalogUpkeep(index, self.config, self.policy)
-        self._selector = Selector(self.config, self.policy, self.usage)
-        self.sticky = StickyLists(self.config.sticky_max_tools)
+        self._path = RequestPath.build(index, self.config, self.policy, self.usage)
+        self._upkeep, self._selector = self._path.upkeep, self._path.selector
+        self.sticky: StickyLists = self._path.sticky
         """The sticky tool list of each conversation (``selection_mode: sticky``), shared by every adapter."""
-        self.telemetry = Telemetry()
+        self.telemetry: Telemetry = self._path.telemetry
         """Spans and metrics of selections (off unless the app turns telemetry on)."""
-        index.circuit.on_incident = self.telemetry.embedding_incident
-        self._path = RequestPath(self.config, self.policy, self._upkeep, self._selector, self.sticky, self.telemetry)
-        catalog = self.config.learning.catalog or self.config.index.catalog
-        self.learning = Learning(self.config.learning, catalog, _model_of(index), self.policy)
-        self._path.learning = self._selector.learning = self.learning  # learning from use (tool_filtering.learning)
+        self.learning: Learning = self._path.learning
+        """Learning from use (``tool_filtering.learning``): what similar past requests called, and co-usage."""
 
     @property
     def _catalog(self) -> Catalog:
@@ -302,9 +293,3 @@ class ToolFilterManager:
 
 
 __getattr__ = moved_attributes(__name__)
-
-
-def _model_of(index: ToolIndex) -> str:
-    """The embedding model an index's request vectors come from ('none' without one)."""
-    service = index.embedding_service
-    return embedding_model_id(service) if service is not None else "none"

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.retrieval.encoders import embedding_model_id
+from sk_toolfilter.selection.call_counts import CallCounter
 from sk_toolfilter.selection.catalog_upkeep import CatalogUpkeep
 from sk_toolfilter.selection.learning import Learning, current_context, fingerprint
 from sk_toolfilter.selection.offer import Offer, search_offer, selected_offer, visible_offer
@@ -51,10 +53,23 @@ class RequestPath:
     selector: Selector
     sticky: StickyLists
     telemetry: Telemetry
-    learning: Learning | None = None
+    learning: Learning
     conversation_pins: dict[str, ConversationPins] = field(default_factory=dict)
     span: SpanWriter = field(default_factory=SpanWriter)
     _learned_index: object = None
+
+    @classmethod
+    def build(cls, index: ToolIndex, config: ToolFilterConfig, policy: ToolPolicy, calls: CallCounter) -> RequestPath:
+        """One manager's request path, built whole: the catalog it selects from, learning from use (the one
+        learner: what similar requests called, and co-usage), the selector that reads it, the sticky
+        lists and telemetry (embedding incidents included)."""
+        service = index.embedding_service
+        model = embedding_model_id(service) if service is not None else "none"
+        learning = Learning(config.learning, config.learning.catalog or config.index.catalog, model, policy)
+        telemetry = Telemetry()
+        index.circuit.on_incident = telemetry.embedding_incident
+        upkeep, selector = CatalogUpkeep(index, config, policy), Selector(config, policy, calls, learning)
+        return cls(config, policy, upkeep, selector, StickyLists(config.sticky_max_tools), telemetry, learning)
 
     async def offer(
         self, conversation: str | ChatHistory, on_offer: Sequence[str], strategy: QueryStrategy | None
@@ -114,7 +129,7 @@ class RequestPath:
         :func:`~sk_toolfilter.selection.learning.learning_context` (the adapters set it from the kernel or
         run arguments), else the shared scope and the history's opening (its messages up to and including
         the first user message: two conversations that open alike count as one, never one as two)."""
-        if self.learning is None or not self.learning.enabled:
+        if not self.learning.enabled:
             return "", None
         scope_value, conversation = current_context()
         scope = self.learning.scope_of(scope_value)
@@ -126,13 +141,11 @@ class RequestPath:
     async def share(self, store: SharedIndex) -> None:
         """With a shared store: learning from use (when on; co-usage is one of its signals) learns from,
         and shares with, the other replicas."""
-        if self.learning is not None:
-            await self.learning.share(store)
+        await self.learning.share(store)
 
     async def aclose(self) -> None:
         """Write what learning from use learned: its file, a last sync with the store."""
-        if self.learning is not None:
-            await self.learning.aclose()
+        await self.learning.aclose()
 
     def capture(
         self, conversation: str | ChatHistory, calls: Sequence[str], allowed: Collection[str] | None = None
@@ -140,7 +153,7 @@ class RequestPath:
         """A model response called `calls`: learn the turn it answers now, beside the request (its calls
         so far with these) — a stateless endpoint, the last turn, manual calling and streaming all learn,
         and the same turn seen again in a later history is not learned twice (one row per request)."""
-        if (called := self._called(conversation, calls, allowed)) is not None and self.learning is not None:
+        if (called := self._called(conversation, calls, allowed)) is not None:
             index, turn, permits, scope, talk = called
             self.learning.learn_soon(index, [turn], permits, conversation=talk, scope=scope)
 
@@ -154,7 +167,7 @@ class RequestPath:
         :func:`~sk_toolfilter.learning_context` names; only tools in the catalog, visible, not discovery
         tools and in `allowed` (when given). Returns how many rows were learned (0 with learning off,
         without tools, or without vectors)."""
-        if (called := self._called(conversation, calls, allowed)) is None or self.learning is None:
+        if (called := self._called(conversation, calls, allowed)) is None:
             return 0
         index, turn, permits, scope, talk = called
         return await self.learning.learn(index, [turn], permits, conversation=talk, scope=scope)
@@ -166,7 +179,7 @@ class RequestPath:
         so far, which tools may be learned, its stored scope, its conversation); None with learning off,
         no calls, or no turn."""
         learning = self.learning
-        if learning is None or not learning.enabled or not calls:
+        if not learning.enabled or not calls:
             return None
         if isinstance(conversation, str):
             turn = Turn(conversation.strip(), list(dict.fromkeys(calls))) if conversation.strip() else None
@@ -187,7 +200,7 @@ class RequestPath:
         allowed here; tools the catalog lost are forgotten first) — the one memory co-usage reads too,
         under the same scope, conversation rule, bounds and forget."""
         learning = self.learning
-        if learning is None or not learning.enabled:
+        if not learning.enabled:
             return
         catalog = self.upkeep.catalog
         if catalog.index is not self._learned_index:
@@ -207,7 +220,7 @@ class RequestPath:
     async def select(self, request: SelectionRequest) -> Selection:
         """Re-index a changed source, take the snapshot, run the pipeline's stages; one span when
         telemetry is on. A request built without a scope (a plain text) takes the one the context names."""
-        if request.scope == "" and self.learning is not None and self.learning.config.scope != "shared":
+        if request.scope == "" and self.learning.config.scope != "shared":
             request = replace(request, scope=self.learning_keys(None)[0])
         with self.telemetry.selection() as record:
             await self.upkeep.refresh()

@@ -34,15 +34,15 @@ MAX_LISTED_REQUEST_CHARS = 2000
 class Selector:
     """One manager's selection policy, run stage by stage over a snapshot (see :meth:`run`)."""
 
-    def __init__(self, config: ToolFilterConfig, policy: ToolPolicy, usage: CallCounter) -> None:
-        self.config, self.policy, self.usage = config, policy, usage
+    def __init__(self, config: ToolFilterConfig, policy: ToolPolicy, calls: CallCounter, learning: Learning) -> None:
+        self.config, self.policy, self.calls = config, policy, calls
         self.second_stage: SecondStage | None = None
         """The stage between ranking and cut (``rerank: {type: llm}``), or None."""
         rerank = config.rerank
         self.stage_breaker = Breaker(rerank.failure_threshold, rerank.cooldown_seconds)
         """Pauses a second stage whose calls keep failing (``rerank.failure_threshold``, ``cooldown_seconds``)."""
         self._turn_configs: dict[tuple[bool, tuple[tuple[str, float], ...]], ToolFilterConfig] = {}
-        self.learning: Learning | None = None
+        self.learning = learning
         """Learning from use (``learning``): what similar past requests called reorders the first stage."""
 
     def budget(self, turn: Turn | None) -> int:
@@ -102,7 +102,7 @@ class Selector:
                 config,
                 limit=max(config.top_k * 4, 20, self._shortlist()),
                 allowed=None if snapshot.every_tool else snapshot.candidates,
-                memory=self.learning.usable(request.scope, request.conversation) if self.learning else None,
+                memory=self.learning.usable(request.scope, request.conversation),
                 whole_text_limit=sending,
             )
 
@@ -137,7 +137,7 @@ class Selector:
         pins += self.policy.pinned()
         pins += request.extra_pins
         top_n = config.always_include_top_n_used
-        most_used = self.usage.most_used(top_n, snapshot.catalog.visible)
+        most_used = self.calls.most_used(top_n, snapshot.catalog.visible)
         pins += [(n, f"pinned: among the {top_n} most used tools") for n in most_used]
         if with_discovery:
             # When every candidate is sent there is nothing left to discover: a small agent sends
@@ -173,5 +173,5 @@ class Selector:
             snapshot.catalog.index.providers,
             self.policy.is_destructive,
         )
-        past = self.learning.usable(request.scope, request.conversation) if self.learning is not None else None
+        past = self.learning.usable(request.scope, request.conversation)
         return plan_agent_loop(self.config.agent_loop, loop, past, snapshot.usable)
