@@ -401,6 +401,26 @@ async def cmd_learn(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_serve(args: argparse.Namespace) -> int:
+    """``serve``: the agent file's tools as an MCP server over stdio (stdout is the protocol's: progress
+    and warnings go to stderr). Learning from use is written where the agent file says, on exit."""
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.gateway.desk import GatewayDesk, GatewayNames
+    from sk_toolfilter.gateway.mcp_server import build_server, serve_stdio
+
+    names = GatewayNames(args.search_name, args.describe_name, args.call_name)
+    if len(set(vars(names).values())) < 3:
+        raise ConfigError("serve: the search, describe and call tools need three different names")
+    progress = Progress("embedding tools", unit="tools")
+    async with await open_toolset(args.agent, kernel=await _kernel_from(args), progress=progress) as tools:
+        desk = GatewayDesk(tools.manager, tools.kernel, names, scope=args.scope)
+        clash = [t.name for t in desk.listed()[3:] if t.name in vars(names).values()]
+        if clash:
+            raise ConfigError(f"serve: a pinned tool is named like a gateway tool ({clash[0]}): rename one")
+        await serve_stdio(build_server(desk, tools.spec.name or "sk-toolfilter"))
+    return 0
+
+
 async def cmd_learned(args: argparse.Namespace) -> int:
     """``learned AGENT [--json]``: what learning from use holds for the agent, and whether it acts yet."""
     import json
@@ -524,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log details (INFO)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_validate, _add_search, _add_report, _add_index, _add_chat, _add_eval, _add_learning):
+    for add in (_add_validate, _add_search, _add_report, _add_index, _add_chat, _add_eval, _add_learning, _add_serve):
         add(sub)
     return parser
 
@@ -676,6 +696,19 @@ def _add_learning(sub: Commands) -> None:
     p.add_argument("agent", help="agent YAML file")
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_forget)
+
+
+def _add_serve(sub: Commands) -> None:
+    p = sub.add_parser(
+        "serve", help="an MCP gateway: the agent's whole catalog behind ranked search, for any MCP client"
+    )
+    p.add_argument("agent", help="agent YAML file")
+    p.add_argument("--scope", help="learn and read learning as this scope (learning.scope's value, e.g. a team)")
+    p.add_argument("--search-name", default="search_tools", help="the search tool's name (default search_tools)")
+    p.add_argument("--describe-name", default="describe_tool", help="the describe tool's name (default describe_tool)")
+    p.add_argument("--call-name", default="call_tool", help="the call tool's name (default call_tool)")
+    p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
+    p.set_defaults(run=cmd_serve)
 
 
 SCOPE_HELP = (

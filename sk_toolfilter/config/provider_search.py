@@ -46,8 +46,8 @@ class ProviderSearchConfig(StrictConfig):
         default="auto",
         description="What is deferred: each function (tool), or each plugin / MCP server as one OpenAI namespace "
         "of at most 9 functions, larger ones split (plugin; OpenAI only). auto: plugin with OpenAI (the model "
-        "sees a namespace by its name and description only: on the bundled agent 7,346 tools tokens against "
-        "26,195 for tool), tool with Claude (no namespaces).",
+        "sees a namespace by its name and description only: on the bundled agent 7,273 tools tokens against "
+        "26,122 for tool), tool with Claude (no namespaces).",
     )
     model_supports_tool_search: bool = Field(
         default=False,

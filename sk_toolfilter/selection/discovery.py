@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 from semantic_kernel.functions import kernel_function
@@ -75,11 +75,13 @@ def render_matches(
     limit: Any = None,
     max_chars: int = 6000,
     max_loaded: int = 5,
+    mark: Callable[[ToolMetadata], str] | None = None,
 ) -> tuple[str, list[str]]:
     """The tiered answer for `matches` (best first) and the names it shows.
 
     The footer says which tools the model can call next: the first `max_loaded` shown in the full
     or summary tier (those are sent on its next request); any other through ``describe_tool``.
+    `mark`: a note after a tool's line (e.g. `` [destructive]``), in every tier that lists tools.
     """
     total = len(matches)
     tier = (detail or "auto").strip().lower()
@@ -106,6 +108,9 @@ def render_matches(
                 block = f"{tool.full_name} — {one_line_summary(tool.description)}"
             else:
                 block = tool.full_name
+            if mark is not None:
+                first, _, rest = block.partition("\n")
+                block = first + mark(tool) + ("\n" + rest if rest else "")
             if used + len(block) + 1 > max_chars - footer_room:
                 break
             body.append(block)

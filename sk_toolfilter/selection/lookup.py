@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sk_toolfilter.config import ToolFilterConfig
+from sk_toolfilter.retrieval.memory import ScopedMemory
 from sk_toolfilter.retrieval.metadata import ToolMetadata
 from sk_toolfilter.retrieval.search import rank_tools
 from sk_toolfilter.selection.catalog_upkeep import Catalog
@@ -24,10 +25,15 @@ def find_searchable(catalog: Catalog, name: str, exists: Callable[[str], bool]) 
 
 
 async def search_catalog(
-    catalog: Catalog, query: str, config: ToolFilterConfig, exists: Callable[[str], bool]
+    catalog: Catalog,
+    query: str,
+    config: ToolFilterConfig,
+    exists: Callable[[str], bool],
+    memory: ScopedMemory | None = None,
 ) -> list[ToolMetadata]:
-    """Searchable tools matching `query` (best first); every searchable tool for an empty query."""
+    """Searchable tools matching `query` (best first; `memory`: reordered by learning from use too);
+    every searchable tool for an empty query."""
     if not query.strip():
         return [t for t in catalog.index.tools if t.full_name in catalog.searchable and exists(t.full_name)]
-    ranking = await rank_tools(catalog.index, query, config, allowed=catalog.searchable_mask)
+    ranking = await rank_tools(catalog.index, query, config, allowed=catalog.searchable_mask, memory=memory)
     return [s.tool for s in ranking.tools if (s.name_match or s.score >= MIN_MATCH_SCORE) and exists(s.full_name)]

@@ -210,10 +210,12 @@ class ToolFilterManager:
         """A searchable tool by full name (``Plugin-function`` or ``Plugin.function``) or unique bare name."""
         return find_searchable(self._catalog, name, self._upkeep.exists)
 
-    async def discover(self, query: str) -> list[ToolMetadata]:
-        """Searchable tools matching `query` (best first); every searchable tool for an empty query."""
+    async def discover(self, query: str, *, learned: bool = False) -> list[ToolMetadata]:
+        """Searchable tools matching `query` (best first); every searchable tool for an empty query.
+        `learned`: reordered by learning from use within the scope and conversation the context names."""
         await self.refresh()
-        return await search_catalog(self._catalog, query, self.config, self._upkeep.exists)
+        memory = self.learning.usable(*self._path.learning_keys(None)) if learned else None
+        return await search_catalog(self._catalog, query, self.config, self._upkeep.exists, memory)
 
     # --- selection ----------------------------------------------------------------------------
     async def select(

@@ -1,0 +1,256 @@
+"""What an MCP client sees through the gateway, independent of the MCP SDK: the tools it lists, a
+search of the whole catalog, a tool's schema, and a call proxied to the real tool — each under the
+agent file's visibility (an excluded, disabled or not-allowed tool is never listed, found, described
+or run) and learning from use (a session's search, then a call of a tool it found, is learned; the
+session is the conversation).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections import OrderedDict
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
+from sk_toolfilter.selection.discovery import bounded, coerce_limit, render_full, render_matches, visible_lookups
+from sk_toolfilter.selection.learning import learning_context
+from sk_toolfilter.selection.manager import ToolFilterManager
+
+logger = library_logger(__name__)
+
+MAX_QUERY_CHARS = 2000
+"""A search reads at most this much of its query (a pasted document is not a query)."""
+MAX_FOUND_PER_SESSION = 256
+"""Tools a session remembers having found (what a later call of one of them learns from)."""
+MAX_ARGUMENTS_CHARS = 100_000
+"""A call's arguments, as JSON, at most this long."""
+
+
+@dataclass(frozen=True)
+class GatewayNames:
+    """The gateway's own tool names (configurable: a client may already have a ``search_tools``)."""
+
+    search: str = "search_tools"
+    describe: str = "describe_tool"
+    call: str = "call_tool"
+
+
+@dataclass(frozen=True)
+class ListedTool:
+    """One entry of ``tools/list``: its name, description and JSON input schema."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    destructive: bool = False
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """What a call returns: text for the client, and whether it is an error (the tool did not run, or failed)."""
+
+    text: str
+    is_error: bool = False
+
+
+@dataclass
+class GatewaySession:
+    """One client session: the conversation its searches and calls belong to, and what its searches found."""
+
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    found: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """Tool → the query of the search that last found it (bounded by :data:`MAX_FOUND_PER_SESSION`)."""
+
+    def remember(self, query: str, names: Collection[str]) -> None:
+        for name in names:
+            self.found[name] = query
+            self.found.move_to_end(name)
+        while len(self.found) > MAX_FOUND_PER_SESSION:
+            self.found.popitem(last=False)
+
+
+class GatewayDesk:
+    """The gateway's answers for one agent file's tools (`manager` ranks and decides visibility,
+    `kernel` runs them: native plugins and the agent's MCP servers alike).
+
+    `allowed`: the tools this caller may see and run (None: every visible tool); `scope`: whose
+    learning this caller's sessions read and write (``learning.scope``'s value; None: the shared one).
+    """
+
+    def __init__(
+        self,
+        manager: ToolFilterManager,
+        kernel: Any,
+        names: GatewayNames | None = None,
+        *,
+        allowed: Collection[str] | None = None,
+        scope: str | None = None,
+    ) -> None:
+        self.manager, self.kernel, self.names = manager, kernel, names or GatewayNames()
+        self.allowed = None if allowed is None else frozenset(allowed)
+        self.scope = scope
+
+    def narrowed(self, allowed: Collection[str] | None, scope: str | None) -> GatewayDesk:
+        """This desk for a caller that may see only `allowed` (within this desk's own) in `scope`."""
+        mine = self.allowed if allowed is None else frozenset(allowed) & (self.allowed or frozenset(allowed))
+        return GatewayDesk(self.manager, self.kernel, self.names, allowed=mine, scope=scope or self.scope)
+
+    def visible(self, name: str) -> ToolMetadata | None:
+        """The tool `name` (near-miss names resolved as the discovery tool resolves them) when this caller
+        may see and run it, else None."""
+        tool = self.manager.find_visible_tool(str(name)[:200])
+        if tool is None or (self.allowed is not None and tool.full_name not in self.allowed):
+            return None
+        return tool
+
+    def listed(self) -> list[ListedTool]:
+        """``tools/list``: the three gateway tools, then the pinned tools (``always_include``) by their schemas."""
+        names = self.names
+        tools = [
+            ListedTool(
+                names.search,
+                "Search every tool behind this gateway by what you want to do. Answers in tiers (full "
+                "signatures for a few matches, one-line summaries, names, per-source counts) and ends with how "
+                "many matched, how many are shown and how to narrow.",
+                _schema(
+                    query=("string", "What you want to do, in a few words; empty lists the catalog"),
+                    limit=("integer", "Most tools to show (default: as many as fit)"),
+                ),
+            ),
+            ListedTool(
+                names.describe,
+                "The full schema of one tool by its name (e.g. Math-convert_units), to call it with call_tool.",
+                _schema(name=("string", "The tool's name, as search_tools shows it"), required=["name"]),
+            ),
+            ListedTool(
+                names.call,
+                "Run one tool by its name with its arguments (an object, as its schema says).",
+                _schema(
+                    name=("string", "The tool's name, as search_tools shows it"),
+                    arguments=("object", "The tool's arguments"),
+                    required=["name"],
+                ),
+            ),
+        ]
+        for pinned in self.manager.config.always_include:
+            tool = self.visible(pinned)
+            if tool is not None:
+                definition = openai_tool_definition(tool)["function"]
+                destructive = self.manager.policy.is_destructive(tool.full_name)
+                tools.append(ListedTool(tool.full_name, tool.description, definition["parameters"], destructive))
+        return tools
+
+    async def search(self, session: GatewaySession, query: object, limit: object = None) -> str:
+        """The filter's ranking of the whole catalog for `query` (learning from use read in this caller's
+        scope and session), tiered under the discovery size cap, destructive tools marked."""
+        text = str(query or "")[:MAX_QUERY_CHARS]
+        with learning_context(scope=self.scope, conversation=session.id):
+            matches = await self.manager.discover(text, learned=True)
+        matches = [t for t in matches if self.visible(t.full_name) is not None]
+        config = self.manager.config.discovery
+        is_destructive = self.manager.policy.is_destructive
+        answer, shown = render_matches(
+            matches,
+            text,
+            limit=coerce_limit(limit, 0) or None,
+            max_chars=config.max_chars,
+            max_loaded=config.max_loaded,
+            mark=lambda t: " [destructive]" if is_destructive(t.full_name) else "",
+        )
+        if text.strip():
+            session.remember(text, shown)
+        return _gateway_footer(answer, self.names)
+
+    def describe(self, name: object) -> CallResult:
+        """One tool's full schema (its signature, description, parameters and lookups, then the JSON schema)."""
+        tool = self.visible(str(name))
+        if tool is None:
+            return CallResult(f"No tool named {str(name)[:200]!r}. Use {self.names.search} to find one.", True)
+        definition = openai_tool_definition(tool)["function"]
+        note = " [destructive]" if self.manager.policy.is_destructive(tool.full_name) else ""
+        text = render_full(tool, visible_lookups(self.manager, tool.full_name)) + note
+        schema = json.dumps(definition["parameters"], ensure_ascii=False)
+        return CallResult(bounded(f"{text}\ninput schema: {schema}", self.manager.config.discovery.max_chars))
+
+    async def call(self, session: GatewaySession, name: object, arguments: object) -> CallResult:
+        """Run the tool `name` with `arguments` through the agent's kernel (a native function, or the call
+        proxied to its MCP server with that server's bounds); a tool this caller may not see never runs.
+        A call of a tool this session's search found is learned (the search's query, the tool)."""
+        tool = self.visible(str(name))
+        if tool is None:
+            return CallResult(f"No tool named {str(name)[:200]!r} is available here: it was not run.", True)
+        checked = _arguments(arguments)
+        if isinstance(checked, CallResult):
+            return checked
+        function = self.kernel.get_function(tool.plugin, tool.name)
+        from semantic_kernel.functions import KernelArguments
+
+        try:
+            result = await function.invoke(self.kernel, KernelArguments(**checked))
+        except Exception as exc:  # the tool's own failure goes back to the client, never up the server
+            return CallResult(f"{tool.full_name} failed: {type(exc).__name__}: {exc}", True)
+        query = session.found.get(tool.full_name)
+        if query is not None:
+            with learning_context(scope=self.scope, conversation=session.id):
+                await self.manager.record(query, [tool.full_name])
+        return CallResult(_text_of(result))
+
+
+def _gateway_footer(answer: str, names: GatewayNames) -> str:
+    """The discovery footer in the gateway's words: tools run through the call tool, not on a next step."""
+    run = f"can be run with {names.call}(name, arguments); {names.describe}(name) gives any tool's schema"
+    loads = re.compile(
+        r"The (?:first \d+ )?tools shown can be called on your next step; describe_tool\(name\) loads any other"
+    )
+    answer = loads.sub(f"The tools shown {run}", answer)
+    return answer.replace(
+        "describe_tool(name) loads a tool so you can call it on your next step",
+        f"{names.describe}(name) gives a tool's schema; {names.call}(name, arguments) runs it",
+    )
+
+
+def _schema(required: list[str] | None = None, **properties: tuple[str, str]) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {name: {"type": kind, "description": why} for name, (kind, why) in properties.items()},
+    }
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _arguments(arguments: object) -> dict[str, Any] | CallResult:
+    """The call's arguments as a mapping (a JSON object given as a string too), within bounds."""
+    if arguments is None:
+        return {}
+    if isinstance(arguments, str):
+        if len(arguments) > MAX_ARGUMENTS_CHARS:
+            return CallResult(f"arguments longer than {MAX_ARGUMENTS_CHARS:,} characters: not run", True)
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except (ValueError, RecursionError):
+            return CallResult("arguments must be a JSON object: not run", True)
+    if not isinstance(arguments, Mapping):
+        return CallResult("arguments must be an object: not run", True)
+    try:
+        size = len(json.dumps(arguments, default=str))
+    except (ValueError, RecursionError):
+        return CallResult("arguments must be plain JSON: not run", True)
+    if size > MAX_ARGUMENTS_CHARS:
+        return CallResult(f"arguments longer than {MAX_ARGUMENTS_CHARS:,} characters: not run", True)
+    return {str(k): v for k, v in arguments.items()}
+
+
+def _text_of(result: Any) -> str:
+    """A kernel function's result as text (an MCP server's content is already compact text)."""
+    value = getattr(result, "value", result)
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return "\n".join(str(getattr(v, "text", v)) for v in value)
+    return str(value)
