@@ -127,7 +127,7 @@ class ToolFilterMiddleware(ChatMiddleware):
             return context_from_arguments(self.manager.config.learning, context.kwargs)
 
         with within():
-            owner = conversation_owner(history)
+            owner = conversation_owner(history) if offer.filter_answers else ""  # whose answers (the desk's)
         set_call(call_for_offer(self.manager, offer, provider, owner=owner, allowed=set(by_name), within=within))
         _OFFERED.set((id(self.manager), frozenset([*self.last_selection, *deferred])))
         await call_next()

@@ -9,7 +9,7 @@ from pydantic import (
     field_validator,
 )
 
-from sk_toolfilter.basics.redaction import library_logger
+from sk_toolfilter.basics.redaction import library_logger, warn_once
 from sk_toolfilter.config.base import RankingMethod, StrictConfig, checked_weights
 
 logger = library_logger(__name__)
@@ -85,24 +85,18 @@ class AgentLoopConfig(StrictConfig):
         "or a blend of its own.",
     )
 
-    @field_validator("method_weights")
+    @field_validator("method_weights", "first_request_weights")
     @classmethod
-    def _weights_non_negative(cls, value: dict[RankingMethod, float] | None) -> dict[RankingMethod, float] | None:
-        return None if value is None else checked_weights(value)
+    def _weights_non_negative(cls, value: str | dict[RankingMethod, float] | None) -> object:
+        return value if value is None or isinstance(value, str) else checked_weights(value)
 
     @field_validator("co_usage_file")
     @classmethod
     def _co_usage_file_unused(cls, value: str | None) -> str | None:
-        if value:
-            logger.warning(
+        if value:  # (validated again for each copy of a configuration: said once)
+            warn_once(
+                logger,
                 "sk-toolfilter: agent_loop.co_usage_file is no longer read or written: co-usage is a signal of "
-                "learning from use, kept where it is (learning.file, the shared table) under its scope and rules"
+                "learning from use, kept where it is (learning.file, the shared table) under its scope and rules",
             )
         return value
-
-    @field_validator("first_request_weights")
-    @classmethod
-    def _first_weights_non_negative(
-        cls, value: Literal["plain", "turn"] | dict[RankingMethod, float]
-    ) -> Literal["plain", "turn"] | dict[RankingMethod, float]:
-        return value if isinstance(value, str) else checked_weights(value)

@@ -8,20 +8,23 @@ session is the conversation).
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sk_toolfilter.basics.redaction import library_logger
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
-from sk_toolfilter.selection.discovery import bounded, coerce_limit, render_full, render_matches, visible_lookups
+from sk_toolfilter.selection.discovery import (
+    FooterWords,
+    bounded,
+    coerce_limit,
+    render_full,
+    render_matches,
+    visible_lookups,
+)
 from sk_toolfilter.selection.learning import learning_context
 from sk_toolfilter.selection.manager import ToolFilterManager
-
-logger = library_logger(__name__)
 
 MAX_QUERY_CHARS = 2000
 """A search reads at most this much of its query (a pasted document is not a query)."""
@@ -94,6 +97,11 @@ class GatewayDesk:
         self.manager, self.kernel, self.names = manager, kernel, names or GatewayNames()
         self.allowed = None if allowed is None else frozenset(allowed)
         self.scope = scope
+        run, describe = f"{self.names.call}(name, arguments)", f"{self.names.describe}(name)"
+        self._footer_words = FooterWords(  # any tool runs through the call tool, not on a next step
+            f"The tools shown can be run with {run}; {describe} gives any tool's schema.",
+            f"{describe} gives a tool's schema; {run} runs it.",
+        )
 
     def narrowed(self, allowed: Collection[str] | None, scope: str | None) -> GatewayDesk:
         """This desk for a caller that may see only `allowed` (within this desk's own) in `scope`."""
@@ -151,7 +159,8 @@ class GatewayDesk:
         text = str(query or "")[:MAX_QUERY_CHARS]
         with learning_context(scope=self.scope, conversation=session.id):
             matches = await self.manager.discover(text, learned=True)
-        matches = [t for t in matches if self.visible(t.full_name) is not None]
+        if self.allowed is not None:  # (discover returns only visible, searchable tools)
+            matches = [t for t in matches if t.full_name in self.allowed]
         config = self.manager.config.discovery
         is_destructive = self.manager.policy.is_destructive
         answer, shown = render_matches(
@@ -161,10 +170,11 @@ class GatewayDesk:
             max_chars=config.max_chars,
             max_loaded=config.max_loaded,
             mark=lambda t: " [destructive]" if is_destructive(t.full_name) else "",
+            words=self._footer_words,
         )
         if text.strip():
             session.remember(text, shown)
-        return _gateway_footer(answer, self.names)
+        return answer
 
     def describe(self, name: object) -> CallResult:
         """One tool's full schema (its signature, description, parameters and lookups, then the JSON schema)."""
@@ -199,19 +209,6 @@ class GatewayDesk:
             with learning_context(scope=self.scope, conversation=session.id):
                 await self.manager.record(query, [tool.full_name])
         return CallResult(_text_of(result))
-
-
-def _gateway_footer(answer: str, names: GatewayNames) -> str:
-    """The discovery footer in the gateway's words: tools run through the call tool, not on a next step."""
-    run = f"can be run with {names.call}(name, arguments); {names.describe}(name) gives any tool's schema"
-    loads = re.compile(
-        r"The (?:first \d+ )?tools shown can be called on your next step; describe_tool\(name\) loads any other"
-    )
-    answer = loads.sub(f"The tools shown {run}", answer)
-    return answer.replace(
-        "describe_tool(name) loads a tool so you can call it on your next step",
-        f"{names.describe}(name) gives a tool's schema; {names.call}(name, arguments) runs it",
-    )
 
 
 def _schema(required: list[str] | None = None, **properties: tuple[str, str]) -> dict[str, Any]:

@@ -79,8 +79,11 @@ async def invoke_with_provider_search(
     offer = await manager.offer(history, names)
     on_wire = offer.on_wire or ["-none-"]  # [] would allow all
     behavior = FunctionChoiceBehavior.Auto(filters={"included_functions": on_wire})
-    tool = OPENAI_CLIENT_SEARCH_TOOL if offer.filter_answers else OPENAI_SEARCH_TOOL
-    call = call_for_offer(manager, offer, "openai", owner=conversation_owner(history), search_tool=tool)
-    with wire_call(call if search.enabled and offer.deferred else None):
+    call = None
+    if search.enabled and offer.deferred:
+        tool = OPENAI_CLIENT_SEARCH_TOOL if offer.filter_answers else OPENAI_SEARCH_TOOL
+        owner = conversation_owner(history) if offer.filter_answers else ""  # whose answers (the desk's)
+        call = call_for_offer(manager, offer, "openai", owner=owner, search_tool=tool)
+    with wire_call(call):
         async for item in agent.invoke(messages, thread=thread, function_choice_behavior=behavior, **kwargs):
             yield item

@@ -13,6 +13,7 @@ import re
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 from semantic_kernel.functions import kernel_function
@@ -27,6 +28,17 @@ if TYPE_CHECKING:
     from semantic_kernel.contents import ChatHistory
 
 TIERS = ("full", "summary", "names", "counts")
+
+
+@dataclass(frozen=True)
+class FooterWords:
+    """How a discovery answer's footer says a tool is used: after tools shown in full or summary
+    (``{first}``: "The tools shown" or "The first N tools shown"), and otherwise."""
+
+    shown: str = "{first} can be called on your next step; describe_tool(name) loads any other."
+    other: str = "describe_tool(name) loads a tool so you can call it on your next step."
+
+
 # Upper bounds of each tier by number of matches (beyond the last: per-plugin counts).
 TIER_LIMITS = {"full": 5, "summary": 30, "names": 300}
 
@@ -76,12 +88,14 @@ def render_matches(
     max_chars: int = 6000,
     max_loaded: int = 5,
     mark: Callable[[ToolMetadata], str] | None = None,
+    words: FooterWords = FooterWords(),
 ) -> tuple[str, list[str]]:
     """The tiered answer for `matches` (best first) and the names it shows.
 
     The footer says which tools the model can call next: the first `max_loaded` shown in the full
     or summary tier (those are sent on its next request); any other through ``describe_tool``.
-    `mark`: a note after a tool's line (e.g. `` [destructive]``), in every tier that lists tools.
+    `mark`: a note after a tool's line (e.g. `` [destructive]``), in every tier that lists tools;
+    `words`: how the footer says a tool is used (the gateway's differ: its tools run through ``call_tool``).
     """
     total = len(matches)
     tier = (detail or "auto").strip().lower()
@@ -116,7 +130,7 @@ def render_matches(
             body.append(block)
             shown.append(tool.full_name)
             used += len(block) + 1
-    footer = _footer(query, total, tier, shown, len(body), len(counts), max_loaded)
+    footer = _footer(query, total, tier, shown, len(body), len(counts), max_loaded, words)
     while body and sum(len(line) + 1 for line in body) + len(footer) > max_chars:
         body.pop()  # the footer always fits: the answer never exceeds max_chars
         if len(shown) > len(body):
@@ -124,7 +138,9 @@ def render_matches(
     return bounded("\n".join([*body, footer]), max_chars), shown
 
 
-def _footer(query: str, total: int, tier: str, shown: list[str], lines: int, plugins: int, max_loaded: int) -> str:
+def _footer(
+    query: str, total: int, tier: str, shown: list[str], lines: int, plugins: int, max_loaded: int, words: FooterWords
+) -> str:
     """What a discovery answer ends with: how many matched, what is shown, how to call or load a tool."""
     shown_query = query.strip() if len(query.strip()) <= 60 else query.strip()[:59] + "…"
     what = f"matching {shown_query!r}" if query.strip() else "in the catalog"
@@ -138,9 +154,9 @@ def _footer(query: str, total: int, tier: str, shown: list[str], lines: int, plu
         footer += " Narrow with a more specific query, or set detail=full|summary|names and limit=N."
     if shown and tier in ("full", "summary"):
         first = "The tools shown" if len(shown) <= max_loaded else f"The first {max_loaded} tools shown"
-        footer += f" {first} can be called on your next step; describe_tool(name) loads any other."
+        footer += " " + words.shown.format(first=first)
     elif total:
-        footer += " describe_tool(name) loads a tool so you can call it on your next step."
+        footer += " " + words.other
     return footer + "]"
 
 
