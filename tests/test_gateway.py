@@ -89,9 +89,7 @@ async def test_a_sessions_search_then_call_is_learned_in_its_scope_and_read_back
         learned = tools.manager.learning.memory.rows()
         assert [row.tools for row in learned] == [("Math-convert_units",)]  # only what a search found
         scopes = tools.manager.learning.memory.scopes()
-        other = GatewayDesk(tools.manager, tools.kernel, scope="globex")
         assert list(scopes) == [tools.manager.learning.scope_of("acme")] != [tools.manager.learning.scope_of("globex")]
-        assert other.scope == "globex"
 
 
 async def test_a_caller_narrowed_to_some_tools_never_sees_or_runs_the_others(tmp_path):
@@ -108,6 +106,8 @@ async def test_a_caller_narrowed_to_some_tools_never_sees_or_runs_the_others(tmp
         assert (await desk.call(session, "Math-add", '{"a": "2", "b": 3}')).text in ("5", "5.0")
         for bad in ("[1, 2]", "{", "x" * 200_000):
             assert (await desk.call(session, "Math-add", bad)).is_error
+        nothing = GatewayDesk(tools.manager, tools.kernel, allowed=()).narrowed({"Math-add"}, None)
+        assert nothing.allowed == frozenset() and (await nothing.call(session, "Math-add", {"a": 1, "b": 2})).is_error
 
 
 @pytest.mark.parametrize("query", ["", "delete"])

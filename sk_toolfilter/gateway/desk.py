@@ -105,7 +105,9 @@ class GatewayDesk:
 
     def narrowed(self, allowed: Collection[str] | None, scope: str | None) -> GatewayDesk:
         """This desk for a caller that may see only `allowed` (within this desk's own) in `scope`."""
-        mine = self.allowed if allowed is None else frozenset(allowed) & (self.allowed or frozenset(allowed))
+        mine = self.allowed if allowed is None else frozenset(allowed)
+        if mine is not None and self.allowed is not None:
+            mine &= self.allowed  # never wider than this desk's own (an empty one included)
         return GatewayDesk(self.manager, self.kernel, self.names, allowed=mine, scope=scope or self.scope)
 
     def visible(self, name: str) -> ToolMetadata | None:
