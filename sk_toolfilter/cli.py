@@ -10,15 +10,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sk_toolfilter.basics.errors import ConfigError, ToolFilterError, naming
 from sk_toolfilter.basics.progress import Progress
 from sk_toolfilter.basics.redaction import RedactingFilter, library_logger, redacted_output
+
+if TYPE_CHECKING:
+    from sk_toolfilter.gateway.callers import Callers
 
 log = library_logger("sk_toolfilter.cli")
 
@@ -403,22 +407,49 @@ async def cmd_learn(args: argparse.Namespace) -> int:
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     """``serve``: the agent file's tools as an MCP server over stdio (stdout is the protocol's: progress
-    and warnings go to stderr). Learning from use is written where the agent file says, on exit."""
+    and warnings go to stderr) or streamable HTTP (``--http``). Learning from use is written where the
+    agent file says, on exit."""
     from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.gateway.callers import parse_address
     from sk_toolfilter.gateway.desk import GatewayDesk, GatewayNames
-    from sk_toolfilter.gateway.mcp_server import build_server, serve_stdio
+    from sk_toolfilter.gateway.mcp_server import build_server, serve_http, serve_stdio
 
     names = GatewayNames(args.search_name, args.describe_name, args.call_name)
     if len(set(vars(names).values())) < 3:
         raise ConfigError("serve: the search, describe and call tools need three different names")
+    address = parse_address(args.http) if args.http else None
+    if args.callers and address is None:
+        raise ConfigError("serve: --callers is for --http (over stdio the client that starts it is its one caller)")
     progress = Progress("embedding tools", unit="tools")
     async with await open_toolset(args.agent, kernel=await _kernel_from(args), progress=progress) as tools:
-        desk = GatewayDesk(tools.manager, tools.kernel, names, scope=args.scope)
-        clash = [t.name for t in desk.listed()[3:] if t.name in vars(names).values()]
+        desk = GatewayDesk(tools.manager, tools.kernel, names, scope=args.scope, expose_found=args.expose == "found")
+        catalog = [t.full_name for t in await tools.manager.discover("")]
+        clash = sorted(set(vars(names).values()) & {*catalog, *tools.manager.config.always_include})
         if clash:
-            raise ConfigError(f"serve: a pinned tool is named like a gateway tool ({clash[0]}): rename one")
-        await serve_stdio(build_server(desk, tools.spec.name or "sk-toolfilter"))
+            raise ConfigError(f"serve: a tool of the agent is named like a gateway tool ({clash[0]}): rename one")
+        server = build_server(desk, tools.spec.name or "sk-toolfilter")
+        if address is None:
+            await serve_stdio(server)
+        else:
+            await serve_http(server, *address, _gateway_callers(args, address[0], catalog), args.scope_header)
     return 0
+
+
+def _gateway_callers(args: argparse.Namespace, host: str, catalog: list[str]) -> Callers | None:
+    """Who may use the HTTP gateway: the callers file, else one token from the environment, else (on a
+    loopback address only) anyone on this machine."""
+    from sk_toolfilter.gateway.callers import TOKEN_ENV, Callers, is_loopback, load_callers
+
+    if args.callers:
+        return load_callers(args.callers, catalog)
+    if os.environ.get(TOKEN_ENV):
+        return Callers.single(os.environ[TOKEN_ENV], args.scope)
+    if not is_loopback(host):
+        raise ConfigError(
+            f"serve: --http {args.http} is reachable from other machines; give callers their tokens "
+            f"(--callers FILE, or one token in ${TOKEN_ENV}), or bind to 127.0.0.1"
+        )
+    return None
 
 
 async def cmd_learned(args: argparse.Namespace) -> int:
@@ -707,6 +738,28 @@ def _add_serve(sub: Commands) -> None:
     p.add_argument("--search-name", default="search_tools", help="the search tool's name (default search_tools)")
     p.add_argument("--describe-name", default="describe_tool", help="the describe tool's name (default describe_tool)")
     p.add_argument("--call-name", default="call_tool", help="the call tool's name (default call_tool)")
+    p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (a bare PORT: 127.0.0.1); off "
+        "loopback it needs --callers or $SK_TOOLFILTER_GATEWAY_TOKEN",
+    )
+    p.add_argument(
+        "--callers",
+        metavar="FILE",
+        help="YAML: each HTTP caller's bearer token (token_env or token_sha256), allow-list and learning scope",
+    )
+    p.add_argument(
+        "--scope-header",
+        metavar="NAME",
+        help="over HTTP, a request header whose value is that request's learning scope (set by your proxy)",
+    )
+    p.add_argument(
+        "--expose",
+        choices=("none", "found"),
+        default="none",
+        help="found: the tools a session's searches found join its tools/list (list_changed; for clients that re-list)",
+    )
     p.add_argument("--kernel", metavar="MODULE:FACTORY", help=KERNEL_HELP)
     p.set_defaults(run=cmd_serve)
 

@@ -159,6 +159,23 @@ class Telemetry:
         return self.switch.enabled and not self._broken
 
     @contextmanager
+    def _span(self, name: str) -> Iterator[Any]:
+        """The current span `name` (child of the current one; None with telemetry off or broken), ended
+        with the block."""
+        if not self.enabled:
+            yield None
+            return
+        opened = self._contain(
+            "start a span", lambda: self._tracer.start_as_current_span(name, kind=trace.SpanKind.INTERNAL)
+        )
+        span = opened and self._contain("start a span", opened.__enter__)
+        try:
+            yield span
+        finally:
+            if opened is not None and span is not None:
+                self._contain("end a span", lambda: opened.__exit__(*sys.exc_info()))
+
+    @contextmanager
     def selection(self, agent: str = "") -> Iterator[SelectionRecord]:
         """A span around one selection (child of the current span: the framework's own); the
         record the caller fills becomes its attributes and the metrics when the block ends."""
@@ -167,20 +184,35 @@ class Telemetry:
             yield record
             return
         started = time.perf_counter()
-        name = f"{SPAN_NAME} {agent}" if agent else SPAN_NAME
-        opened = self._contain(
-            "start a span", lambda: self._tracer.start_as_current_span(name, kind=trace.SpanKind.INTERNAL)
-        )
-        span = opened and self._contain("start a span", opened.__enter__)
-        try:
-            yield record
-        finally:
-            elapsed = time.perf_counter() - started
-            if span is not None:
-                self._contain("set span attributes", lambda: span.set_attributes(self._attributes(record, elapsed)))
-            if opened is not None and span is not None:
-                self._contain("end a span", lambda: opened.__exit__(*sys.exc_info()))
-            self._contain("record metrics", lambda: self._record_metrics(record, elapsed))
+        with self._span(f"{SPAN_NAME} {agent}" if agent else SPAN_NAME) as span:
+            try:
+                yield record
+            finally:
+                elapsed = time.perf_counter() - started
+                if span is not None:
+                    self._contain("set span attributes", lambda: span.set_attributes(self._attributes(record, elapsed)))
+                self._contain("record metrics", lambda: self._record_metrics(record, elapsed))
+
+    @contextmanager
+    def gateway(self, operation: str) -> Iterator[dict[str, Any]]:
+        """A span ``gateway <operation>`` around one request of the MCP gateway (a search or a call);
+        the attributes the caller fills are set when the block ends (``sk_toolfilter.query`` only with
+        sensitive data on)."""
+        attributes: dict[str, Any] = {}
+        if not self.enabled:
+            yield attributes
+            return
+        started = time.perf_counter()
+        with self._span(f"gateway {operation}") as span:
+            try:
+                yield attributes
+            finally:
+                if not self.switch.sensitive:
+                    attributes.pop("sk_toolfilter.query", None)
+                attributes["sk_toolfilter.gateway.operation"] = operation
+                attributes["sk_toolfilter.gateway.duration_ms"] = round(1000 * (time.perf_counter() - started), 3)
+                if span is not None:
+                    self._contain("set span attributes", lambda: span.set_attributes(attributes))
 
     def _record_metrics(self, record: SelectionRecord, elapsed: float) -> None:
         labels = {"sk_toolfilter.search.method": record.method_used or record.method}

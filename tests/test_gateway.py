@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
+import httpx
 import pytest
 import yaml
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+
+from tests.conftest import free_port, require_server
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL_LINE = re.compile(r"^([A-Za-z0-9_]+-[A-Za-z0-9_]+)", re.MULTILINE)
+SERVERS = os.environ.get("SK_TOOLFILTER_MCP_SERVERS", "")
+MATH_TOKEN, OPS_TOKEN = "math-token-" + "7" * 24, "ops-token-" + "5" * 24
 
 
 def gateway_agent(tmp_path: Path, **tool_filtering: object) -> Path:
@@ -123,3 +137,272 @@ async def test_destructive_tools_are_marked_in_search_and_describe(tmp_path, que
         assert not any("[destructive]" in line for line in text.splitlines() if line.startswith("Math-"))
         assert "[destructive]" in desk.describe("Files-delete_file").text
         assert json.loads(desk.describe("Math-add").text.split("input schema: ", 1)[1])["type"] == "object"
+
+
+@contextlib.contextmanager
+def gateway_over_http(path: Path, *options: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """``sk-toolfilter serve PATH --http`` on a free loopback port until it says it serves; its URL.
+    Stopped with SIGTERM afterwards (learning is written on the way out)."""
+    port = free_port()
+    command = [sys.executable, "-m", "sk_toolfilter.cli", "serve", str(path), "--http", f"127.0.0.1:{port}", *options]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    assert process.stderr is not None
+    said: list[str] = []
+    for line in process.stderr:  # until it says where it serves, or exits
+        said.append(line)
+        if "serving MCP on" in line:
+            break
+    else:
+        process.wait()
+        pytest.fail("the gateway did not start:\n" + "".join(said))
+    threading.Thread(target=lambda: said.extend(process.stderr or ()), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 0, "".join(said)
+
+
+@contextlib.asynccontextmanager
+async def http_session(url: str, token: str, **headers: str):
+    headers = {"Authorization": f"Bearer {token}", **headers}
+    async with streamablehttp_client(url, headers=headers) as (read, write, _), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def callers_file(tmp_path: Path) -> Path:
+    path = tmp_path / "callers.yaml"
+    callers = [
+        {"name": "mathbot", "token_env": "MATH_TOKEN", "allow": ["Math-*"], "scope": "team-a"},
+        {"name": "ops", "token_sha256": hashlib.sha256(OPS_TOKEN.encode()).hexdigest()},
+    ]
+    path.write_text(yaml.safe_dump({"callers": callers}))
+    return path
+
+
+async def test_over_http_each_token_sees_runs_and_learns_only_its_own(tmp_path):
+    learned = tmp_path / "learned.bin"
+    path = gateway_agent(tmp_path, learning={"scope": "team", "file": str(learned)})
+    options = ("--callers", str(callers_file(tmp_path)), "--scope-header", "X-Team")
+    with gateway_over_http(path, *options, env={"MATH_TOKEN": MATH_TOKEN}) as url:
+        opening = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}
+        }}  # fmt: skip
+        accept = {"Accept": "application/json, text/event-stream"}
+        async with httpx.AsyncClient() as http:
+            for auth in ({}, {"Authorization": "Bearer not-a-known-token-0123456789"}, {"Authorization": MATH_TOKEN}):
+                refused = await http.post(url, json=opening, headers={**accept, **auth})
+                assert refused.status_code == 401 and "mcp-session-id" not in refused.headers
+            opened = await http.post(url, json=opening, headers={**accept, "Authorization": f"Bearer {MATH_TOKEN}"})
+            session_id = opened.headers["mcp-session-id"]
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            stolen = {**accept, "Authorization": f"Bearer {OPS_TOKEN}", "Mcp-Session-Id": session_id}
+            assert (await http.post(url, json=listing, headers=stolen)).status_code == 404  # not the opener's token
+        async with http_session(url, MATH_TOKEN) as math:
+            text = await math.call_tool("search_tools", {"query": "send a message to bob, then convert 10 km to miles"})
+            names = shown(text.content[0].text)
+            assert "Math-convert_units" in names and all(name.startswith("Math-") for name in names)
+            for tool in ("Messaging-send_direct_message", "Files-list_files"):
+                refused = await math.call_tool(
+                    "call_tool", {"name": tool, "arguments": {"user": "bob", "message": "hi"}}
+                )
+                assert refused.isError and (await math.call_tool("describe_tool", {"name": tool})).isError
+            arguments = {"value": 10, "from_unit": "km", "to_unit": "mi"}
+            ran = await math.call_tool("call_tool", {"name": "Math-convert_units", "arguments": arguments})
+            assert ran.content[0].text == "6.21371 mi"
+        async with http_session(url, OPS_TOKEN) as ops:
+            found = await ops.call_tool("search_tools", {"query": "send a direct message to bob"})
+            assert "Messaging-send_direct_message" in shown(found.content[0].text)[:3]
+        async with http_session(url, OPS_TOKEN, **{"X-Team": "blue"}) as blue:  # the scope a proxy's header names
+            await blue.call_tool("search_tools", {"query": "add two numbers"})
+            await blue.call_tool("call_tool", {"name": "Math-add", "arguments": {"a": 1, "b": 2}})
+
+    def learned_in(scope: str) -> dict[str, int]:
+        command = [sys.executable, "-m", "sk_toolfilter.cli", "learned", str(path), "--scope", scope, "--json"]
+        return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)["learned_tools"]
+
+    assert learned_in("team-a") == {"Math-convert_units": 1}  # the math caller's scope, on the way out
+    assert learned_in("ops") == {}  # the other caller found nothing it called
+    assert learned_in("blue") == {"Math-add": 1}
+
+
+def test_serve_refuses_to_listen_beyond_loopback_without_tokens_and_checks_the_callers_file(tmp_path):
+    path = gateway_agent(tmp_path)
+    serve = [sys.executable, "-m", "sk_toolfilter.cli", "serve", str(path)]
+    env = {k: v for k, v in os.environ.items() if k != "SK_TOOLFILTER_GATEWAY_TOKEN"}
+    public = subprocess.run([*serve, "--http", f"0.0.0.0:{free_port()}"], capture_output=True, text=True, env=env)
+    assert public.returncode == 2 and "--callers FILE" in public.stderr and "127.0.0.1" in public.stderr
+    bad = tmp_path / "bad.yaml"
+    for callers, message in (
+        ([{"name": "a", "token_env": "SHORT"}], "at least 16 characters"),
+        ([{"name": "a", "token_env": "UNSET_TOKEN_XYZ"}], "$UNSET_TOKEN_XYZ is not set"),
+        ([{"name": "a", "token_env": "MATH_TOKEN", "allow": ["Nope-*"]}], "allow 'Nope-*' names no visible tool"),
+        ([{"name": "a", "token_env": "MATH_TOKEN", "token_sha256": "0" * 64}], "exactly one of token_env"),
+        ([{"name": "a", "token_env": "MATH_TOKEN", "allow": ["Messaging-send_email"]}], "names no visible tool"),
+    ):
+        bad.write_text(yaml.safe_dump({"callers": callers}))
+        run = subprocess.run(
+            [*serve, "--http", str(free_port()), "--callers", str(bad)],
+            capture_output=True, text=True, env={**env, "MATH_TOKEN": MATH_TOKEN, "SHORT": "tiny"},
+        )  # fmt: skip
+        assert run.returncode == 2 and message in run.stderr, run.stderr
+        assert "Traceback" not in run.stderr and MATH_TOKEN not in run.stderr
+
+
+async def test_found_tools_join_the_sessions_list_with_list_changed(tmp_path):
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.gateway.desk import MAX_EXPOSED, GatewayDesk
+    from sk_toolfilter.gateway.mcp_server import build_server
+
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if getattr(getattr(message, "root", None), "method", "") == "notifications/tools/list_changed":
+            changed.set()
+
+    async with await open_toolset(gateway_agent(tmp_path)) as tools:
+        server = build_server(GatewayDesk(tools.manager, tools.kernel, expose_found=True))
+        async with create_connected_server_and_client_session(server, message_handler=on_message) as session:
+            assert [t.name for t in (await session.list_tools()).tools] == [
+                "search_tools",
+                "describe_tool",
+                "call_tool",
+            ]
+            found = await session.call_tool("search_tools", {"query": "convert 10 km to miles", "limit": 3})
+            await changed.wait()
+            listed = [t.name for t in (await session.list_tools()).tools]
+            assert listed[3:] == shown(found.content[0].text) and "Math-convert_units" in listed
+            ran = await session.call_tool("Math-convert_units", {"value": "10", "from_unit": "km", "to_unit": "mi"})
+            assert ran.content[0].text == "6.21371 mi"
+            found_all: set[str] = set()
+            for item in yaml.safe_load((ROOT / "agent.yaml").read_text())["sample_queries"]:
+                query = item["query"] if isinstance(item, dict) else item
+                answer = await session.call_tool("search_tools", {"query": query, "limit": 8})
+                found_all |= set(shown(answer.content[0].text))
+            listed = [t.name for t in (await session.list_tools()).tools]
+            assert len(found_all) > MAX_EXPOSED and len(listed) == 3 + MAX_EXPOSED  # bounded: the latest found
+            assert set(listed[3:]) <= found_all and "Messaging-send_email" not in listed  # never a hidden tool
+            refused = await session.call_tool("Messaging-send_email", {"to": "a@b.c", "subject": "s", "body": "b"})
+            assert refused.isError
+
+
+async def test_a_span_per_search_and_call_without_the_query_unless_sensitive(tmp_path, monkeypatch):
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.gateway.desk import GatewayDesk, GatewaySession
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    for switch, sensitive in (("on", False), ("sensitive", True)):
+        monkeypatch.setenv("SK_TOOLFILTER_TELEMETRY", switch)
+        spans.clear()
+        async with await open_toolset(gateway_agent(tmp_path)) as tools:
+            desk, session = GatewayDesk(tools.manager, tools.kernel), GatewaySession()
+            await desk.search(session, "convert 10 km to miles", limit=3)
+            await desk.call(session, "Math-convert_units", {"value": 10, "from_unit": "km", "to_unit": "mi"})
+            await desk.call(session, "Messaging-send_email", {"to": "a@b.c"})
+        by_name = {}
+        for span in spans.get_finished_spans():
+            by_name.setdefault(span.name, []).append(dict(span.attributes or {}))
+        (search,), (ran, refused) = by_name["gateway search"], by_name["gateway call"]
+        assert (
+            "Math-convert_units" in search["sk_toolfilter.tools.shown"] and search["sk_toolfilter.tools.matched"] >= 1
+        )
+        assert ("sk_toolfilter.query" in search) is sensitive
+        assert ran["sk_toolfilter.tool.name"] == "Math-convert_units" and ran["sk_toolfilter.learned"] is True
+        assert refused["sk_toolfilter.gateway.error"] is True and refused["sk_toolfilter.learned"] is False
+        assert "Messaging-send_email" not in json.dumps(refused)  # a hidden tool's name is not recorded either
+
+
+def inspector() -> str:
+    """The MCP Inspector's CLI (``@modelcontextprotocol/inspector-cli``), installed by .ci/install-mcp-servers."""
+    return require_server(
+        str(Path(SERVERS, "npm/node_modules/@modelcontextprotocol/inspector-cli/build/index.js")) if SERVERS else None,
+        "the MCP Inspector CLI",
+        "run .ci/install-mcp-servers DIR and set SK_TOOLFILTER_MCP_SERVERS=DIR",
+    )
+
+
+def run_inspector(*arguments: str) -> dict:
+    cli = inspector()  # it reads its own package.json relative to the working directory: run it from there
+    run = subprocess.run(["node", cli, *arguments], capture_output=True, text=True, cwd=Path(cli).parent)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return json.loads(run.stdout)
+
+
+def test_the_mcp_inspector_cli_drives_the_gateway_over_stdio_and_http(tmp_path):
+    path = gateway_agent(tmp_path)
+    serve = [sys.executable, "-m", "sk_toolfilter.cli", "serve", str(path)]
+    listed = run_inspector(*serve, "--method", "tools/list")
+    assert [t["name"] for t in listed["tools"]] == ["search_tools", "describe_tool", "call_tool"]
+    arguments = '{"value": 10, "from_unit": "km", "to_unit": "mi"}'
+    ran = run_inspector(*serve, "--method", "tools/call", "--tool-name", "call_tool",
+                        "--tool-arg", "name=Math-convert_units", f"arguments={arguments}")  # fmt: skip
+    assert ran["content"][0]["text"] == "6.21371 mi" and not ran["isError"]
+    env = {"SK_TOOLFILTER_GATEWAY_TOKEN": OPS_TOKEN}
+    with gateway_over_http(path, env=env) as url:
+        bearer = f"Authorization: Bearer {OPS_TOKEN}"
+        found = run_inspector(url, "--transport", "http", "--header", bearer, "--method", "tools/call",
+                              "--tool-name", "search_tools", "--tool-arg", "query=add two numbers")  # fmt: skip
+        assert "Math-add" in shown(found["content"][0]["text"])[:3]
+
+
+async def test_a_registry_server_and_a_failing_one_behind_the_gateway(tmp_path):
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.gateway.desk import GatewayDesk, GatewaySession
+
+    everything = require_server(
+        str(Path(SERVERS, "npm/node_modules/.bin/mcp-server-everything")) if SERVERS else None,
+        "the registry MCP servers",
+        "run .ci/install-mcp-servers DIR and set SK_TOOLFILTER_MCP_SERVERS=DIR",
+    )
+    path = gateway_agent(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    fault = str(ROOT / "tests" / "fixtures" / "mcp_fault_server.py")
+    data["tools"] += [
+        {"type": "mcp", "name": "Everything", "command": everything, "args": ["stdio"]},
+        {"type": "mcp", "name": "Faulty", "command": sys.executable, "args": [fault, "serve"], "request_timeout": 1.5},
+    ]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    async with await open_toolset(path) as tools:
+        desk, session = GatewayDesk(tools.manager, tools.kernel), GatewaySession()
+        assert "Everything-echo" in shown(await desk.search(session, "echo back the message hello"))[:5]
+        echoed = await desk.call(session, "Everything-echo", {"message": "hello"})
+        assert echoed.text == "Echo: hello" and not echoed.is_error
+        hung = await desk.call(session, "Faulty-hang", {})  # bounded by the server's request_timeout
+        assert hung.is_error and "within 1.5s (request_timeout_seconds)" in hung.text
+        died = await desk.call(session, "Faulty-die", {})
+        assert died.is_error and "stopped while running tool 'die'" in died.text
+        again = await desk.call(session, "Faulty-echo", {"message": "back"})  # restarted on the next call
+        assert not again.is_error and "back" in again.text
+
+
+async def test_a_flooding_tool_reaches_the_client_cut_and_saying_so():
+    from semantic_kernel import Kernel
+    from semantic_kernel.functions import kernel_function
+
+    from sk_toolfilter import ToolFilterConfig, ToolFilterManager
+    from sk_toolfilter.gateway.desk import MAX_RESULT_CHARS, GatewayDesk, GatewaySession
+
+    class Dump:
+        @kernel_function(description="Dump the whole audit log.")
+        def audit_log(self) -> str:
+            return "entry;" * 1_000_000
+
+    kernel = Kernel()
+    kernel.add_plugin(Dump(), "Audit")
+    manager = await ToolFilterManager.from_kernel(kernel, ToolFilterConfig(search_method="bm25"))
+    result = await GatewayDesk(manager, kernel).call(GatewaySession(), "Audit-audit_log", {})
+    assert len(result.text) < MAX_RESULT_CHARS + 100 and result.text.endswith("of 6,000,000 characters]")

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sk_toolfilter.agents.mcp.results import ERROR_PREFIX
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
 from sk_toolfilter.selection.discovery import (
     FooterWords,
@@ -32,6 +33,10 @@ MAX_FOUND_PER_SESSION = 256
 """Tools a session remembers having found (what a later call of one of them learns from)."""
 MAX_ARGUMENTS_CHARS = 100_000
 """A call's arguments, as JSON, at most this long."""
+MAX_RESULT_CHARS = 200_000
+"""A tool's result, as the client receives it, at most this long (the rest cut, saying so)."""
+MAX_EXPOSED = 32
+"""With ``expose_found``, the most tools a session's searches add to its ``tools/list`` (the latest found)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,9 @@ class GatewayDesk:
     `kernel` runs them: native plugins and the agent's MCP servers alike).
 
     `allowed`: the tools this caller may see and run (None: every visible tool); `scope`: whose
-    learning this caller's sessions read and write (``learning.scope``'s value; None: the shared one).
+    learning this caller's sessions read and write (``learning.scope``'s value; None: the shared one);
+    `expose_found`: the tools a session's searches found join its ``tools/list`` (at most
+    :data:`MAX_EXPOSED`, the latest), callable by their own names.
     """
 
     def __init__(
@@ -93,10 +100,11 @@ class GatewayDesk:
         *,
         allowed: Collection[str] | None = None,
         scope: str | None = None,
+        expose_found: bool = False,
     ) -> None:
         self.manager, self.kernel, self.names = manager, kernel, names or GatewayNames()
         self.allowed = None if allowed is None else frozenset(allowed)
-        self.scope = scope
+        self.scope, self.expose_found = scope, expose_found
         run, describe = f"{self.names.call}(name, arguments)", f"{self.names.describe}(name)"
         self._footer_words = FooterWords(  # any tool runs through the call tool, not on a next step
             f"The tools shown can be run with {run}; {describe} gives any tool's schema.",
@@ -108,7 +116,14 @@ class GatewayDesk:
         mine = self.allowed if allowed is None else frozenset(allowed)
         if mine is not None and self.allowed is not None:
             mine &= self.allowed  # never wider than this desk's own (an empty one included)
-        return GatewayDesk(self.manager, self.kernel, self.names, allowed=mine, scope=scope or self.scope)
+        return GatewayDesk(
+            self.manager,
+            self.kernel,
+            self.names,
+            allowed=mine,
+            scope=scope or self.scope,
+            expose_found=self.expose_found,
+        )
 
     def visible(self, name: str) -> ToolMetadata | None:
         """The tool `name` (near-miss names resolved as the discovery tool resolves them) when this caller
@@ -118,8 +133,20 @@ class GatewayDesk:
             return None
         return tool
 
-    def listed(self) -> list[ListedTool]:
-        """``tools/list``: the three gateway tools, then the pinned tools (``always_include``) by their schemas."""
+    def exposed(self, session: GatewaySession) -> tuple[str, ...]:
+        """The found tools `session`'s ``tools/list`` holds: the latest :data:`MAX_EXPOSED`, in the order
+        found (none without ``expose_found``)."""
+        if not self.expose_found:
+            return ()
+        return tuple(name for name in session.found if self.visible(name) is not None)[-MAX_EXPOSED:]
+
+    def listed_directly(self, name: str, session: GatewaySession) -> bool:
+        """Whether `name` is in `session`'s ``tools/list`` beside the gateway's own (pinned or exposed)."""
+        return any(tool.name == name for tool in self.listed(session)[3:])
+
+    def listed(self, session: GatewaySession | None = None) -> list[ListedTool]:
+        """``tools/list``: the three gateway tools, then the pinned tools (``always_include``) and, with
+        ``expose_found``, the tools `session` found, each by its own schema."""
         names = self.names
         tools = [
             ListedTool(
@@ -147,9 +174,10 @@ class GatewayDesk:
                 ),
             ),
         ]
-        for pinned in self.manager.config.always_include:
-            tool = self.visible(pinned)
-            if tool is not None:
+        direct = [*self.manager.config.always_include, *(self.exposed(session) if session is not None else ())]
+        for name in dict.fromkeys(direct):
+            tool = self.visible(name)
+            if tool is not None and tool.full_name not in {t.name for t in tools}:
                 definition = openai_tool_definition(tool)["function"]
                 destructive = self.manager.policy.is_destructive(tool.full_name)
                 tools.append(ListedTool(tool.full_name, tool.description, definition["parameters"], destructive))
@@ -157,23 +185,27 @@ class GatewayDesk:
 
     async def search(self, session: GatewaySession, query: object, limit: object = None) -> str:
         """The filter's ranking of the whole catalog for `query` (learning from use read in this caller's
-        scope and session), tiered under the discovery size cap, destructive tools marked."""
+        scope and session), tiered under the discovery size cap, destructive tools marked. With
+        telemetry on, one span (``gateway search``): the tools shown, how many matched."""
         text = str(query or "")[:MAX_QUERY_CHARS]
-        with learning_context(scope=self.scope, conversation=session.id):
-            matches = await self.manager.discover(text, learned=True)
-        if self.allowed is not None:  # (discover returns only visible, searchable tools)
-            matches = [t for t in matches if t.full_name in self.allowed]
-        config = self.manager.config.discovery
-        is_destructive = self.manager.policy.is_destructive
-        answer, shown = render_matches(
-            matches,
-            text,
-            limit=coerce_limit(limit, 0) or None,
-            max_chars=config.max_chars,
-            max_loaded=config.max_loaded,
-            mark=lambda t: " [destructive]" if is_destructive(t.full_name) else "",
-            words=self._footer_words,
-        )
+        with self.manager.telemetry.gateway("search") as span:
+            with learning_context(scope=self.scope, conversation=session.id):
+                matches = await self.manager.discover(text, learned=True)
+            if self.allowed is not None:  # (discover returns only visible, searchable tools)
+                matches = [t for t in matches if t.full_name in self.allowed]
+            config = self.manager.config.discovery
+            is_destructive = self.manager.policy.is_destructive
+            answer, shown = render_matches(
+                matches,
+                text,
+                limit=coerce_limit(limit, 0) or None,
+                max_chars=config.max_chars,
+                max_loaded=config.max_loaded,
+                mark=lambda t: " [destructive]" if is_destructive(t.full_name) else "",
+                words=self._footer_words,
+            )
+            span.update({"sk_toolfilter.tools.shown": list(shown), "sk_toolfilter.tools.matched": len(matches)})
+            span["sk_toolfilter.query"] = text
         if text.strip():
             session.remember(text, shown)
         return answer
@@ -192,8 +224,21 @@ class GatewayDesk:
     async def call(self, session: GatewaySession, name: object, arguments: object) -> CallResult:
         """Run the tool `name` with `arguments` through the agent's kernel (a native function, or the call
         proxied to its MCP server with that server's bounds); a tool this caller may not see never runs.
-        A call of a tool this session's search found is learned (the search's query, the tool)."""
-        tool = self.visible(str(name))
+        A call of a tool this session's search found is learned (the search's query, the tool). With
+        telemetry on, one span (``gateway call``): the tool, whether it ran, failed or was learned."""
+        with self.manager.telemetry.gateway("call") as span:
+            tool = self.visible(str(name))
+            span["sk_toolfilter.tool.name"] = tool.full_name if tool is not None else "(not available)"
+            result = await self._run(tool, name, arguments)
+            span.update({"sk_toolfilter.gateway.error": result.is_error, "sk_toolfilter.learned": False})
+            found = None if tool is None or result.is_error else session.found.get(tool.full_name)
+            if tool is not None and found is not None:
+                with learning_context(scope=self.scope, conversation=session.id):
+                    await self.manager.record(found, [tool.full_name])
+                span["sk_toolfilter.learned"] = True
+        return result
+
+    async def _run(self, tool: ToolMetadata | None, name: object, arguments: object) -> CallResult:
         if tool is None:
             return CallResult(f"No tool named {str(name)[:200]!r} is available here: it was not run.", True)
         checked = _arguments(arguments)
@@ -206,11 +251,10 @@ class GatewayDesk:
             result = await function.invoke(self.kernel, KernelArguments(**checked))
         except Exception as exc:  # the tool's own failure goes back to the client, never up the server
             return CallResult(f"{tool.full_name} failed: {type(exc).__name__}: {exc}", True)
-        query = session.found.get(tool.full_name)
-        if query is not None:
-            with learning_context(scope=self.scope, conversation=session.id):
-                await self.manager.record(query, [tool.full_name])
-        return CallResult(_text_of(result))
+        text = _text_of(result)  # an MCP server's failure (timeout, exit, its own isError) reads "error: …"
+        if len(text) > MAX_RESULT_CHARS:  # a flood stops here, not in the client's context
+            text = f"{text[:MAX_RESULT_CHARS]}\n[result cut at {MAX_RESULT_CHARS:,} of {len(text):,} characters]"
+        return CallResult(text, text.startswith(ERROR_PREFIX))
 
 
 def _schema(required: list[str] | None = None, **properties: tuple[str, str]) -> dict[str, Any]:
