@@ -76,6 +76,24 @@ def test_one_line_summaries_do_not_stop_at_abbreviations(description, summary):
     assert one_line_summary(description) == summary
 
 
+def test_few_matches_are_followed_by_the_nearest_tools_and_the_footer_says_which():
+    tools = make_tools(5)
+    text, shown = render_matches(tools[:1], "thing", nearest=tools[1:3])
+    assert shown == [t.full_name for t in tools[:3]]
+    assert "[1 tools matching 'thing'; showing 1 (full), then the 2 nearest without a match." in text
+    text, shown = render_matches([], "thing", nearest=tools[:2])
+    assert len(shown) == 2 and "[0 tools matching 'thing'; showing the 2 nearest (full), none a clear match." in text
+
+
+@pytest.mark.parametrize("query", ["Is nginx running on the proxy box?", "reboot the database cluster"])
+async def test_a_search_without_a_clear_match_answers_with_the_nearest_tools_not_nothing(demo_kernel, query):
+    await create_tool_filter(demo_kernel, ToolFilterConfig())
+    search = demo_kernel.get_function("ToolSearch", "search_tools")
+    text = str(await demo_kernel.invoke(search, query=query))
+    assert "nearest" in text and len(text.splitlines()) > 1  # tools listed above the footer
+    assert str(await demo_kernel.invoke(search, query="thanks!")).startswith("[0 tools matching")  # small talk
+
+
 @pytest.fixture
 async def manager(demo_kernel):
     config = ToolFilterConfig.from_mapping(

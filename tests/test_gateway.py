@@ -406,3 +406,16 @@ async def test_a_flooding_tool_reaches_the_client_cut_and_saying_so():
     manager = await ToolFilterManager.from_kernel(kernel, ToolFilterConfig(search_method="bm25"))
     result = await GatewayDesk(manager, kernel).call(GatewaySession(), "Audit-audit_log", {})
     assert len(result.text) < MAX_RESULT_CHARS + 100 and result.text.endswith("of 6,000,000 characters]")
+
+
+async def test_a_search_without_a_clear_match_shows_the_nearest_tools_and_small_talk_none(tmp_path):
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.gateway.desk import GatewayDesk, GatewaySession
+
+    async with await open_toolset(gateway_agent(tmp_path)) as tools:
+        desk = GatewayDesk(tools.manager, tools.kernel)
+        text = await desk.search(GatewaySession(), "Is nginx running on the proxy box?")
+        assert shown(text) and "none a clear match" in text and "Messaging-send_email" not in shown(text)
+        narrowed = desk.narrowed({"Math-add"}, None)
+        assert set(shown(await narrowed.search(GatewaySession(), "reboot the database cluster"))) <= {"Math-add"}
+        assert shown(await desk.search(GatewaySession(), "thanks!")) == []

@@ -188,12 +188,13 @@ class GatewayDesk:
         scope and session), tiered under the discovery size cap, destructive tools marked. With
         telemetry on, one span (``gateway search``): the tools shown, how many matched."""
         text = str(query or "")[:MAX_QUERY_CHARS]
+        config = self.manager.config.discovery
         with self.manager.telemetry.gateway("search") as span:
             with learning_context(scope=self.scope, conversation=session.id):
-                matches = await self.manager.discover(text, learned=True)
-            if self.allowed is not None:  # (discover returns only visible, searchable tools)
-                matches = [t for t in matches if t.full_name in self.allowed]
-            config = self.manager.config.discovery
+                found = await self.manager.search_catalog(
+                    text, learned=True, nearest=coerce_limit(limit, config.max_loaded)
+                )  # the matches, then the nearest others when few match: never empty while tools remain
+            matches, nearest = self._permitted(found.matched), self._permitted(found.nearest)
             is_destructive = self.manager.policy.is_destructive
             answer, shown = render_matches(
                 matches,
@@ -203,12 +204,17 @@ class GatewayDesk:
                 max_loaded=config.max_loaded,
                 mark=lambda t: " [destructive]" if is_destructive(t.full_name) else "",
                 words=self._footer_words,
+                nearest=nearest,
             )
             span.update({"sk_toolfilter.tools.shown": list(shown), "sk_toolfilter.tools.matched": len(matches)})
             span["sk_toolfilter.query"] = text
         if text.strip():
             session.remember(text, shown)
         return answer
+
+    def _permitted(self, tools: list[ToolMetadata]) -> list[ToolMetadata]:
+        """`tools` this caller may see (the manager's search already returns only visible tools)."""
+        return tools if self.allowed is None else [t for t in tools if t.full_name in self.allowed]
 
     def describe(self, name: object) -> CallResult:
         """One tool's full schema (its signature, description, parameters and lookups, then the JSON schema)."""

@@ -125,12 +125,8 @@ async def serve_http(
     loopback address. `scope_header`: a request header whose value, when present, is the learning scope
     of that request (else the caller's own). One stderr line says where it serves once it accepts."""
     import uvicorn
-    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-    from mcp.server.auth.provider import AccessToken
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.datastructures import Headers
-    from starlette.responses import PlainTextResponse
 
     if callers is None and not is_loopback(host):
         raise ValueError("serve_http: a non-loopback address needs callers (bearer tokens)")
@@ -141,26 +137,7 @@ async def serve_http(
         allowed_origins=[f"http://{h}" for h in local],
     )
     sessions = StreamableHTTPSessionManager(server, security_settings=security)
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            return
-        if scope["type"] != "http" or scope["path"].rstrip("/") != "/mcp":
-            await PlainTextResponse("Not found: the MCP endpoint is /mcp", 404)(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        caller = Caller("local", None, None) if callers is None else callers.identify(headers.get("authorization"))
-        if caller is None:
-            response = PlainTextResponse("Unauthorized: send Authorization: Bearer <token>", 401)
-            response.headers["WWW-Authenticate"] = 'Bearer realm="sk-toolfilter"'
-            await response(scope, receive, send)
-            return
-        wanted_scope = headers.get(scope_header) if scope_header else None
-        if wanted_scope:
-            caller = Caller(caller.name, caller.allowed, wanted_scope[:200])
-        # The SDK binds each session to the caller that opened it (another token gets 404 for it).
-        token = AccessToken(token="-", client_id=caller.name, scopes=[])
-        await sessions.handle_request({**scope, CALLER_KEY: caller, "user": AuthenticatedUser(token)}, receive, send)
+    app = _authenticating(sessions, callers, scope_header)
 
     class Announcing(uvicorn.Server):
         @contextlib.contextmanager
@@ -183,3 +160,34 @@ async def serve_http(
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", access_log=False)
     async with sessions.run():
         await Announcing(config).serve()
+
+
+def _authenticating(sessions: Any, callers: Callers | None, scope_header: str | None) -> Any:
+    """The ASGI app in front of the SDK's session manager: ``/mcp`` only, each request's caller from its
+    bearer token (401 without a known one), its scope from `scope_header` when sent."""
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+    from starlette.datastructures import Headers
+    from starlette.responses import PlainTextResponse
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            return
+        if scope["type"] != "http" or scope["path"].rstrip("/") != "/mcp":
+            await PlainTextResponse("Not found: the MCP endpoint is /mcp", 404)(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        caller = Caller("local", None, None) if callers is None else callers.identify(headers.get("authorization"))
+        if caller is None:
+            response = PlainTextResponse("Unauthorized: send Authorization: Bearer <token>", 401)
+            response.headers["WWW-Authenticate"] = 'Bearer realm="sk-toolfilter"'
+            await response(scope, receive, send)
+            return
+        wanted_scope = headers.get(scope_header) if scope_header else None
+        if wanted_scope:
+            caller = Caller(caller.name, caller.allowed, wanted_scope[:200])
+        # The SDK binds each session to the caller that opened it (another token gets 404 for it).
+        token = AccessToken(token="-", client_id=caller.name, scopes=[])
+        await sessions.handle_request({**scope, CALLER_KEY: caller, "user": AuthenticatedUser(token)}, receive, send)
+
+    return app

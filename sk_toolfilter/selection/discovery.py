@@ -89,8 +89,10 @@ def render_matches(
     max_loaded: int = 5,
     mark: Callable[[ToolMetadata], str] | None = None,
     words: FooterWords = FooterWords(),
+    nearest: Sequence[ToolMetadata] = (),
 ) -> tuple[str, list[str]]:
-    """The tiered answer for `matches` (best first) and the names it shows.
+    """The tiered answer for `matches` (best first), then the `nearest` others (when few matched), and
+    the names it shows.
 
     The footer says which tools the model can call next: the first `max_loaded` shown in the full
     or summary tier (those are sent on its next request); any other through ``describe_tool``.
@@ -100,7 +102,8 @@ def render_matches(
     total = len(matches)
     tier = (detail or "auto").strip().lower()
     if tier not in TIERS:
-        tier = next((t for t, bound in TIER_LIMITS.items() if total <= bound), "counts")
+        listed = min(total + len(nearest), coerce_limit(limit, total + len(nearest)))  # a limit asks for that many
+        tier = next((t for t, bound in TIER_LIMITS.items() if listed <= bound), "counts")
     shown_limit = coerce_limit(limit, TIER_LIMITS.get(tier, total))
     body: list[str] = []
     shown: list[str] = []
@@ -115,7 +118,7 @@ def render_matches(
             body.append(line)
             used += len(line) + 1
     else:
-        for tool in matches[:shown_limit]:
+        for tool in [*matches, *nearest][:shown_limit]:
             if tier == "full":
                 block = render_full(tool)
             elif tier == "summary":
@@ -135,6 +138,7 @@ def render_matches(
         body.pop()  # the footer always fits: the answer never exceeds max_chars
         if len(shown) > len(body):
             shown = shown[: len(body)]
+            footer = _footer(query, total, tier, shown, len(body), len(counts), max_loaded, words)
     return bounded("\n".join([*body, footer]), max_chars), shown
 
 
@@ -144,12 +148,19 @@ def _footer(
     """What a discovery answer ends with: how many matched, what is shown, how to call or load a tool."""
     shown_query = query.strip() if len(query.strip()) <= 60 else query.strip()[:59] + "…"
     what = f"matching {shown_query!r}" if query.strip() else "in the catalog"
+    near = max(len(shown) - total, 0)  # shown beyond the matches: the nearest others
     if tier == "counts":
         footer = f"[{total} tools {what}; too many to list: counts for {lines} of {plugins} plugins shown."
+    elif near and not total:
+        footer = f"[0 tools {what}; showing the {near} nearest ({tier}), none a clear match."
+    elif near:
+        footer = f"[{total} tools {what}; showing {total} ({tier}), then the {near} nearest without a match."
     else:
         footer = f"[{total} tools {what}; showing {len(shown)} ({tier})."
-    if not total:
+    if not total and not near:
         footer = f"[0 tools {what}. Try other words, or an empty query to list the catalog."
+    elif near:
+        footer += " Try other words for a closer match."
     elif len(shown) < total or tier != "full":
         footer += " Narrow with a more specific query, or set detail=full|summary|names and limit=N."
     if shown and tier in ("full", "summary"):
@@ -214,10 +225,16 @@ class DiscoveryPlugin:
     ) -> str:
         manager, others = self._manager()
         manager.telemetry.discovery_call("search_tools")
-        matches = await manager.discover(query)
-        matches = [m for m in matches if all(o.find_visible_tool(m.full_name) is not None for o in others)]
         discovery = manager.config.discovery
-        text, _ = render_matches(matches, query, detail, limit, discovery.max_chars, discovery.max_loaded)
+        found = await manager.search_catalog(query, nearest=discovery.max_loaded)  # never empty while tools remain
+
+        def permitted(tools: list[ToolMetadata]) -> list[ToolMetadata]:
+            return [t for t in tools if all(o.find_visible_tool(t.full_name) is not None for o in others)]
+
+        text, _ = render_matches(
+            permitted(found.matched), query, detail, limit, discovery.max_chars, discovery.max_loaded,
+            nearest=permitted(found.nearest),
+        )  # fmt: skip
         return text
 
     @kernel_function(

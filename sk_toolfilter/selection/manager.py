@@ -20,7 +20,7 @@ from sk_toolfilter.retrieval.rerank import check_rerank_model
 from sk_toolfilter.selection.call_counts import CallCounter
 from sk_toolfilter.selection.catalog_upkeep import Catalog, build_first_index
 from sk_toolfilter.selection.learning import Learning
-from sk_toolfilter.selection.lookup import find_searchable, search_catalog
+from sk_toolfilter.selection.lookup import CatalogMatches, find_searchable, search_catalog
 from sk_toolfilter.selection.offer import Offer
 from sk_toolfilter.selection.pipeline import (
     SecondStage,
@@ -211,11 +211,15 @@ class ToolFilterManager:
         return find_searchable(self._catalog, name, self._upkeep.exists)
 
     async def discover(self, query: str, *, learned: bool = False) -> list[ToolMetadata]:
-        """Searchable tools matching `query` (best first); every searchable tool for an empty query.
-        `learned`: reordered by learning from use within the scope and conversation the context names."""
+        """Searchable tools matching `query` (best first); every searchable tool for an empty query."""
+        return (await self.search_catalog(query, learned=learned)).matched
+
+    async def search_catalog(self, query: str, *, learned: bool = False, nearest: int = 0) -> CatalogMatches:
+        """:meth:`discover`'s matches and, up to `nearest` tools in all, the best-ranked others (not for
+        small talk). `learned`: reordered by learning from use in the scope and conversation the context names."""
         await self.refresh()
         memory = self.learning.usable(*self._path.learning_keys(None)) if learned else None
-        return await search_catalog(self._catalog, query, self.config, self._upkeep.exists, memory)
+        return await search_catalog(self._catalog, query, self.config, self._upkeep.exists, memory, nearest=nearest)
 
     # --- selection ----------------------------------------------------------------------------
     async def select(
