@@ -149,6 +149,10 @@ def test_yaml_blocks_validate(block, monkeypatch):
         parse_agent(data, source=str(block), base_dir=ROOT)
     elif "tools" in data:
         parse_agent({"name": "docs", **data}, source=str(block), base_dir=ROOT)
+    elif "callers" in data:  # the MCP gateway's callers file
+        from sk_toolfilter.gateway.callers import CallersFile
+
+        CallersFile.model_validate(data)
     else:
         assert set(data) == {"tool_filtering"}, f"{block}: an agent file, a tools list or a tool_filtering block"
         ToolFilterConfig.from_mapping(data["tool_filtering"], where=str(block))

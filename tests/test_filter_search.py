@@ -612,3 +612,42 @@ async def test_two_replicas_on_one_store_answer_a_replay_and_continue_a_stored_c
     assert (await other.answer("call_1", {"query": "reschedule an event"})).names != answered.names
     for tool_filter in (first_filter, second_filter):
         await tool_filter.aclose()
+
+
+@pytest.mark.parametrize("loaded_now", [False, True])
+def test_a_replayed_namespaced_call_is_reachable_whether_its_function_is_deferred_or_loaded_now(loaded_now):
+    """OpenAI rejects a replayed call that names no function of the request ("Missing namespace for
+    function_call"): a call the model made in a namespace goes back in that namespace while its function
+    is deferred (the replayed search output holds it there), and under its plain name once the function
+    is loaded (the output, narrowed to what this call defers, no longer holds it)."""
+    from sk_toolfilter.provider_wire.namespaces import Namespaces, namespace_layout
+
+    layout = namespace_layout([("Math-percentage", "Math", "percentage"), ("Math-add", "Math", "add")])
+    percentage = {"type": "function", "name": "Math-percentage", "parameters": {"type": "object"}}
+    add = {"type": "function", "name": "Math-add", "parameters": {"type": "object"}, "defer_loading": True}
+    tools = [percentage, add] if loaded_now else [{**percentage, "defer_loading": True}, add]
+    found = [add] if loaded_now else [percentage, add]  # the replayed answer, narrowed to the deferred tools
+    body = {
+        "tools": [*tools, {"type": "tool_search", "execution": "client"}],
+        "input": [
+            {"type": "tool_search_call", "call_id": "s1", "execution": "client", "arguments": {"query": "%"}},
+            {"type": "tool_search_output", "call_id": "s1", "execution": "client",
+             "tools": [{k: v for k, v in t.items() if k != "defer_loading"} for t in found]},
+            {"type": "function_call", "call_id": "c1", "name": "Math-percentage", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "18.75%"},
+        ],
+    }  # fmt: skip
+    sent = Namespaces(layout.get).outgoing(body)
+    flat = {t["name"] for t in sent["tools"] if t["type"] == "function"}
+    spaced = {
+        (space["name"], inner["name"])
+        for holder in [*sent["tools"], *(i.get("tools") or [] for i in sent["input"])]
+        for space in (holder if isinstance(holder, list) else [holder])
+        if space.get("type") == "namespace"
+        for inner in space["tools"]
+    }
+    (call,) = [i for i in sent["input"] if i["type"] == "function_call"]
+    if "namespace" in call:
+        assert (call["namespace"], call["name"]) in spaced and not loaded_now
+    else:
+        assert call["name"] in flat and loaded_now

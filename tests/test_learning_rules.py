@@ -175,3 +175,41 @@ async def test_a_turn_whose_request_was_already_embedded_is_learned_before_the_n
         await manager.select_for_history(history)
     assert len(manager.learning.memory) == 1  # learned in the request that saw the turn, not later
     assert not manager.learning._tasks
+
+
+STATELESS = [  # ten requests of a stateless endpoint, each its own conversation, and the tool each called
+    ("shout this text", "Text-change_case"),
+    ("make the text uppercase", "Text-change_case"),
+    ("note down that the meeting moved", "Notes-add_note"),
+    ("how big is my todo file?", "Files-file_info"),
+    ("shout this text please", "Text-change_case"),
+    ("add 17 and 25", "Math-add"),
+    ("remember that I like green tea", "Notes-remember_fact"),
+    ("what time is it in Tokyo?", "Time-current_time"),
+    ("count the words in 'a b c'", "Text-count_words"),
+    ("convert 10 km to miles", "Math-convert_units"),
+]
+SIMILAR = ["shout this text!", "please shout this text", "shout the text"]
+
+
+async def test_plain_evidence_moves_a_tool_after_ten_stateless_requests_before_trust_has_grown(demo_kernel):
+    """Near-copies of a request that called one tool in two conversations move it on the next similar
+    request, with the memory's trust still 0 (nothing waits for the background estimate); near-copies in
+    one conversation move nothing for another."""
+    cold = await create_tool_filter(demo_kernel, ToolFilterConfig(learning={"enabled": False}))
+    assert [(await cold.filter_tools(q))[0] for q in SIMILAR].count("Text-change_case") == 0
+    manager = await create_tool_filter(demo_kernel, ToolFilterConfig())
+    for number, (request, tool) in enumerate(STATELESS):
+        with learning_context(conversation=f"request {number}"):
+            await manager.record(request, [tool])
+    assert manager.learning.memory.trust_now() == 0.0  # trust has not grown: plain evidence acts alone
+    for request in SIMILAR:
+        ranking = (await manager.select(request)).ranking
+        assert ranking.tools[0].full_name == "Text-change_case", request
+        assert "past requests like this one" in ranking.learned["Text-change_case"]  # the near-copies moved it
+    single = await create_tool_filter(demo_kernel, ToolFilterConfig())
+    with learning_context(conversation="one user"):  # two near-copies, one conversation
+        for request in ("shout this text", "shout this text please"):
+            await single.record(request, ["Text-change_case"])
+    with learning_context(conversation="another user"):
+        assert [(await single.filter_tools(q))[0] for q in SIMILAR].count("Text-change_case") == 0

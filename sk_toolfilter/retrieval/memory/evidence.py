@@ -22,6 +22,17 @@ class PastEvidence:
     own: bool = False
     """The request's own conversation called it (its own earlier requests steer it)."""
 
+    def is_plain(self, rule: LearningRule) -> bool:
+        """Whether this is plain evidence (``rule.plain_trust``): near-copies of the request called the tool
+        in ``min_conversations`` conversations, with a usage score of at least ``enter``."""
+        return (
+            rule.plain_trust > 0
+            and self.kind == "neighbours"
+            and self.requests >= rule.min_conversations
+            and self.best >= rule.plain_similarity
+            and self.score >= rule.enter
+        )
+
     def describe(self) -> str:
         if self.kind == "vector":
             plural = "conversation" if self.requests == 1 else "conversations"

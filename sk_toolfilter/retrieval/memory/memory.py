@@ -131,7 +131,9 @@ class LearningMemory(RememberedRows):
         if destructive is not None:  # moved up or brought in only by its own conversation's requests
             for name in [n for n, e in evidence.items() if not e.own and destructive(n)]:
                 del evidence[name]
-        if strength <= 0 and vector_strength <= 0:
+        plain = {name: e for name, e in evidence.items() if e.is_plain(rule)}  # acts before trust has grown
+        plain_strength = rule.weight * rule.plain_trust if plain else 0.0
+        if strength <= 0 and vector_strength <= 0 and not plain:
             return Reordered(list(names), note=self._quiet_note(evidence, trust))
         closeness = self.vector_evidence(vector, scope, names[: rule.depth]) if vector_strength > 0 else {}
         if destructive is not None:  # (a usage vector is every conversation's: never the request's own)
@@ -139,12 +141,13 @@ class LearningMemory(RememberedRows):
         reordered = reorder_by_past_calls(
             names,
             scores,
-            evidence if strength > 0 else {},
+            evidence if strength > 0 else plain,
             strength,
             rule,
             permitted,
             closeness,
             vector_strength,
+            plain_strength,
         )
         if not reordered.moved and (strength <= 0 or (not evidence and evidence.too_few)):
             reordered.note = self._quiet_note(evidence, trust)

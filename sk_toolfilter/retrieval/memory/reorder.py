@@ -32,9 +32,11 @@ def reorder_by_past_calls(
     permitted: Callable[[str], bool] | None = None,
     closeness: dict[str, PastEvidence] | None = None,
     vector_strength: float = 0.0,
+    plain_strength: float = 0.0,
 ) -> Reordered:
     """`names` (best first) reordered within the rule's ``depth`` by envelope score + strength × usage
-    (+ vector_strength × the closeness of the request to the tool's usage vector).
+    (+ vector_strength × the closeness of the request to the tool's usage vector); a tool whose evidence
+    is plain (:meth:`PastEvidence.is_plain`) uses `plain_strength` when that is the greater.
 
     A tool from below the depth (or without first-stage evidence: score 0) enters when its usage is at
     least the rule's ``enter`` and `permitted` allows it (the request's allowed, visible tools).
@@ -59,9 +61,10 @@ def reorder_by_past_calls(
         envelope.append(min(envelope[-1] if envelope else 1.0, max(0.0, float(scores[p]))) if p is not None else 0.0)
 
     def key(p: int) -> tuple[float, int]:
-        usage = evidence[head[p]].score if head[p] in evidence else 0.0
+        past = evidence.get(head[p])
+        usage = past.score * max(strength, plain_strength if past.is_plain(rule) else 0.0) if past else 0.0
         near = closeness[head[p]].score if head[p] in closeness else 0.0
-        return -(envelope[p] + strength * usage + vector_strength * near), p
+        return -(envelope[p] + usage + vector_strength * near), p
 
     keyed = sorted(range(len(head)), key=key)
     moved = {head[p]: evidence.get(head[p]) or closeness[head[p]] for new, p in enumerate(keyed) if new < p}

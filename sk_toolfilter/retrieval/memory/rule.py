@@ -42,6 +42,11 @@ class LearningRule:
     min_conversations: int = 2
     """A tool moves or enters only on the evidence of this many distinct conversations (one is never
     enough), or on the request's own conversation's (a user's earlier turns steer that conversation only)."""
+    plain_similarity: float = 0.85
+    plain_trust: float = 0.5
+    """Plain evidence acts before trust has grown: a tool that near-copies of the request (cosine at least
+    ``plain_similarity``) called in ``min_conversations`` conversations, with a usage score of at least
+    ``enter``, moves with the strength of ``plain_trust`` when the memory's own trust is lower (0: off)."""
 
 
 DEFAULT_RULE = LearningRule()
