@@ -66,6 +66,7 @@ async def main() -> None:
     print(response.text)
     for number in range(len(transport.requests)):
         print(f"model call {number + 1}: tools on the wire: {transport.tool_names(number)}")
+    await tool_filter.aclose()  # finish what it is learning in the background, write learning.file if set
 
 
 if __name__ == "__main__":

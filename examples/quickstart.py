@@ -41,6 +41,7 @@ async def main() -> None:
     arguments = KernelArguments(settings=base, input="reverse the text stressed")
     await kernel.invoke_prompt("{{$input}}", arguments=arguments)
     print("tools on the wire:", transport.tool_names())
+    await manager.aclose()  # finish what it is learning in the background, write learning.file if set
 
 
 if __name__ == "__main__":

@@ -499,7 +499,8 @@ def learned_lines(summary: dict[str, Any]) -> str:
         + (
             "learning reorders the shortlist"
             if summary["applies"]
-            else "learning does not act yet; trust rises when similar requests call the same tools"
+            else f"only near-copies act yet (cosine >= {summary['plain_similarity']:.2f}); trust rises when similar "
+            "requests call the same tools"
         )
         + f" (a tool moves only on the evidence of {summary['min_conversations']} conversations)",
     ]

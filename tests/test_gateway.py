@@ -419,3 +419,18 @@ async def test_a_search_without_a_clear_match_shows_the_nearest_tools_and_small_
         narrowed = desk.narrowed({"Math-add"}, None)
         assert set(shown(await narrowed.search(GatewaySession(), "reboot the database cluster"))) <= {"Math-add"}
         assert shown(await desk.search(GatewaySession(), "thanks!")) == []
+
+
+async def test_a_definition_only_catalog_is_searchable_and_says_it_cannot_be_run(tmp_path):
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.gateway.desk import GatewayDesk, GatewaySession
+
+    path = gateway_agent(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    data["tools"].append({"type": "catalog", "name": "Shop", "path": str(ROOT / "tests" / "fixtures" / "tools.jsonl")})
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    async with await open_toolset(path) as tools:
+        desk, session = GatewayDesk(tools.manager, tools.kernel), GatewaySession()
+        assert "shop-find_product" in shown(await desk.search(session, "search the product catalog for lamps"))[:3]
+        refused = await desk.call(session, "shop-find_product", {"keyword": "lamp"})
+        assert refused.is_error and "definition-only" in refused.text

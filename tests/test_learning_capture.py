@@ -150,7 +150,7 @@ def test_learn_and_explain_say_why_learning_does_not_act_yet(learning_agent, tmp
     calls.write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert main(["learn", str(learning_agent), "--calls", str(calls)]) == 0
     out = capsys.readouterr().out
-    assert "trust 0.00" in out and "learning does not act yet" in out
+    assert "trust 0.00" in out and "only near-copies act yet" in out
     assert main(["search", str(learning_agent), "is nginx running on web09?", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "learned: not applied: 1 similar past request" in out and "in 1 conversation called Notes-list_notes" in out

@@ -93,9 +93,11 @@ def describe_trust(memory: LearningMemory) -> str:
     trust = memory.settle()
     if trust > memory.rule.floor:
         return f"trust {trust:.2f}: learning reorders the shortlist for requests like these"
+    rule = memory.rule
     return (
-        f"trust {trust:.2f} over {len(memory):,} requests: learning does not act yet; it rises when similar "
-        f"requests (cosine >= {memory.rule.gate:.1f}) in {memory.rule.min_conversations} or more conversations "
+        f"trust {trust:.2f} over {len(memory):,} requests: only near-copies act yet (a tool that requests at "
+        f"cosine >= {rule.plain_similarity:.2f} called in {rule.min_conversations} conversations); trust rises "
+        f"when similar requests (cosine >= {rule.gate:.1f}) in {rule.min_conversations} or more conversations "
         "call the same tools"
     )
 
@@ -310,6 +312,7 @@ class Learning:
             "trust": round(trust, 4),
             "applies": trust > memory.rule.floor,
             "min_conversations": memory.rule.min_conversations,
+            "plain_similarity": memory.rule.plain_similarity,
             "where": where,
             "megabytes": round(memory.nbytes / 2**20, 3),
             "oldest": _iso(rows[0].at) if rows else None,
@@ -417,9 +420,11 @@ class Learning:
         return self.file.flush(self.memory) if self.file is not None else True
 
     async def aclose(self) -> None:
-        """Finish what is being learned, write the file and a last sync with the shared table."""
+        """Finish what is being learned (a trust estimate in progress too), write the file and a last sync
+        with the shared table."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await asyncio.to_thread(self.memory.wait_for_estimate)
         await asyncio.to_thread(self.flush)  # the disk and the lock never block the event loop
         if self.table is not None:
             await self.table.aclose(self.memory)

@@ -79,11 +79,15 @@ class LearningMemory(RememberedRows):
 
     def settle(self) -> float:
         """Wait for a background estimate, then make trust current (tests, the CLI, start-up)."""
+        self.wait_for_estimate()
+        return self.trust
+
+    def wait_for_estimate(self) -> None:
+        """Wait for a background trust estimate in progress, if any (closing: no thread left running)."""
         with self._trust_lock:
             thread = self._estimating
         if thread is not None:
             thread.join()
-        return self.trust
 
     def _stale(self) -> bool:
         with self._lock:
