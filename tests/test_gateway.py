@@ -434,3 +434,30 @@ async def test_a_definition_only_catalog_is_searchable_and_says_it_cannot_be_run
         assert "shop-find_product" in shown(await desk.search(session, "search the product catalog for lamps"))[:3]
         refused = await desk.call(session, "shop-find_product", {"keyword": "lamp"})
         assert refused.is_error and "definition-only" in refused.text
+
+
+@pytest.mark.parametrize(
+    ("how", "tool_filtering", "allowed"),
+    [
+        ("excluded", {"exclude": ["Messaging-send_email", "Notes-delete_note"]}, None),
+        ("disabled", {"tools_overrides": {"Notes-delete_note": {"enabled": False}}}, None),
+        ("not allowed", {"always_include": ["Notes-delete_note"]}, {"Notes-add_note", "Notes-list_notes"}),
+    ],
+)
+async def test_a_hidden_tool_is_never_listed_found_described_or_run(tmp_path, how, tool_filtering, allowed):
+    from sk_toolfilter.agents.agent import open_toolset
+    from sk_toolfilter.gateway.desk import GatewayDesk, GatewaySession
+
+    path = gateway_agent(tmp_path, **tool_filtering)  # (pinned for the agent, not for this caller)
+    async with await open_toolset(path) as tools:
+        desk = GatewayDesk(tools.manager, tools.kernel, expose_found=True).narrowed(allowed, None)
+        session = GatewaySession()
+        await tools.kernel.invoke(tools.kernel.get_function("Notes", "add_note"), title="keep", body="me")
+        for query in ("delete a note", "remove the note called keep", ""):
+            assert "Notes-delete_note" not in shown(await desk.search(session, query, limit=60)), how
+        assert "Notes-delete_note" not in [t.name for t in desk.listed(session)]
+        assert desk.describe("Notes.delete_note").is_error
+        refused = await desk.call(session, "Notes-delete_note", {"title": "keep"})
+        assert refused.is_error and not desk.listed_directly("Notes-delete_note", session)
+        notes = await tools.kernel.invoke(tools.kernel.get_function("Notes", "list_notes"))
+        assert "keep" in str(notes), how  # never ran
