@@ -524,7 +524,8 @@ async def cmd_forget(args: argparse.Namespace) -> int:
             "forget (what a process learns in memory goes with it)"
         )
     if path:
-        held = forget_file(path, spec.tool_filtering.index.catalog)
+        learning = spec.tool_filtering.learning  # the catalog the agent learns under (see open_toolset)
+        held = forget_file(path, learning.catalog or spec.tool_filtering.index.catalog)
         print(f"{path}: {f'{held} learned requests forgotten' if held else 'nothing was learned'}")
     if store != "memory":
         from sk_toolfilter.agents.agent import open_toolset

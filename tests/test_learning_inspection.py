@@ -88,6 +88,20 @@ def test_learn_refuses_a_file_of_another_catalog_and_leaves_it_byte_identical(tm
     assert json.loads(capsys.readouterr().out)["requests"] == len(PAST) + 1
 
 
+def test_forget_refuses_a_file_of_another_catalog_and_wipes_it_under_its_own(tmp_path, capsys):
+    learned = tmp_path / "learned.npz"
+    asyncio.run(app_learns(tmp_path, learned, catalog="crm"))
+    before = digest(learned)
+    assert main(["forget", str(agent_file(tmp_path, {"file": str(learned)}))]) == 2
+    err = capsys.readouterr().err
+    assert "'crm'" in err and "'default'" in err and f"{len(PAST)} rows were not wiped" in err
+    assert digest(learned) == before
+    assert main(["forget", str(agent_file(tmp_path, {"file": str(learned), "catalog": "crm"}, name="crm"))]) == 0
+    assert f"{len(PAST)} learned requests forgotten" in capsys.readouterr().out
+    assert main(["learned", "--file", str(learned), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == 0
+
+
 def test_an_app_never_overwrites_a_learning_file_of_another_catalog(tmp_path, caplog):
     learned = tmp_path / "learned.npz"
     asyncio.run(app_learns(tmp_path, learned, catalog="crm"))

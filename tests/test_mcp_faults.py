@@ -145,7 +145,7 @@ async def test_a_tool_list_change_reindexes_the_filter_live(serving):
     manager = await create_tool_filter(serving, ToolFilterConfig(search_method="bm25", discovery={"enabled": False}))
     assert "Faulty-teleport" not in manager.index.names
     assert str(await serving.invoke(plugin_name="Faulty", function_name="grow", name="teleport")) == "grown"
-    for _ in range(50):  # the re-listing runs in its own task, right after the notification
+    for _ in range(1200):  # the re-listing runs in its own task, right after the notification (waits until it has)
         if "teleport" in serving.plugins["Faulty"].functions:
             break
         await asyncio.sleep(0.05)

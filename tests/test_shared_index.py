@@ -237,7 +237,7 @@ async def test_a_store_that_goes_away_gives_one_warning_and_the_replica_keeps_se
         for _ in range(5):
             assert await manager.filter_tools("book a flight to Lisbon") == expected
         own_postgres.start()
-        for _ in range(100):  # the background check notices within a few selections
+        for _ in range(1200):  # the background check notices within a few selections (waits until it has)
             assert await manager.filter_tools("book a flight to Lisbon") == expected
             if any("answers again" in r.getMessage() for r in caplog.records):
                 break

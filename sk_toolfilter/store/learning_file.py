@@ -134,7 +134,7 @@ class LearningFile(SyncedFile[LearningMemory]):
         self._warn_once(
             "read",
             f"{why}; not read, and never overwritten: what this process learns stays in its memory "
-            "(point learning.file at another path, or wipe this one with `sk-toolfilter forget`)",
+            "(point learning.file at another path, or delete this one)",
         )
 
     def _read_open(self, handle: IO[bytes], memory: LearningMemory) -> tuple[list[MemoryRow], int, float]:
@@ -223,14 +223,24 @@ class LearningFile(SyncedFile[LearningMemory]):
 
     def wipe(self) -> int:
         """Replace the file with an empty one of the next generation (``sk-toolfilter forget``); returns
-        how many rows it held."""
+        how many rows it held. A learning file of another catalog (or, when this file knows its model,
+        another model) is refused with a :class:`ConfigError` naming both: never overwritten."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._lock, exclusive_lock(self._lock_path):
                 header, generation, _, rows = self.peek()
+                found = (str(header.get("catalog")), str(header.get("model", self.model)))
+                if header.get("catalog") is not None and (
+                    found[0] != self.catalog or (self.model and found[1] != self.model)
+                ):
+                    why = describe_foreign(found, (self.catalog, self.model or found[1]))
+                    raise ConfigError(
+                        f"learning file {self.path}: {why}; its {rows:,} rows were not wiped (to wipe them: forget "
+                        "with that catalog, or delete the file)"
+                    )
                 self.generation = max(self.generation, generation) + 1
-                if header.get("catalog") is not None:  # the file's own catalog and model: its readers' header
-                    self.catalog, self.model = str(header["catalog"]), str(header.get("model", self.model))
+                if header.get("catalog") is not None:  # the file's own model: its readers' header
+                    self.model = found[1]
                 self._wiped_at = time.time()
                 self._write([], self.generation)
                 return rows
