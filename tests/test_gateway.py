@@ -230,6 +230,36 @@ async def test_over_http_each_token_sees_runs_and_learns_only_its_own(tmp_path):
     assert learned_in("blue") == {"Math-add": 1}
 
 
+@pytest.mark.parametrize("sync_seconds", [0, 60], ids=["written-before-forget", "in-memory-at-forget"])
+async def test_forget_while_the_gateway_serves_wipes_what_it_learned_before_and_keeps_what_came_after(
+    tmp_path, sync_seconds
+):
+    learned = tmp_path / "learned.npz"
+    path = gateway_agent(tmp_path, learning={"file": str(learned), "sync_seconds": sync_seconds})
+
+    async def search_then_call(url: str, query: str, tool: str, arguments: dict[str, object]) -> None:
+        async with streamablehttp_client(url) as (read, write, _), ClientSession(read, write) as session:
+            await session.initialize()
+            assert tool in shown((await session.call_tool("search_tools", {"query": query})).content[0].text)
+            assert not (await session.call_tool("call_tool", {"name": tool, "arguments": arguments})).isError
+
+    def cli(*argv: str) -> str:
+        command = [sys.executable, "-m", "sk_toolfilter.cli", *argv]
+        return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+    with gateway_over_http(path) as url:
+        await search_then_call(url, "convert 10 km to miles", "Math-convert_units",
+                               {"value": 10, "from_unit": "km", "to_unit": "mi"})  # fmt: skip
+        if sync_seconds == 0:  # the gateway writes off its event loop: wait until the row is in the file
+            while not learned.exists() or json.loads(cli("learned", "--file", str(learned), "--json"))["requests"] < 1:
+                await anyio.sleep(0.05)
+        said = cli("forget", str(path))
+        assert ("1 learned requests forgotten" if sync_seconds == 0 else "nothing was learned") in said
+        await search_then_call(url, "add two numbers", "Math-add", {"a": 1, "b": 2})
+    # On the way out the gateway writes what it learned after the wipe, never what came before it.
+    assert json.loads(cli("learned", str(path), "--json"))["learned_tools"] == {"Math-add": 1}
+
+
 def test_serve_refuses_to_listen_beyond_loopback_without_tokens_and_checks_the_callers_file(tmp_path):
     path = gateway_agent(tmp_path)
     serve = [sys.executable, "-m", "sk_toolfilter.cli", "serve", str(path)]
