@@ -438,6 +438,30 @@ async def test_a_flooding_tool_reaches_the_client_cut_and_saying_so():
     assert len(result.text) < MAX_RESULT_CHARS + 100 and result.text.endswith("of 6,000,000 characters]")
 
 
+async def test_a_tool_whose_parameter_is_named_settings_gets_it_as_an_argument():
+    from semantic_kernel import Kernel
+    from semantic_kernel.functions import kernel_function
+
+    from sk_toolfilter import ToolFilterConfig, ToolFilterManager
+    from sk_toolfilter.agent_framework import kernel_function_tool
+    from sk_toolfilter.gateway.desk import GatewayDesk, GatewaySession
+
+    class Display:  # `settings` is also KernelArguments' own keyword (execution settings)
+        @kernel_function(description="Apply display settings.")
+        def apply(self, settings: str, level: int = 1) -> str:
+            return f"applied {settings} at {level}"
+
+    kernel = Kernel()
+    kernel.add_plugin(Display(), "Display")
+    manager = await ToolFilterManager.from_kernel(kernel, ToolFilterConfig(search_method="bm25"))
+    arguments = {"settings": "dark", "level": 2}
+    result = await GatewayDesk(manager, kernel).call(GatewaySession(), "Display-apply", arguments)
+    assert (result.text, result.is_error) == ("applied dark at 2", False)
+    as_agent_framework_tool = kernel_function_tool(kernel.get_function("Display", "apply"), kernel)
+    [content] = await as_agent_framework_tool.invoke(settings="dark", level=3)  # and as an Agent Framework tool
+    assert content.text == "applied dark at 3"
+
+
 async def test_a_search_without_a_clear_match_shows_the_nearest_tools_and_small_talk_none(tmp_path):
     from sk_toolfilter.agents.agent import open_toolset
     from sk_toolfilter.gateway.desk import GatewayDesk, GatewaySession

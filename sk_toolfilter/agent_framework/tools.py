@@ -138,7 +138,9 @@ def kernel_function_tool(function: Any, kernel: Any) -> FunctionTool:
     schema = openai_tool_definition(described)["function"]["parameters"]
 
     async def run(**arguments: Any) -> str:
-        result = await function.invoke(kernel, KernelArguments(**arguments))
+        given = KernelArguments()  # (KernelArguments(**arguments) would take a parameter named `settings`
+        given.update(arguments)  # for execution settings)
+        result = await function.invoke(kernel, given)
         return "" if result is None or result.value is None else str(result.value)
 
     return FunctionTool(

@@ -253,8 +253,10 @@ class GatewayDesk:
         function = self.kernel.get_function(tool.plugin, tool.name)
         from semantic_kernel.functions import KernelArguments
 
+        given = KernelArguments()  # (KernelArguments(**checked) would take a parameter named `settings`
+        given.update(checked)  # for execution settings)
         try:
-            result = await function.invoke(self.kernel, KernelArguments(**checked))
+            result = await function.invoke(self.kernel, given)
         except Exception as exc:  # the tool's own failure goes back to the client, never up the server
             return CallResult(f"{tool.full_name} failed: {type(exc).__name__}: {exc}", True)
         text = _text_of(result)  # an MCP server's failure (timeout, exit, its own isError) reads "error: …"
