@@ -260,6 +260,25 @@ async def test_forget_while_the_gateway_serves_wipes_what_it_learned_before_and_
     assert json.loads(cli("learned", str(path), "--json"))["learned_tools"] == {"Math-add": 1}
 
 
+async def test_a_request_body_over_the_bound_is_refused_before_it_is_read_whole(tmp_path):
+    MAX_BODY_BYTES = 4 * 2**20  # the MCP SDK's bound (mcp>=1.29 in pyproject), before the body is read whole
+    flood = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "' + b"x" * MAX_BODY_BYTES + b'"}}'
+
+    async def chunked():  # no Content-Length: counted as it comes
+        for start in range(0, len(flood), 2**16):
+            yield flood[start : start + 2**16]
+
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with gateway_over_http(gateway_agent(tmp_path)) as url:
+        async with httpx.AsyncClient(timeout=120) as http:
+            assert (await http.post(url, content=flood, headers=headers)).status_code == 413
+            assert (await http.post(url, content=chunked(), headers=headers)).status_code == 413
+        async with streamablehttp_client(url) as (read, write, _), ClientSession(read, write) as session:
+            await session.initialize()  # the gateway serves on
+            found = await session.call_tool("search_tools", {"query": "convert 10 km to miles"})
+            assert "Math-convert_units" in shown(found.content[0].text)
+
+
 def test_serve_refuses_to_listen_beyond_loopback_without_tokens_and_checks_the_callers_file(tmp_path):
     path = gateway_agent(tmp_path)
     serve = [sys.executable, "-m", "sk_toolfilter.cli", "serve", str(path)]
