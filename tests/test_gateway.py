@@ -261,7 +261,7 @@ async def test_forget_while_the_gateway_serves_wipes_what_it_learned_before_and_
 
 
 async def test_a_request_body_over_the_bound_is_refused_before_it_is_read_whole(tmp_path):
-    MAX_BODY_BYTES = 4 * 2**20  # the MCP SDK's bound (mcp>=1.29 in pyproject), before the body is read whole
+    MAX_BODY_BYTES = 4 * 2**20  # the MCP SDK's bound (mcp>=1.30 in pyproject), before the body is read whole
     flood = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "' + b"x" * MAX_BODY_BYTES + b'"}}'
 
     async def chunked():  # no Content-Length: counted as it comes

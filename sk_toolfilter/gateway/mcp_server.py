@@ -27,6 +27,10 @@ from sk_toolfilter.gateway.desk import CallResult, GatewayDesk, GatewaySession, 
 
 CALLER_KEY = "sk_toolfilter.caller"
 """Where the HTTP app leaves a request's :class:`Caller` in its ASGI scope."""
+SESSION_IDLE_SECONDS = 1800.0
+"""An HTTP session with no request for this long is ended (its client initializes a new one)."""
+MAX_SESSIONS = 10_000
+"""Most HTTP sessions open at once; a request that would open another gets 503."""
 
 
 def build_server(desk: GatewayDesk, name: str = "sk-toolfilter") -> Server[Any, Any]:
@@ -136,7 +140,9 @@ async def serve_http(
         allowed_hosts=local,
         allowed_origins=[f"http://{h}" for h in local],
     )
-    sessions = StreamableHTTPSessionManager(server, security_settings=security)
+    sessions = StreamableHTTPSessionManager(  # (request bodies: the SDK's 4 MiB, 413 above it)
+        server, security_settings=security, session_idle_timeout=SESSION_IDLE_SECONDS, max_sessions=MAX_SESSIONS
+    )
     app = _authenticating(sessions, callers, scope_header)
 
     class Announcing(uvicorn.Server):
