@@ -110,6 +110,19 @@ def test_an_app_never_overwrites_a_learning_file_of_another_catalog(tmp_path, ca
     assert digest(learned) == before
     assert any("never overwritten" in r.getMessage() for r in caplog.records)
 
+    async def forget_in_code() -> int:
+        kernel = build_demo_kernel(str(tmp_path / "sandbox"))
+        manager = await create_tool_filter(kernel, ToolFilterConfig(learning={"file": str(learned), "catalog": "x"}))
+        with learning_context(conversation="c"):
+            await manager.record(PAST[0], [CALLED])
+        await manager.learning.forget()  # its own memory; the other catalog's file stays as it is
+        held = len(manager.learning.memory)
+        await manager.aclose()
+        return held
+
+    assert asyncio.run(forget_in_code()) == 0
+    assert digest(learned) == before
+
 
 @pytest.mark.parametrize("where", ["a directory", "under a file"])
 def test_learn_exits_non_zero_when_it_cannot_keep_what_it_learned(tmp_path, capsys, where):

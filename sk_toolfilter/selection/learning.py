@@ -406,9 +406,10 @@ class Learning:
             self.file.changed(self.memory)
 
     async def forget(self) -> None:
-        """Forget everything: in memory, in the file and in the shared table (a new generation each)."""
+        """Forget everything: in memory, in the file and in the shared table (a new generation each). A
+        file this process does not write (another catalog's, or not a learning file) is left as it is."""
         self.memory.forget_before(time.time())
-        if self.file is not None:
+        if self.file is not None and self.file.blocked is None:
             self.file.wipe()
         if self.table is not None:
             await self.table.forget()
