@@ -260,6 +260,25 @@ async def test_forget_while_the_gateway_serves_wipes_what_it_learned_before_and_
     assert json.loads(cli("learned", str(path), "--json"))["learned_tools"] == {"Math-add": 1}
 
 
+async def test_two_gateway_replicas_on_one_learning_file_keep_what_each_learned(tmp_path):
+    learned = tmp_path / "learned.npz"
+    path = gateway_agent(tmp_path, learning={"file": str(learned), "sync_seconds": 0})
+    asked = {
+        "Math-convert_units": ("convert 10 km to miles", {"value": 10, "from_unit": "km", "to_unit": "mi"}),
+        "Math-add": ("add two numbers", {"a": 1, "b": 2}),
+    }
+    with gateway_over_http(path) as first, gateway_over_http(path) as second:
+        for url, (tool, (query, arguments)) in zip((first, second), asked.items(), strict=True):
+            async with streamablehttp_client(url) as (read, write, _), ClientSession(read, write) as session:
+                await session.initialize()
+                assert tool in shown((await session.call_tool("search_tools", {"query": query})).content[0].text)
+                assert not (await session.call_tool("call_tool", {"name": tool, "arguments": arguments})).isError
+    # Each replica merged the other's rows into the file under its lock, on every write and on the way out.
+    command = [sys.executable, "-m", "sk_toolfilter.cli", "learned", str(path), "--json"]
+    summary = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    assert summary["learned_tools"] == {"Math-convert_units": 1, "Math-add": 1}
+
+
 async def test_a_request_body_over_the_bound_is_refused_before_it_is_read_whole(tmp_path):
     MAX_BODY_BYTES = 4 * 2**20  # the MCP SDK's bound (mcp>=1.30 in pyproject), before the body is read whole
     flood = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "' + b"x" * MAX_BODY_BYTES + b'"}}'
