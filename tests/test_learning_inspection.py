@@ -102,6 +102,15 @@ def test_forget_refuses_a_file_of_another_catalog_and_wipes_it_under_its_own(tmp
     assert json.loads(capsys.readouterr().out)["requests"] == 0
 
 
+@pytest.mark.parametrize("content", [b"my notes\n", b"PK\x03\x04 a zip, not ours", b""], ids=["text", "zip", "empty"])
+def test_forget_never_overwrites_a_file_that_is_not_a_learning_file(tmp_path, capsys, content):
+    mistaken = tmp_path / "notes.txt"  # learning.file pointed at the wrong file
+    mistaken.write_bytes(content)
+    assert main(["forget", str(agent_file(tmp_path, {"file": str(mistaken)}))]) == 2
+    assert "not a learning file" in capsys.readouterr().err
+    assert mistaken.read_bytes() == content
+
+
 def test_an_app_never_overwrites_a_learning_file_of_another_catalog(tmp_path, caplog):
     learned = tmp_path / "learned.npz"
     asyncio.run(app_learns(tmp_path, learned, catalog="crm"))

@@ -224,11 +224,17 @@ class LearningFile(SyncedFile[LearningMemory]):
     def wipe(self) -> int:
         """Replace the file with an empty one of the next generation (``sk-toolfilter forget``); returns
         how many rows it held. A learning file of another catalog (or, when this file knows its model,
-        another model) is refused with a :class:`ConfigError` naming both: never overwritten."""
+        another model), or a file that is not a learning file, is refused with a :class:`ConfigError`:
+        never overwritten."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._lock, exclusive_lock(self._lock_path):
                 header, generation, _, rows = self.peek()
+                if not header and os.path.lexists(self.path):  # never a file that is not a learning file
+                    raise ConfigError(
+                        f"learning file {self.path}: not a learning file (or not one this user may read): not "
+                        "wiped (point learning.file at another path, or delete it yourself if it should go)"
+                    )
                 found = (str(header.get("catalog")), str(header.get("model", self.model)))
                 if header.get("catalog") is not None and (
                     found[0] != self.catalog or (self.model and found[1] != self.model)
