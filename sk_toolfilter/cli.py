@@ -703,6 +703,12 @@ def _add_eval(sub: Commands) -> None:
         help="learning from use: learn this calls file first (JSON lines of 'query' and 'tools' or 'gold'), then "
         "measure each method cold and learned (--queries only)",
     )
+    p.add_argument(
+        "--scope",
+        help="with --agent: also measure each method with what the agent learned (its learning.file or shared "
+        "table, read, never written) as the requests of this scope read it (the value of learning.scope's key, "
+        "e.g. a tenant id: hashed as the app hashes it); --queries only",
+    )
     p.add_argument("--out", help="folder for eval.json and eval.md (each query's hits and misses too)")
     p.add_argument("--limit", type=positive_int, help="evaluate only the first N queries")
     p.set_defaults(run=cmd_eval)

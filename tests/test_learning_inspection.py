@@ -185,3 +185,34 @@ def test_learned_reads_a_file_alone_and_one_tenant_by_its_value_never_printing_i
     agent = agent_file(tmp_path, {"file": str(learned), "scope": "tenant_id"})
     assert main(["search", str(agent), "tell the ops crew the restore finished", "--scope", "globex-inc"]) == 0
     assert digest(learned) == before
+
+
+def test_eval_measures_what_one_tenant_learned_reading_the_apps_file_and_changing_no_byte(tmp_path, capsys):
+    learned = tmp_path / "learned.npz"
+
+    async def one_tenant_learns() -> None:
+        kernel = build_demo_kernel(str(tmp_path / "sandbox"))
+        manager = await create_tool_filter(kernel, ToolFilterConfig(learning={"file": str(learned), "scope": "team"}))
+        for i, request in enumerate(PAST):  # six conversations of tenant acme-corp
+            with learning_context(scope="acme-corp", conversation=f"c{i}"):
+                assert await manager.record(request, [CALLED]) == 1
+        await manager.aclose()
+
+    asyncio.run(one_tenant_learns())
+    before = digest(learned)
+    queries = tmp_path / "queries.jsonl"
+    asked = [f"let the ops crew know the weekly backup finished on day {i}" for i in (7, 8, 9)]
+    queries.write_text("".join(json.dumps({"query": q, "gold": [CALLED]}) + "\n" for q in asked))
+    agent = agent_file(tmp_path, {"file": str(learned), "scope": "team"})
+    out = tmp_path / "out"
+    command = ["eval", "--agent", str(agent), "--queries", str(queries), "--methods", "hybrid", "--k", "1"]
+    assert main([*command, "--scope", "acme-corp", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"the agent's {len(PAST)} requests of scope 'acme-corp'" in printed
+    rows = json.loads((out / "eval.json").read_text())["methods"]
+    cold, warm = rows["hybrid"], rows["hybrid, learned from use"]
+    assert warm["recall@1"] > cold["recall@1"]  # the tenant's calls lift it to first
+    assert main([*command, "--scope", "globex-inc"]) == 2  # another tenant learned nothing: said, not measured
+    assert "no requests of this scope" in capsys.readouterr().err
+    assert main([*command, "--scope", "acme-corp", "--learn", str(queries)]) == 2
+    assert digest(learned) == before

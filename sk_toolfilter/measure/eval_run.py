@@ -42,7 +42,7 @@ from sk_toolfilter.retrieval.embeddings import cached, create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
 from sk_toolfilter.retrieval.memory import LearningMemory
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
-from sk_toolfilter.selection.learning import describe_trust, memory_for, request_key
+from sk_toolfilter.selection.learning import Learning, describe_trust, memory_for, request_key
 from sk_toolfilter.selection.visibility import NameResolver
 from sk_toolfilter.store.shared_index import SharedIndex
 
@@ -81,6 +81,8 @@ class EvalTarget:
     index: ToolIndex
     config: ToolFilterConfig
     discovery: frozenset[str] = frozenset()
+    learned: LearningMemory | None = None
+    """``--scope VALUE``: what the agent learned, as the requests of that scope read it."""
 
     @property
     def catalog_size(self) -> int:
@@ -92,8 +94,12 @@ async def _open_target(
 ) -> EvalTarget:
     """``--tools``: the catalog indexed here (the disk cache, or the shared store); ``--agent``: the agent's
     own toolset, opened as its app opens it, so eval sends what the app sends (the discovery tools,
-    overrides and source rules included) — with learning from use off (eval never reads or writes the
-    agent's memory; ``--learn`` measures it) and the second stage measured by ``--rerank``."""
+    overrides and source rules included) — with learning from use off (eval never writes the agent's
+    memory; ``--learn`` measures a calls file, ``--scope`` what the agent learned, read only) and the
+    second stage measured by ``--rerank``."""
+    scope = getattr(args, "scope", None)
+    if scope is not None and (not args.agent or getattr(args, "learn", None)):
+        raise ConfigError("--scope measures what an agent learned: use it with --agent, and without --learn")
     if args.tools:
         config = apply_overrides(ToolFilterConfig(), args.set)
         tools = [t for t, _ in load_catalog(args.tools)]
@@ -104,10 +110,12 @@ async def _open_target(
     config = apply_overrides(spec.tool_filtering, args.set)
     # vectors for every method but bm25 alone (an agent that ranks with bm25 is opened with hybrid)
     vectors_method = config.search_method if config.search_method != "bm25" else "hybrid"
+    if scope is not None and not config.learning.enabled:
+        raise ConfigError(f"{args.agent}: learning.enabled is false: nothing is learned or kept")
     open_with = config.updated(
         search_method="bm25" if methods == ["bm25"] else vectors_method,
-        rerank=RerankConfig(),
-        learning={**config.learning.model_dump(), "enabled": False},
+        rerank=RerankConfig(),  # --scope: the agent's learning read (file, table), never written
+        learning={**config.learning.model_dump(), "enabled": scope is not None, "read_only": True},
     )
     toolset = await open_toolset(
         spec.model_copy(update={"tool_filtering": open_with}), progress=Progress("embedding tools", unit="tools")
@@ -115,7 +123,26 @@ async def _open_target(
     closers.append(toolset.aclose)
     manager = toolset.manager
     resolved = manager.config.updated(rerank=config.rerank, learning=config.learning)
-    return EvalTarget(manager.index, resolved, frozenset(manager.discovery_names))
+    learned = _scope_memory(manager.learning, scope, config) if scope is not None else None
+    return EvalTarget(manager.index, resolved, frozenset(manager.discovery_names), learned)
+
+
+def _scope_memory(learning: Learning, scope: str, config: ToolFilterConfig) -> LearningMemory:
+    """``--scope VALUE``: the agent's rows of that scope (hashed as the app hashes it) in a memory of their
+    own, as that scope's requests read them; a scope with no rows is an error naming what there is."""
+    stored = learning.scope_value(scope)  # (a 'shared' agent has no scopes: refused there)
+    rows = [row for row in learning.memory.rows() if row.scope == stored]
+    if not rows:
+        raise ConfigError(
+            f"--scope: the agent's learning holds no requests of this scope ({len(learning.memory):,} in "
+            f"{len(learning.memory.scopes())} other scope(s)); `sk-toolfilter learned` lists them"
+        )
+    memory = memory_for(config.learning)
+    for row in rows:
+        memory.learn(row.vector, row.tools, row.key, row.at, conversation=row.conversation)
+    print(f"learned from use: the agent's {len(memory):,} requests of scope {scope!r}")
+    print(describe_trust(memory))
+    return memory
 
 
 def _with_sent_gold(query: LabelledQuery, resolver: NameResolver) -> LabelledQuery:
@@ -280,10 +307,10 @@ async def run_conversation_eval(args: argparse.Namespace) -> int:
             "--rerank measures labelled queries (--queries); a replay of --conversations runs the agent's own "
             "rerank setting"
         )
-    if getattr(args, "learn", None):
+    if getattr(args, "learn", None) or getattr(args, "scope", None):
         raise ConfigError(
-            "--learn measures labelled queries (--queries); a replay of --conversations learns as it goes when "
-            "learning.enabled is set (--set learning.enabled=true)"
+            "--learn and --scope measure labelled queries (--queries); a replay of --conversations learns as it "
+            "goes when learning.enabled is set (--set learning.enabled=true)"
         )
     steps = load_steps(args.conversations)
     if args.limit:
@@ -334,7 +361,8 @@ async def run_eval(args: argparse.Namespace) -> int:
         )
         results = []
         modes: list[RerankMode] = ["none"] if args.rerank == "none" else ["none", args.rerank]
-        memories = [None, await _learned(args, index, config, queries)] if args.learn else [None]
+        learned = await _learned(args, index, config, queries) if args.learn else target.learned
+        memories = [None, learned] if learned is not None else [None]
         for method, mode, memory in ((m, r, s) for m in methods for r in modes for s in memories):
             if memory is not None and method == "bm25":
                 continue  # learning compares request vectors: BM25 has none
