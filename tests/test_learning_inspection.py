@@ -215,4 +215,5 @@ def test_eval_measures_what_one_tenant_learned_reading_the_apps_file_and_changin
     assert main([*command, "--scope", "globex-inc"]) == 2  # another tenant learned nothing: said, not measured
     assert "no requests of this scope" in capsys.readouterr().err
     assert main([*command, "--scope", "acme-corp", "--learn", str(queries)]) == 2
+    assert main([*command[:-4], "--methods", "bm25", "--scope", "acme-corp"]) == 2
     assert digest(learned) == before

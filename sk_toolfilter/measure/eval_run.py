@@ -100,6 +100,8 @@ async def _open_target(
     scope = getattr(args, "scope", None)
     if scope is not None and (not args.agent or getattr(args, "learn", None)):
         raise ConfigError("--scope measures what an agent learned: use it with --agent, and without --learn")
+    if scope is not None and methods == ["bm25"]:
+        raise ConfigError("--scope: learning from use compares request vectors; measure semantic or hybrid")
     if args.tools:
         config = apply_overrides(ToolFilterConfig(), args.set)
         tools = [t for t, _ in load_catalog(args.tools)]
