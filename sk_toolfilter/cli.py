@@ -134,6 +134,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
 
         history = ChatHistory()
         history.add_user_message(args.query)
+        tools.manager.learning.scope_value(args.scope)  # (refused, as `learned` refuses it, on a 'shared' agent)
         with learning_context(scope=args.scope):  # --scope: as that tenant's request reads what was learned
             selection = await tools.manager.select_for_history(history)
         ranking = selection.ranking
@@ -422,6 +423,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError("serve: --callers is for --http (over stdio the client that starts it is its one caller)")
     progress = Progress("embedding tools", unit="tools")
     async with await open_toolset(args.agent, kernel=await _kernel_from(args), progress=progress) as tools:
+        tools.manager.learning.scope_value(args.scope)  # (refused on a 'shared' agent, as everywhere)
         desk = GatewayDesk(tools.manager, tools.kernel, names, scope=args.scope, expose_found=args.expose == "found")
         catalog = [t.full_name for t in await tools.manager.discover("")]
         clash = sorted(set(vars(names).values()) & {*catalog, *tools.manager.config.always_include})

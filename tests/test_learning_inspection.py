@@ -217,3 +217,20 @@ def test_eval_measures_what_one_tenant_learned_reading_the_apps_file_and_changin
     assert main([*command, "--scope", "acme-corp", "--learn", str(queries)]) == 2
     assert main([*command[:-4], "--methods", "bm25", "--scope", "acme-corp"]) == 2
     assert digest(learned) == before
+
+
+@pytest.mark.parametrize("command", ["search", "explain", "learned", "eval", "serve"])
+def test_every_scope_option_refuses_a_shared_agent_alike(tmp_path, capsys, command):
+    agent = str(agent_file(tmp_path, {"file": str(tmp_path / "learned.npz")}))  # learning.scope: shared
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"query": "email bob", "gold": ["Messaging-send_email"]}) + "\n")
+    argv = {
+        "search": ["search", agent, "email bob"],
+        "explain": ["explain", agent, "email bob"],
+        "learned": ["learned", agent],
+        "eval": ["eval", "--agent", agent, "--queries", str(queries)],
+        "serve": ["serve", agent],  # refused before it serves
+    }[command]
+    assert main([*argv, "--scope", "acme-corp"]) == 2  # a shared agent has no tenants: never "as acme-corp"
+    assert "learning.scope is 'shared'" in capsys.readouterr().err
+    assert not (tmp_path / "learned.npz").exists()
