@@ -174,6 +174,20 @@ async def http_session(url: str, token: str, **headers: str):
         yield session
 
 
+async def search_then_call(url: str, query: str, tool: str, arguments: dict[str, object]) -> None:
+    """One session over HTTP searches `query`, finds `tool` and runs it (learned: found, then called)."""
+    async with streamablehttp_client(url) as (read, write, _), ClientSession(read, write) as session:
+        await session.initialize()
+        assert tool in shown((await session.call_tool("search_tools", {"query": query})).content[0].text)
+        assert not (await session.call_tool("call_tool", {"name": tool, "arguments": arguments})).isError
+
+
+def cli(*argv: str) -> str:
+    """``sk-toolfilter ARGV`` in its own process (as a user runs it beside a serving gateway); its stdout."""
+    command = [sys.executable, "-m", "sk_toolfilter.cli", *argv]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+
 def callers_file(tmp_path: Path) -> Path:
     path = tmp_path / "callers.yaml"
     callers = [
@@ -222,8 +236,7 @@ async def test_over_http_each_token_sees_runs_and_learns_only_its_own(tmp_path):
             await blue.call_tool("call_tool", {"name": "Math-add", "arguments": {"a": 1, "b": 2}})
 
     def learned_in(scope: str) -> dict[str, int]:
-        command = [sys.executable, "-m", "sk_toolfilter.cli", "learned", str(path), "--scope", scope, "--json"]
-        return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)["learned_tools"]
+        return json.loads(cli("learned", str(path), "--scope", scope, "--json"))["learned_tools"]
 
     assert learned_in("team-a") == {"Math-convert_units": 1}  # the math caller's scope, on the way out
     assert learned_in("ops") == {}  # the other caller found nothing it called
@@ -236,16 +249,6 @@ async def test_forget_while_the_gateway_serves_wipes_what_it_learned_before_and_
 ):
     learned = tmp_path / "learned.npz"
     path = gateway_agent(tmp_path, learning={"file": str(learned), "sync_seconds": sync_seconds})
-
-    async def search_then_call(url: str, query: str, tool: str, arguments: dict[str, object]) -> None:
-        async with streamablehttp_client(url) as (read, write, _), ClientSession(read, write) as session:
-            await session.initialize()
-            assert tool in shown((await session.call_tool("search_tools", {"query": query})).content[0].text)
-            assert not (await session.call_tool("call_tool", {"name": tool, "arguments": arguments})).isError
-
-    def cli(*argv: str) -> str:
-        command = [sys.executable, "-m", "sk_toolfilter.cli", *argv]
-        return subprocess.run(command, capture_output=True, text=True, check=True).stdout
 
     with gateway_over_http(path) as url:
         await search_then_call(url, "convert 10 km to miles", "Math-convert_units",
@@ -269,13 +272,9 @@ async def test_two_gateway_replicas_on_one_learning_file_keep_what_each_learned(
     }
     with gateway_over_http(path) as first, gateway_over_http(path) as second:
         for url, (tool, (query, arguments)) in zip((first, second), asked.items(), strict=True):
-            async with streamablehttp_client(url) as (read, write, _), ClientSession(read, write) as session:
-                await session.initialize()
-                assert tool in shown((await session.call_tool("search_tools", {"query": query})).content[0].text)
-                assert not (await session.call_tool("call_tool", {"name": tool, "arguments": arguments})).isError
+            await search_then_call(url, query, tool, arguments)
     # Each replica merged the other's rows into the file under its lock, on every write and on the way out.
-    command = [sys.executable, "-m", "sk_toolfilter.cli", "learned", str(path), "--json"]
-    summary = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    summary = json.loads(cli("learned", str(path), "--json"))
     assert summary["learned_tools"] == {"Math-convert_units": 1, "Math-add": 1}
 
 

@@ -40,7 +40,7 @@ from sk_toolfilter.measure.evaluation import (
 from sk_toolfilter.retrieval.cache import EmbeddingCache
 from sk_toolfilter.retrieval.embeddings import cached, create_embedding_service
 from sk_toolfilter.retrieval.index import ToolIndex
-from sk_toolfilter.retrieval.memory import LearningMemory
+from sk_toolfilter.retrieval.memory import SHARED_SCOPE, LearningMemory
 from sk_toolfilter.retrieval.metadata import ToolMetadata, openai_tool_definition
 from sk_toolfilter.selection.learning import Learning, describe_trust, memory_for, request_key
 from sk_toolfilter.selection.visibility import NameResolver
@@ -140,8 +140,7 @@ def _scope_memory(learning: Learning, scope: str, config: ToolFilterConfig) -> L
             f"{len(learning.memory.scopes())} other scope(s)); `sk-toolfilter learned` lists them"
         )
     memory = memory_for(config.learning)
-    for row in rows:
-        memory.learn(row.vector, row.tools, row.key, row.at, conversation=row.conversation)
+    memory.restore(row._replace(scope=SHARED_SCOPE) for row in rows)  # eval reads one shared scope
     print(f"learned from use: the agent's {len(memory):,} requests of scope {scope!r}")
     print(describe_trust(memory))
     return memory
